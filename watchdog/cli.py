@@ -1,0 +1,344 @@
+"""The ``afk`` command.
+
+Output is JSON on stdout where a command returns data; messages go to stderr.
+Exit status: 0 ok, 2 bad usage or input, 3 nothing to claim, 4 lease lost,
+1 anything else (such as an unreachable database).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from .config import parse_duration
+from .errors import AfkError, BadInput
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_EMPTY, EXIT_LEASE_LOST = 0, 1, 2, 3, 4
+
+logger = logging.getLogger(__name__)
+
+if TYPE_CHECKING:
+    from .queue import Queue
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"afk: error: {message}\n")
+
+
+def emit(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, default=str) + "\n")
+
+
+def parse_json(text: str, what: str) -> Any:
+    def refuse(constant: str) -> Any:
+        raise ValueError(f"{constant} is not JSON")
+
+    try:
+        return json.loads(text, parse_constant=refuse)
+    except ValueError as exc:
+        raise BadInput(f"{what} is not valid JSON: {exc}") from None
+
+
+def parse_object(text: str, what: str) -> dict[str, Any]:
+    value = parse_json(text, what)
+    if not isinstance(value, dict):
+        raise BadInput(f"{what} must be a JSON object, not {type(value).__name__}")
+    return value
+
+
+def agent_of(args: argparse.Namespace, required: bool = True) -> str | None:
+    agent = args.agent if args.agent is not None else os.environ.get("AFK_AGENT_ID")
+    if required and agent is None:
+        raise BadInput("an agent id is needed: --agent or AFK_AGENT_ID")
+    return agent
+
+
+def runner_of(args: argparse.Namespace) -> str | None:
+    return args.runner if args.runner is not None else os.environ.get("AFK_RUNNER_ID") or None
+
+
+def open_queue(args: argparse.Namespace) -> Queue:
+    from .db import Database
+    from .queue import Queue
+
+    dsn = args.dsn or os.environ.get("AFK_DSN")
+    if not dsn:
+        from .embedded import default_dsn
+
+        dsn = default_dsn()
+    return Queue(Database(dsn))
+
+
+# -- commands ---------------------------------------------------------------
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    with open_queue(args) as q:
+        applied = q.migrate()
+        emit({"applied": applied, "version": q.db.schema_version()})
+    return EXIT_OK
+
+
+def read_jsonl(path: str) -> list[dict[str, Any]]:
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"cannot read {path}: {exc}") from None
+    tasks = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            item = parse_object(line, f"line {number}")
+        except BadInput as exc:
+            raise BadInput(f"{path}: {exc}; nothing was enqueued") from None
+        unknown = set(item) - {"title", "spec", "key", "max_attempts"}
+        if unknown:
+            raise BadInput(f"{path}: line {number}: unknown field(s) {sorted(unknown)}; "
+                           "nothing was enqueued")
+        tasks.append(item)
+    if not tasks:
+        raise BadInput(f"{path}: no tasks in the file")
+    return tasks
+
+
+def cmd_enqueue(args: argparse.Namespace) -> int:
+    agent = agent_of(args)
+    if args.file is not None:
+        if args.title is not None or args.spec is not None or args.key is not None:
+            raise BadInput("--file cannot be combined with --title, --spec or --key")
+        tasks = read_jsonl(args.file)
+    else:
+        if args.title is None:
+            raise BadInput("--title (or --file) is required")
+        spec = parse_object(args.spec, "--spec") if args.spec is not None else {}
+        tasks = [{"title": args.title, "spec": spec, "key": args.key,
+                  "max_attempts": args.max_attempts}]
+    if args.max_attempts is not None:
+        for task in tasks:
+            task.setdefault("max_attempts", args.max_attempts)
+    assert agent is not None
+    with open_queue(args) as q:
+        try:
+            result = q.enqueue(agent, tasks)
+        except BadInput as exc:
+            if args.file is not None:
+                raise BadInput(f"{args.file}: {exc}; nothing was enqueued") from None
+            raise
+        emit(result.to_json())
+    return EXIT_OK
+
+
+def cmd_claim(args: argparse.Namespace) -> int:
+    agent = agent_of(args)
+    assert agent is not None
+    with open_queue(args) as q:
+        task = q.claim(agent, runner=runner_of(args), lease_seconds=args.lease)
+        if task is None:
+            print(f"afk: nothing to claim for agent {agent!r}", file=sys.stderr)
+            return EXIT_EMPTY
+        emit(task.to_json())
+    return EXIT_OK
+
+
+def cmd_checkpoint(args: argparse.Namespace) -> int:
+    patch = parse_object(args.patch, "--patch")
+    with open_queue(args) as q:
+        emit(q.checkpoint(args.id, patch, token=args.token).to_json())
+    return EXIT_OK
+
+
+def cmd_heartbeat(args: argparse.Namespace) -> int:
+    with open_queue(args) as q:
+        emit(q.heartbeat(args.id, token=args.token).to_json())
+    return EXIT_OK
+
+
+def cmd_done(args: argparse.Namespace) -> int:
+    result = parse_json(args.result, "--result") if args.result is not None else None
+    with open_queue(args) as q:
+        emit(q.done(args.id, result, token=args.token).to_json())
+    return EXIT_OK
+
+
+def cmd_fail(args: argparse.Namespace) -> int:
+    with open_queue(args) as q:
+        emit(q.fail(args.id, args.error, token=args.token).to_json())
+    return EXIT_OK
+
+
+def cmd_pause(args: argparse.Namespace) -> int:
+    with open_queue(args) as q:
+        if args.id is not None:
+            if args.token is None:
+                raise BadInput("pausing one task needs its --token")
+            q.pause_task(args.id, token=args.token)
+            emit({"paused": 1})
+            return EXIT_OK
+        runner = runner_of(args)
+        agent = agent_of(args, required=runner is None)
+        emit({"paused": len(q.pause(agent, runner=runner))})
+    return EXIT_OK
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    with open_queue(args) as q:
+        emit(q.status(agent_of(args, required=False)))
+    return EXIT_OK
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    with open_queue(args) as q:
+        task, history = q.show(args.id)
+        emit({**task.to_json(), "history": history})
+    return EXIT_OK
+
+
+def cmd_dead(args: argparse.Namespace) -> int:
+    since = parse_duration(args.since) if args.since is not None else None
+    with open_queue(args) as q:
+        emit([t.to_json() for t in q.dead(agent_of(args, required=False), since_seconds=since)])
+    return EXIT_OK
+
+
+def cmd_retry(args: argparse.Namespace) -> int:
+    who = os.environ.get("USER") or None
+    with open_queue(args) as q:
+        emit({"retried": [str(i) for i in q.retry(args.ids, who=who)]})
+    return EXIT_OK
+
+
+def cmd_reclaim(args: argparse.Namespace) -> int:
+    with open_queue(args) as q:
+        r = q.reclaim()
+        emit({"paused": r.paused, "failed": r.failed})
+    return EXIT_OK
+
+
+def cmd_db(args: argparse.Namespace) -> int:
+    from . import embedded
+
+    afk_home = embedded.home()
+    if args.action == "stop":
+        emit({"stopped": embedded.stop(afk_home)})
+        return EXIT_OK
+    if args.action == "start":
+        info = embedded.ensure_running(afk_home)
+    else:
+        info = embedded.running(afk_home / "pgdata")
+    emit({"running": info is not None, "pgdata": str(afk_home / "pgdata"),
+          "dsn": info.dsn() if info else None, "pid": info.pid if info else None})
+    return EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run
+
+    return run(args.dsn or os.environ.get("AFK_DSN"))
+
+
+# -- parser -----------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--dsn", default=argparse.SUPPRESS,
+                        help="PostgreSQL connection string (env AFK_DSN; default: the "
+                             "embedded server under AFK_HOME)")
+    parser = Parser(prog="afk", description="A durable task queue on PostgreSQL for "
+                    "unattended coding agents.", parents=[common],
+                    epilog="Exit status: 0 ok, 2 bad usage or input, 3 nothing to claim, "
+                           "4 lease lost, 1 anything else.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                parser_class=Parser)
+
+    def add(name: str, func: Callable[[argparse.Namespace], int], help: str) -> Any:
+        p = sub.add_parser(name, parents=[common], help=help, description=help)
+        p.set_defaults(func=func)
+        return p
+
+    def agent_opt(p: Any, help: str = "agent id (env AFK_AGENT_ID)") -> None:
+        p.add_argument("--agent", help=help)
+
+    def runner_opt(p: Any) -> None:
+        p.add_argument("--runner", help="runner id (env AFK_RUNNER_ID)")
+
+    def fenced(name: str, func: Callable[[argparse.Namespace], int], help: str) -> Any:
+        p = add(name, func, help)
+        p.add_argument("id", help="task id")
+        p.add_argument("--token", type=int, required=True, help="the lease token of the claim")
+        return p
+
+    add("migrate", cmd_migrate, "create or upgrade the schema (safe to repeat)")
+
+    p = add("enqueue", cmd_enqueue, "add tasks to an agent's backlog")
+    agent_opt(p)
+    p.add_argument("--title")
+    p.add_argument("--spec", help="JSON object")
+    p.add_argument("--key", help="idempotency key: enqueueing it again is a no-op")
+    p.add_argument("--max-attempts", type=int, dest="max_attempts")
+    p.add_argument("--file", help='JSON Lines, each {"title", "spec", "key"}; - for stdin')
+
+    p = add("claim", cmd_claim, "take the agent's next task (exit 3 if none)")
+    agent_opt(p)
+    runner_opt(p)
+    p.add_argument("--lease", type=float, help="lease length in seconds (env AFK_LEASE_SECONDS)")
+
+    p = fenced("checkpoint", cmd_checkpoint, "merge a JSON object into the checkpoint")
+    p.add_argument("--patch", required=True, help="JSON object")
+    fenced("heartbeat", cmd_heartbeat, "refresh the lease")
+    p = fenced("done", cmd_done, "finish the task")
+    p.add_argument("--result", help="JSON")
+    p = fenced("fail", cmd_fail, "report a failure (retried after a backoff)")
+    p.add_argument("--error", required=True)
+
+    p = add("pause", cmd_pause, "pause running tasks (a clean stop spends no attempt)")
+    agent_opt(p)
+    runner_opt(p)
+    p.add_argument("id", nargs="?", help="pause only this task (needs --token)")
+    p.add_argument("--token", type=int)
+
+    p = add("status", cmd_status, "task counts per state")
+    agent_opt(p)
+    p = add("show", cmd_show, "one task with its history")
+    p.add_argument("id")
+    p = add("dead", cmd_dead, "failed tasks")
+    agent_opt(p)
+    p.add_argument("--since", help="e.g. 1h, 30m, 7d")
+    p = add("retry", cmd_retry, "put failed tasks back to todo")
+    p.add_argument("ids", nargs="+", metavar="ID")
+    add("reclaim", cmd_reclaim, "reclaim expired leases once")
+
+    p = add("db", cmd_db, "the embedded PostgreSQL server")
+    p.add_argument("action", choices=["status", "start", "stop"])
+
+    add("demo", cmd_demo, "a crash and a resume on a small backlog, end to end")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=os.environ.get("AFK_LOG_LEVEL", "WARNING").upper(),
+                        format="afk: %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    args = build_parser().parse_args(argv)
+    if not hasattr(args, "dsn"):
+        args.dsn = None
+    try:
+        code: int = args.func(args)
+    except AfkError as exc:
+        print(f"afk: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,175 @@
+"""The database layer: the only module that imports psycopg.
+
+It owns connections (a pool for long-lived users of the API, one plain
+connection for a CLI command), runs the named statements of ``sql/queries.sql``
+and the migrations, and turns driver errors into ours.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+
+from . import sql
+from .errors import DatabaseError, SchemaMissing
+
+if TYPE_CHECKING:
+    from psycopg_pool import ConnectionPool
+
+logger = logging.getLogger(__name__)
+
+Row = dict[str, Any]
+Connection = psycopg.Connection[Any]
+
+# pg_advisory_xact_lock key for migrations: any fixed 64-bit number of our own.
+MIGRATION_LOCK_KEY = 0x61666B5F6D696772  # "afk_migr"
+
+_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)|(://[^:/@]*:)([^@]*)(@)", re.I)
+
+
+def redact(conninfo: str) -> str:
+    """The connection string with any password replaced by ``***``."""
+
+    def hide(m: re.Match[str]) -> str:
+        if m.group(1):
+            return m.group(1) + "***"
+        return m.group(3) + "***" + m.group(5)
+
+    return _PASSWORD.sub(hide, conninfo)
+
+
+def json_param(value: Any) -> Jsonb:
+    return Jsonb(value)
+
+
+@contextmanager
+def translate_errors() -> Iterator[None]:
+    """Driver errors become ours, with a one-line reason and no secrets."""
+    try:
+        yield
+    except (pg_errors.UndefinedTable, pg_errors.UndefinedObject, pg_errors.UndefinedFunction) as exc:
+        raise SchemaMissing(
+            f"the afk schema is missing or outdated ({first_line(exc)}): run `afk migrate`"
+        ) from exc
+    except psycopg.OperationalError as exc:
+        raise DatabaseError(f"database unreachable: {first_line(exc)}") from exc
+    except psycopg.Error as exc:
+        raise DatabaseError(f"database error: {first_line(exc)}") from exc
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return redact(text[0]) if text else type(exc).__name__
+
+
+class Database:
+    """Connections to one PostgreSQL database.
+
+    ``pool_size=None`` (the CLI) opens one connection on first use and keeps
+    it; a number opens a psycopg_pool pool of that many on first use. Every
+    statement runs in autocommit mode unless the caller passes its own
+    connection, whose transaction it then joins.
+    """
+
+    def __init__(self, conninfo: str, *, pool_size: int | None = None,
+                 connect_timeout: float = 10) -> None:
+        self.conninfo = conninfo
+        self._pool_size = pool_size
+        self._connect_timeout = connect_timeout
+        self._pool: ConnectionPool[Connection] | None = None
+        self._conn: Connection | None = None
+
+    def __repr__(self) -> str:
+        return f"Database({redact(self.conninfo)!r})"
+
+    def connect(self, *, autocommit: bool = True) -> Connection:
+        """A new connection of its own (the caller closes it)."""
+        with translate_errors():
+            return psycopg.connect(self.conninfo, autocommit=autocommit, row_factory=dict_row,
+                                   connect_timeout=max(1, int(self._connect_timeout)))
+
+    @contextmanager
+    def connection(self, conn: Connection | None = None) -> Iterator[Connection]:
+        if conn is not None:
+            yield conn
+            return
+        if self._pool_size is None:
+            if self._conn is None or self._conn.closed:
+                self._conn = self.connect()
+            yield self._conn
+            return
+        if self._pool is None:
+            from psycopg_pool import ConnectionPool
+
+            self._pool = ConnectionPool(
+                self.conninfo, min_size=1, max_size=self._pool_size, open=False,
+                kwargs={"autocommit": True, "row_factory": dict_row},
+                timeout=self._connect_timeout,
+            )
+            with translate_errors():
+                self._pool.open(wait=False)
+        with translate_errors(), self._pool.connection() as pooled:
+            yield pooled
+
+    def fetch(self, name: str, params: Mapping[str, Any] | None = None,
+              conn: Connection | None = None) -> list[Row]:
+        """Run the named statement in one round trip; return its rows as dicts."""
+        statement = sql.query(name)
+        with translate_errors(), self.connection(conn) as c:
+            cur = c.cursor(row_factory=dict_row)
+            cur.execute(statement, params or {})
+            return cur.fetchall() if cur.description else []
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    # -- migrations -------------------------------------------------------
+
+    def migrate(self) -> list[str]:
+        """Apply the missing migrations in one transaction; return their names.
+
+        An advisory lock serialises concurrent callers: the second waits, then
+        finds nothing left to do.
+        """
+        applied: list[str] = []
+        with translate_errors(), self.connect(autocommit=False) as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS afk_schema_version ("
+                " version int PRIMARY KEY, name text NOT NULL,"
+                " applied_at timestamptz NOT NULL DEFAULT now())"
+            )
+            done = {r["version"] for r in conn.execute("SELECT version FROM afk_schema_version")}
+            for version, name, text in sql.migrations():
+                if version in done:
+                    continue
+                logger.info("applying migration %s", name, extra={"action": "migrate"})
+                conn.execute(text)
+                conn.execute(
+                    "INSERT INTO afk_schema_version (version, name) VALUES (%s, %s)",
+                    (version, name),
+                )
+                applied.append(name)
+            conn.commit()
+        return applied
+
+    def schema_version(self) -> int:
+        with translate_errors(), self.connection() as c:
+            found = c.execute("SELECT to_regclass('afk_schema_version') AS t").fetchone()
+            if not found or found["t"] is None:
+                return 0
+            row = c.execute("SELECT coalesce(max(version), 0) AS v FROM afk_schema_version").fetchone()
+            return int(row["v"]) if row else 0

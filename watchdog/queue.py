@@ -1,0 +1,411 @@
+"""The queue's Python API. Every method validates its input before it writes,
+runs one statement, and never keeps a transaction open while a task runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from .config import QueueSettings
+from .db import Connection, Database, Row, json_param
+from .errors import BadInput, LeaseLost, NotRunning, TaskNotFound
+
+STATES = ("todo", "running", "paused", "done", "failed")
+MAX_TEXT = 10_000  # characters of a title, an agent id or a key
+MAX_ERROR = 100_000  # characters of last_error kept
+
+
+@dataclass(frozen=True)
+class Task:
+    id: uuid.UUID
+    agent_id: str
+    ordinal: int
+    title: str
+    spec: dict[str, Any]
+    state: str
+    checkpoint: dict[str, Any]
+    idem_key: str | None
+    attempts: int
+    max_attempts: int
+    lease_until: datetime | None
+    lease_owner: str | None
+    token: int
+    last_error: str | None = None
+    run_after: datetime | None = None
+    result: Any = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+    @classmethod
+    def from_row(cls, row: Row) -> Task:
+        return cls(
+            id=row["id"], agent_id=row["agent_id"], ordinal=row["ordinal"], title=row["title"],
+            spec=row["spec"], state=str(row["state"]), checkpoint=row["checkpoint"],
+            idem_key=row["idem_key"], attempts=row["attempts"], max_attempts=row["max_attempts"],
+            lease_until=row["lease_until"], lease_owner=row.get("lease_owner"),
+            token=row.get("lease_token") or 0, last_error=row["last_error"],
+            run_after=row.get("run_after"), result=row.get("result"),
+            created_at=row["created_at"], updated_at=row["updated_at"],
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The task as the CLI prints it."""
+        out: dict[str, Any] = {}
+        for key, value in self.__dict__.items():
+            if isinstance(value, datetime):
+                value = value.isoformat()
+            elif isinstance(value, uuid.UUID):
+                value = str(value)
+            out[key] = value
+        return out
+
+
+@dataclass(frozen=True)
+class NewTask:
+    title: str
+    spec: Mapping[str, Any] = field(default_factory=dict)
+    key: str | None = None
+    max_attempts: int | None = None
+
+
+@dataclass(frozen=True)
+class EnqueueResult:
+    #: ids of the rows inserted, in the order given
+    enqueued: list[uuid.UUID]
+    #: keys that were already taken (by an earlier batch or earlier in this one)
+    duplicates: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"enqueued": [str(i) for i in self.enqueued], "duplicates": self.duplicates}
+
+
+@dataclass(frozen=True)
+class ReclaimResult:
+    paused: int = 0
+    failed: int = 0
+    statements: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.paused + self.failed
+
+
+TaskRef = Task | uuid.UUID | str
+
+
+def default_runner_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class Queue:
+    """A durable task queue in one PostgreSQL database.
+
+    >>> q = Queue("postgresql://localhost/afk")
+    >>> q.enqueue("agent-1", [NewTask("fix the flaky test", key="issue-12")])
+    >>> task = q.claim("agent-1", runner="laptop-1")
+    >>> q.checkpoint(task, {"files": ["tests/test_x.py"]})
+    >>> q.done(task)
+
+    Writes by a worker are fenced by the token its claim issued: once the
+    lease is lost they raise :class:`LeaseLost` and change nothing.
+    """
+
+    def __init__(self, dsn: str | Database | None = None, *,
+                 settings: QueueSettings | None = None, pool_size: int | None = 4) -> None:
+        if isinstance(dsn, Database):
+            self.db = dsn
+        else:
+            if dsn is None:
+                from .embedded import default_dsn
+
+                dsn = default_dsn()
+            self.db = Database(dsn, pool_size=pool_size)
+        self.settings = settings or QueueSettings.from_env()
+
+    def __enter__(self) -> Queue:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.db.close()
+
+    def migrate(self) -> list[str]:
+        return self.db.migrate()
+
+    # -- producers --------------------------------------------------------
+
+    def enqueue(self, agent_id: str, tasks: Iterable[NewTask | Mapping[str, Any]], *,
+                conn: Connection | None = None) -> EnqueueResult:
+        """Add tasks to an agent's backlog, in order, in one statement.
+
+        A task whose key exists already is skipped and reported as a duplicate,
+        so enqueueing the same plan twice changes nothing. Pass ``conn`` to
+        enqueue inside your own transaction.
+        """
+        agent_id = check_text("agent id", agent_id)
+        batch = [self._check_new(t, i) for i, t in enumerate(tasks)]
+        if not batch:
+            raise BadInput("nothing to enqueue")
+        rows: list[dict[str, Any]] = []
+        duplicates: list[str] = []
+        seen: set[str] = set()
+        for n, task in enumerate(batch):
+            if task.key is not None:
+                if task.key in seen:
+                    duplicates.append(task.key)
+                    continue
+                seen.add(task.key)
+            rows.append({"n": n, "title": task.title, "spec": task.spec,
+                         "idem_key": task.key, "max_attempts": task.max_attempts})
+        inserted = self.db.fetch("enqueue", {
+            "agent_id": agent_id, "tasks": json_param(rows),
+            "default_max_attempts": self.settings.max_attempts,
+        }, conn)
+        taken = {r["idem_key"] for r in inserted if r["idem_key"] is not None}
+        duplicates += [r["idem_key"] for r in rows
+                       if r["idem_key"] is not None and r["idem_key"] not in taken]
+        return EnqueueResult([r["id"] for r in inserted], duplicates)
+
+    def _check_new(self, task: NewTask | Mapping[str, Any], index: int) -> NewTask:
+        where = f"task {index + 1}"
+        if isinstance(task, Mapping):
+            unknown = set(task) - {"title", "spec", "key", "max_attempts"}
+            if unknown:
+                raise BadInput(f"{where}: unknown field(s) {sorted(unknown)}")
+            task = NewTask(title=task.get("title"), spec=task.get("spec") or {},  # type: ignore[arg-type]
+                           key=task.get("key"), max_attempts=task.get("max_attempts"))
+        title = check_text(f"{where}: title", task.title)
+        spec = self._check_object(f"{where}: spec", task.spec)
+        key = None if task.key is None else check_text(f"{where}: key", task.key)
+        max_attempts = task.max_attempts
+        if max_attempts is not None and (
+            not isinstance(max_attempts, int) or isinstance(max_attempts, bool) or max_attempts < 1
+        ):
+            raise BadInput(f"{where}: max_attempts must be a whole number >= 1")
+        return NewTask(title, spec, key, max_attempts)
+
+    # -- workers ----------------------------------------------------------
+
+    def claim(self, agent_id: str, *, runner: str | None = None,
+              lease_seconds: float | None = None) -> Task | None:
+        """Take the agent's next task, or None. A runner that restarts with the
+        same id gets its own in-flight task back first."""
+        agent_id = check_text("agent id", agent_id)
+        runner = default_runner_id() if runner is None else check_text("runner id", runner)
+        lease = self._lease(lease_seconds)
+        rows = self.db.fetch("claim", {"agent_id": agent_id, "runner": runner,
+                                       "lease_seconds": lease})
+        return Task.from_row(rows[0]) if rows else None
+
+    def checkpoint(self, task: TaskRef, patch: Mapping[str, Any], *,
+                   token: int | None = None) -> Task:
+        """Merge ``patch`` into the task's checkpoint (top-level keys replaced,
+        others kept) and refresh the lease."""
+        task_id, token = task_ref(task, token)
+        patch = self._check_object("checkpoint patch", patch)
+        max_bytes = self.settings.max_json_bytes
+        rows = self.db.fetch("checkpoint", {
+            "id": task_id, "token": token, "patch": json_param(patch),
+            "max_bytes": max_bytes, "lease_seconds": self.settings.lease_seconds,
+        })
+        if rows and rows[0]["id"] is None and rows[0]["merged_bytes"] > max_bytes and \
+                rows[0]["cur_state"] == "running" and rows[0]["cur_token"] == token:
+            raise BadInput(f"the merged checkpoint would be {rows[0]['merged_bytes']} bytes, "
+                           f"over the limit of {max_bytes}")
+        return fenced(rows, task_id, token)
+
+    def heartbeat(self, task: TaskRef, *, token: int | None = None) -> Task:
+        """Refresh the lease without changing anything else."""
+        task_id, token = task_ref(task, token)
+        return fenced(self.db.fetch("heartbeat", {
+            "id": task_id, "token": token, "lease_seconds": self.settings.lease_seconds,
+        }), task_id, token)
+
+    def done(self, task: TaskRef, result: Any = None, *, token: int | None = None,
+             conn: Connection | None = None) -> Task:
+        """Finish the task. Pass ``conn`` to commit it with your own writes."""
+        task_id, token = task_ref(task, token)
+        if result is not None:
+            check_json_size("result", result, self.settings.max_json_bytes)
+        return fenced(self.db.fetch("done", {
+            "id": task_id, "token": token,
+            "result": None if result is None else json_param(result),
+        }, conn), task_id, token)
+
+    def fail(self, task: TaskRef, error: str, *, token: int | None = None) -> Task:
+        """Report a failure. Below max_attempts the task comes back after a
+        backoff; at max_attempts it is failed."""
+        task_id, token = task_ref(task, token)
+        if not isinstance(error, str) or not error.strip():
+            raise BadInput("error text must not be empty")
+        error = error.replace("\x00", "")[:MAX_ERROR]
+        s = self.settings
+        return fenced(self.db.fetch("fail", {
+            "id": task_id, "token": token, "error": error,
+            "backoff_base": s.backoff_base_seconds, "backoff_cap": s.backoff_cap_seconds,
+        }), task_id, token)
+
+    def pause_task(self, task: TaskRef, *, token: int | None = None,
+                   reason: str = "paused by runner") -> Task:
+        """A clean stop of one task by its worker: no attempt is spent."""
+        task_id, token = task_ref(task, token)
+        return fenced(self.db.fetch("pause_task", {"id": task_id, "token": token,
+                                                   "reason": reason}), task_id, token)
+
+    def pause(self, agent_id: str | None = None, *, runner: str | None = None,
+              reason: str = "paused by stop") -> list[uuid.UUID]:
+        """Pause running tasks: all of an agent's, or those one runner holds
+        (of that agent, or of every agent). Returns the ids paused."""
+        if agent_id is None and runner is None:
+            raise BadInput("pause needs an agent id, a runner id, or both")
+        if runner is not None:
+            runner = check_text("runner id", runner)
+        if agent_id is None:
+            rows = self.db.fetch("pause_runner", {"runner": runner, "reason": reason})
+        else:
+            rows = self.db.fetch("pause_agent", {"agent_id": check_text("agent id", agent_id),
+                                                 "runner": runner, "reason": reason})
+        return [r["id"] for r in rows]
+
+    # -- operators --------------------------------------------------------
+
+    def retry(self, task_ids: Iterable[TaskRef], *, who: str | None = None) -> list[uuid.UUID]:
+        """Put failed tasks back to todo (attempts reset, checkpoint kept).
+        All or nothing: if any id is unknown or not failed, nothing changes."""
+        ids = [task_ref(t, 0)[0] for t in task_ids]
+        if not ids:
+            raise BadInput("no task ids given")
+        rows = self.db.fetch("retry", {"ids": ids, "who": who})
+        found = {r["id"]: str(r["state"]) for r in rows}
+        missing = [str(i) for i in ids if i not in found]
+        if missing:
+            raise TaskNotFound(f"no task with id {', '.join(missing)}; nothing was retried")
+        not_failed = [f"{i} ({s})" for i, s in found.items() if s != "failed"]
+        if not_failed:
+            raise NotRunning(f"only failed tasks can be retried: {', '.join(not_failed)}; "
+                             "nothing was retried")
+        return list(dict.fromkeys(ids))
+
+    def reclaim(self, *, batch: int | None = None) -> ReclaimResult:
+        """Expired leases: running -> paused (or failed once attempts are spent).
+        Pages through them by id, ``batch`` rows per statement."""
+        size = batch or self.settings.reclaim_batch
+        after = uuid.UUID(int=0)
+        paused = failed = statements = 0
+        while True:
+            row = self.db.fetch("reclaim", {"after_id": after, "batch": size})[0]
+            statements += 1
+            paused += row["paused"]
+            failed += row["failed"]
+            if row["scanned"] < size or row["last_id"] is None:
+                return ReclaimResult(paused, failed, statements)
+            after = row["last_id"]
+
+    def status(self, agent_id: str | None = None) -> dict[str, int]:
+        if agent_id is not None:
+            agent_id = check_text("agent id", agent_id)
+        counts = {r["state"]: r["n"] for r in self.db.fetch("status", {"agent_id": agent_id})}
+        return {s: int(counts.get(s, 0)) for s in STATES}
+
+    def show(self, task: TaskRef) -> tuple[Task, list[dict[str, Any]]]:
+        """The task and its history, oldest first."""
+        task_id = task_ref(task, 0)[0]
+        rows = self.db.fetch("show", {"id": task_id})
+        if not rows:
+            raise TaskNotFound(f"no task with id {task_id}")
+        return Task.from_row(rows[0]), rows[0]["history"]
+
+    def dead(self, agent_id: str | None = None, *, since_seconds: float | None = None,
+             limit: int = 1000) -> list[Task]:
+        """Failed tasks, newest first."""
+        if agent_id is not None:
+            agent_id = check_text("agent id", agent_id)
+        if since_seconds is not None and since_seconds <= 0:
+            raise BadInput("since must be positive")
+        rows = self.db.fetch("dead", {"agent_id": agent_id, "since_seconds": since_seconds,
+                                      "limit": limit})
+        return [Task.from_row(r) for r in rows]
+
+    # -- checks -----------------------------------------------------------
+
+    def _lease(self, lease_seconds: float | None) -> float:
+        lease = self.settings.lease_seconds if lease_seconds is None else lease_seconds
+        if isinstance(lease, bool) or not isinstance(lease, int | float) or not lease > 0 \
+                or lease > 7 * 86400:
+            raise BadInput(f"lease must be a positive number of seconds up to 7 days, not {lease}")
+        return float(lease)
+
+    def _check_object(self, what: str, value: Any) -> dict[str, Any]:
+        if not isinstance(value, Mapping):
+            raise BadInput(f"{what} must be a JSON object, not {type(value).__name__}")
+        value = dict(value)
+        check_json_size(what, value, self.settings.max_json_bytes)
+        return value
+
+
+def check_text(what: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise BadInput(f"{what} must be a non-empty string")
+    if "\x00" in value:
+        raise BadInput(f"{what} must not contain a NUL character")
+    if len(value) > MAX_TEXT:
+        raise BadInput(f"{what} is longer than {MAX_TEXT} characters")
+    return value
+
+
+def check_json_size(what: str, value: Any, max_bytes: int) -> None:
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise BadInput(f"{what} is not JSON-serialisable: {exc}") from None
+    if "\\u0000" in text:
+        raise BadInput(f"{what} must not contain a NUL character (\\u0000)")
+    size = len(text.encode())
+    if size > max_bytes:
+        raise BadInput(f"{what} is {size} bytes, over the limit of {max_bytes}")
+
+
+def parse_task_id(value: Any) -> uuid.UUID:
+    if isinstance(value, uuid.UUID):
+        return value
+    try:
+        return uuid.UUID(str(value).strip())
+    except ValueError:
+        raise BadInput(f"not a task id: {value!r}") from None
+
+
+def task_ref(task: TaskRef, token: int | None) -> tuple[uuid.UUID, int]:
+    if isinstance(task, Task):
+        return task.id, task.token if token is None else token
+    if token is None:
+        raise BadInput("a lease token is needed with a bare task id")
+    if isinstance(token, bool) or not isinstance(token, int):
+        raise BadInput(f"not a lease token: {token!r}")
+    return parse_task_id(task), token
+
+
+def fenced(rows: list[Row], task_id: uuid.UUID, token: int) -> Task:
+    """Interpret a fenced write: the updated task, or why nothing changed."""
+    if not rows:
+        raise TaskNotFound(f"no task with id {task_id}")
+    row = rows[0]
+    if row["id"] is not None:
+        return Task.from_row(row)
+    state, current = str(row["cur_state"]), row["cur_token"]
+    if token <= 0 or token > current:
+        raise BadInput(f"token {token} was never issued for task {task_id}")
+    if token < current:
+        raise LeaseLost(f"task {task_id} was claimed again since (token {current} replaced "
+                        f"{token}); nothing was changed")
+    if state in ("done", "failed"):
+        raise NotRunning(f"task {task_id} is {state}, not running; nothing was changed")
+    raise LeaseLost(f"task {task_id} is {state}: its lease was lost (expired and reclaimed, "
+                    "or paused); nothing was changed")

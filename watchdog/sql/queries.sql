@@ -1,0 +1,270 @@
+-- Every runtime statement of the queue, one named block each. A block runs as
+-- one statement, in one round trip. Parameters are psycopg's %(name)s.
+-- Times are always the database's now().
+
+-- name: enqueue
+-- Inserts a batch for one agent. The upsert of the agent's counter row takes
+-- its lock, so concurrent batches for one agent get disjoint ordinals; keys
+-- that exist already (or are inserted concurrently) are skipped by ON CONFLICT.
+WITH input AS (
+    SELECT x.n, x.title, coalesce(x.spec, '{}'::jsonb) AS spec, x.idem_key,
+           coalesce(x.max_attempts, %(default_max_attempts)s) AS max_attempts
+      FROM jsonb_to_recordset(%(tasks)s::jsonb)
+           AS x(n int, title text, spec jsonb, idem_key text, max_attempts int)
+), fresh AS (
+    SELECT i.* FROM input i
+     WHERE i.idem_key IS NULL
+        OR NOT EXISTS (SELECT 1 FROM afk_task t WHERE t.idem_key = i.idem_key)
+), counter AS (
+    INSERT INTO afk_agent AS a (agent_id, next_ordinal)
+    VALUES (%(agent_id)s, 1 + (SELECT count(*) FROM fresh))
+    ON CONFLICT (agent_id) DO UPDATE
+        SET next_ordinal = a.next_ordinal + (SELECT count(*) FROM fresh)
+    RETURNING next_ordinal - (SELECT count(*) FROM fresh) AS first
+), ins AS (
+    INSERT INTO afk_task (agent_id, ordinal, title, spec, idem_key, max_attempts)
+    SELECT %(agent_id)s, c.first + row_number() OVER (ORDER BY f.n) - 1,
+           f.title, f.spec, f.idem_key, f.max_attempts
+      FROM fresh f CROSS JOIN counter c
+    ON CONFLICT (idem_key) DO NOTHING
+    RETURNING id, idem_key, ordinal
+), ev AS (
+    INSERT INTO afk_task_event (task_id, to_state, reason)
+    SELECT id, 'todo', 'enqueued' FROM ins
+)
+SELECT id, idem_key, ordinal FROM ins ORDER BY ordinal;
+
+-- name: claim
+-- The runner's own in-flight task first (a restarted runner resumes it), else
+-- the agent's lowest todo/paused ordinal that is not in backoff. Rows held by
+-- another runner are never taken, even with an expired lease: the reclaim
+-- decides that, and records it. Each claim issues a new fencing token.
+WITH own AS (
+    SELECT id, true AS resumed FROM afk_task
+     WHERE agent_id = %(agent_id)s AND state = 'running' AND lease_owner = %(runner)s
+     ORDER BY ordinal
+     LIMIT 1
+       FOR UPDATE SKIP LOCKED
+), next AS (
+    SELECT id, false AS resumed FROM afk_task
+     WHERE agent_id = %(agent_id)s AND state IN ('todo', 'paused')
+       AND (run_after IS NULL OR run_after <= now())
+       AND NOT EXISTS (SELECT 1 FROM own)
+     ORDER BY ordinal
+     LIMIT 1
+       FOR UPDATE SKIP LOCKED
+), picked AS (
+    SELECT * FROM own UNION ALL SELECT * FROM next
+), old AS (
+    SELECT t.id, t.state, p.resumed FROM afk_task t JOIN picked p USING (id)
+), upd AS (
+    UPDATE afk_task t
+       SET state = 'running',
+           attempts = t.attempts + CASE WHEN o.resumed THEN 0 ELSE 1 END,
+           lease_owner = %(runner)s,
+           lease_token = nextval('afk_lease_token_seq'),
+           lease_seconds = %(lease_seconds)s,
+           lease_until = now() + make_interval(secs => %(lease_seconds)s),
+           run_after = NULL,
+           updated_at = now()
+      FROM old o
+     WHERE t.id = o.id
+    RETURNING t.*, o.state AS from_state, o.resumed
+), ev AS (
+    INSERT INTO afk_task_event (task_id, from_state, to_state, reason, runner, token, attempts)
+    SELECT id, from_state, 'running', CASE WHEN resumed THEN 'resumed' ELSE 'claimed' END,
+           lease_owner, lease_token, attempts
+      FROM upd
+)
+SELECT * FROM upd;
+
+-- name: checkpoint
+-- Fenced: applies only while the row is running under this token. The outer
+-- SELECT reads the row as it was before, so a caller learns why nothing
+-- changed (unknown id, lease lost, not running, too large) in the same trip.
+WITH upd AS (
+    UPDATE afk_task
+       SET checkpoint = checkpoint || %(patch)s::jsonb,
+           lease_until = now() + make_interval(secs => coalesce(lease_seconds, %(lease_seconds)s)),
+           updated_at = now()
+     WHERE id = %(id)s AND state = 'running' AND lease_token = %(token)s
+       AND octet_length((checkpoint || %(patch)s::jsonb)::text) <= %(max_bytes)s
+    RETURNING *
+)
+SELECT t.state AS cur_state, t.lease_token AS cur_token,
+       octet_length((t.checkpoint || %(patch)s::jsonb)::text) AS merged_bytes, u.*
+  FROM afk_task t LEFT JOIN upd u ON true
+ WHERE t.id = %(id)s;
+
+-- name: heartbeat
+WITH upd AS (
+    UPDATE afk_task
+       SET lease_until = now() + make_interval(secs => coalesce(lease_seconds, %(lease_seconds)s)),
+           updated_at = now()
+     WHERE id = %(id)s AND state = 'running' AND lease_token = %(token)s
+    RETURNING *
+)
+SELECT t.state AS cur_state, t.lease_token AS cur_token, u.*
+  FROM afk_task t LEFT JOIN upd u ON true
+ WHERE t.id = %(id)s;
+
+-- name: done
+WITH upd AS (
+    UPDATE afk_task
+       SET state = 'done', result = %(result)s::jsonb, lease_until = NULL, updated_at = now()
+     WHERE id = %(id)s AND state = 'running' AND lease_token = %(token)s
+    RETURNING *
+), ev AS (
+    INSERT INTO afk_task_event (task_id, from_state, to_state, reason, runner, token, attempts)
+    SELECT id, 'running', 'done', 'done', lease_owner, lease_token, attempts FROM upd
+)
+SELECT t.state AS cur_state, t.lease_token AS cur_token, u.*
+  FROM afk_task t LEFT JOIN upd u ON true
+ WHERE t.id = %(id)s;
+
+-- name: fail
+-- A reported failure spends the attempt: below max_attempts the task is
+-- claimable again after base * 2^(attempts-1) seconds (capped); at
+-- max_attempts it is failed for good.
+WITH upd AS (
+    UPDATE afk_task
+       SET state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'todo' END::afk_task_state,
+           run_after = CASE WHEN attempts >= max_attempts THEN NULL
+                            ELSE now() + make_interval(secs => least(
+                                %(backoff_base)s * power(2, greatest(attempts - 1, 0)),
+                                %(backoff_cap)s)) END,
+           last_error = %(error)s, lease_until = NULL, updated_at = now()
+     WHERE id = %(id)s AND state = 'running' AND lease_token = %(token)s
+    RETURNING *
+), ev AS (
+    INSERT INTO afk_task_event (task_id, from_state, to_state, reason, runner, token, attempts, error)
+    SELECT id, 'running', state, 'failed with error', lease_owner, lease_token, attempts, last_error
+      FROM upd
+)
+SELECT t.state AS cur_state, t.lease_token AS cur_token, u.*
+  FROM afk_task t LEFT JOIN upd u ON true
+ WHERE t.id = %(id)s;
+
+-- name: pause_task
+-- A runner's own clean stop of one task: fenced, gives the attempt back.
+WITH upd AS (
+    UPDATE afk_task
+       SET state = 'paused', attempts = greatest(attempts - 1, 0),
+           lease_until = NULL, updated_at = now()
+     WHERE id = %(id)s AND state = 'running' AND lease_token = %(token)s
+    RETURNING *
+), ev AS (
+    INSERT INTO afk_task_event (task_id, from_state, to_state, reason, runner, token, attempts)
+    SELECT id, 'running', 'paused', %(reason)s, lease_owner, lease_token, attempts FROM upd
+)
+SELECT t.state AS cur_state, t.lease_token AS cur_token, u.*
+  FROM afk_task t LEFT JOIN upd u ON true
+ WHERE t.id = %(id)s;
+
+-- name: pause_agent
+-- A Stop: every running row of the agent, or only those one runner holds.
+-- A deliberate pause gives the attempt back.
+WITH upd AS (
+    UPDATE afk_task
+       SET state = 'paused', attempts = greatest(attempts - 1, 0),
+           lease_until = NULL, updated_at = now()
+     WHERE agent_id = %(agent_id)s AND state = 'running'
+       AND (%(runner)s::text IS NULL OR lease_owner = %(runner)s::text)
+    RETURNING *
+), ev AS (
+    INSERT INTO afk_task_event (task_id, from_state, to_state, reason, runner, token, attempts)
+    SELECT id, 'running', 'paused', %(reason)s, lease_owner, lease_token, attempts FROM upd
+)
+SELECT id FROM upd;
+
+-- name: pause_runner
+-- The same for one runner across every agent (a Stop hook knows its session,
+-- not always its agent).
+WITH upd AS (
+    UPDATE afk_task
+       SET state = 'paused', attempts = greatest(attempts - 1, 0),
+           lease_until = NULL, updated_at = now()
+     WHERE state = 'running' AND lease_owner = %(runner)s
+    RETURNING *
+), ev AS (
+    INSERT INTO afk_task_event (task_id, from_state, to_state, reason, runner, token, attempts)
+    SELECT id, 'running', 'paused', %(reason)s, lease_owner, lease_token, attempts FROM upd
+)
+SELECT id FROM upd;
+
+-- name: reclaim
+-- The design's watchdog statement, in pages: running rows whose lease expired
+-- become paused, or failed once their attempts are spent. Keyset paging by id
+-- (after_id) so a page of rows locked by others cannot strand the rest; the
+-- row lock re-checks the lease, so a lease refreshed since the scan is kept.
+WITH expired AS (
+    SELECT id FROM afk_task
+     WHERE state = 'running' AND lease_until < now() AND id > %(after_id)s
+     ORDER BY id
+     LIMIT %(batch)s
+       FOR UPDATE SKIP LOCKED
+), upd AS (
+    UPDATE afk_task t
+       SET state = CASE WHEN t.attempts >= t.max_attempts THEN 'failed'
+                        ELSE 'paused' END::afk_task_state,
+           last_error = coalesce(t.last_error, 'lease expired'),
+           lease_until = NULL, updated_at = now()
+      FROM expired e
+     WHERE t.id = e.id AND t.state = 'running' AND t.lease_until < now()
+    RETURNING t.id, t.state, t.lease_owner, t.lease_token, t.attempts
+), ev AS (
+    INSERT INTO afk_task_event (task_id, from_state, to_state, reason, runner, token, attempts, error)
+    SELECT id, 'running', state, 'lease expired', lease_owner, lease_token, attempts, 'lease expired'
+      FROM upd
+)
+SELECT (SELECT max(id) FROM expired) AS last_id,
+       (SELECT count(*) FROM expired) AS scanned,
+       count(*) FILTER (WHERE state = 'paused') AS paused,
+       count(*) FILTER (WHERE state = 'failed') AS failed
+  FROM upd;
+
+-- name: retry
+-- A human's retry of failed tasks: all or nothing. Back to todo with the
+-- attempts reset and the checkpoint kept.
+WITH req AS (
+    SELECT DISTINCT unnest(%(ids)s::uuid[]) AS id
+), found AS (
+    SELECT t.id, t.state FROM afk_task t JOIN req USING (id) FOR UPDATE OF t
+), verdict AS (
+    SELECT (SELECT count(*) FROM found) = (SELECT count(*) FROM req)
+           AND coalesce(bool_and(state = 'failed'), false) AS ok
+      FROM found
+), upd AS (
+    UPDATE afk_task t
+       SET state = 'todo', attempts = 0, run_after = NULL, lease_until = NULL, updated_at = now()
+      FROM found f, verdict v
+     WHERE t.id = f.id AND v.ok
+    RETURNING t.id
+), ev AS (
+    INSERT INTO afk_task_event (task_id, from_state, to_state, reason, runner, attempts)
+    SELECT id, 'failed', 'todo', 'retried by a human', %(who)s, 0 FROM upd
+)
+SELECT f.id, f.state, (SELECT ok FROM verdict) AS ok FROM found f;
+
+-- name: status
+SELECT s.state::text AS state, count(t.id) AS n
+  FROM unnest(enum_range(NULL::afk_task_state)) AS s(state)
+  LEFT JOIN afk_task t ON t.state = s.state
+       AND (%(agent_id)s::text IS NULL OR t.agent_id = %(agent_id)s::text)
+ GROUP BY s.state;
+
+-- name: show
+SELECT t.*,
+       (SELECT coalesce(jsonb_agg(to_jsonb(e) - 'task_id' ORDER BY e.id), '[]'::jsonb)
+          FROM afk_task_event e WHERE e.task_id = t.id) AS history
+  FROM afk_task t
+ WHERE t.id = %(id)s;
+
+-- name: dead
+SELECT * FROM afk_task
+ WHERE state = 'failed'
+   AND (%(agent_id)s::text IS NULL OR agent_id = %(agent_id)s::text)
+   AND (%(since_seconds)s::float8 IS NULL
+        OR updated_at >= now() - make_interval(secs => %(since_seconds)s::float8))
+ ORDER BY updated_at DESC, id
+ LIMIT %(limit)s;
