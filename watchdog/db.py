@@ -55,7 +55,7 @@ def translate_errors() -> Iterator[None]:
     """Driver errors become ours, with a one-line reason and no secrets."""
     try:
         yield
-    except (pg_errors.UndefinedTable, pg_errors.UndefinedObject, pg_errors.UndefinedFunction) as exc:
+    except (pg_errors.UndefinedTable, pg_errors.UndefinedObject) as exc:
         raise SchemaMissing(
             f"the afk schema is missing or outdated ({first_line(exc)}): run `afk migrate`"
         ) from exc

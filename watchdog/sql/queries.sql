@@ -217,7 +217,7 @@ WITH expired AS (
     SELECT id, 'running', state, 'lease expired', lease_owner, lease_token, attempts, 'lease expired'
       FROM upd
 )
-SELECT (SELECT max(id) FROM expired) AS last_id,
+SELECT (SELECT id FROM expired ORDER BY id DESC LIMIT 1) AS last_id,
        (SELECT count(*) FROM expired) AS scanned,
        count(*) FILTER (WHERE state = 'paused') AS paused,
        count(*) FILTER (WHERE state = 'failed') AS failed

@@ -1,0 +1,181 @@
+"""Fixtures: a real PostgreSQL server, a fresh database per test.
+
+The server is the embedded one (started in a temporary folder for the test
+session) unless ``AFK_TEST_DSN`` names another; the tests need to create
+databases there. The schema is migrated once into a template database, and
+every test gets its own clone of it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.conninfo import make_conninfo
+from psycopg.rows import dict_row
+
+from watchdog import Queue, QueueSettings, embedded
+from watchdog.db import Database
+
+TEMPLATE = f"afk_test_template_{os.getpid()}"
+_counter = itertools.count()
+
+
+def with_db(dsn: str, dbname: str) -> str:
+    return make_conninfo(dsn, dbname=dbname)
+
+
+@pytest.fixture(scope="session")
+def server_dsn() -> Iterator[str]:
+    """A DSN to the server's maintenance database."""
+    given = os.environ.get("AFK_TEST_DSN")
+    if given:
+        yield given
+        return
+    home = Path(tempfile.mkdtemp(prefix="afk-test-"))
+    info = embedded.ensure_running(home)
+    try:
+        yield info.dsn("postgres")
+    finally:
+        embedded.stop(home)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def template_dsn(server_dsn: str) -> Iterator[str]:
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{TEMPLATE}"')
+        conn.execute(f'CREATE DATABASE "{TEMPLATE}"')
+    dsn = with_db(server_dsn, TEMPLATE)
+    db = Database(dsn)
+    db.migrate()
+    db.close()
+    yield dsn
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{TEMPLATE}" WITH (FORCE)')
+
+
+def fresh_database(server_dsn: str, template: str | None) -> tuple[str, str]:
+    name = f"afk_test_{os.getpid()}_{next(_counter)}"
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
+        suffix = f' TEMPLATE "{template}"' if template else ""
+        conn.execute(f'CREATE DATABASE "{name}"{suffix}')
+    return name, with_db(server_dsn, name)
+
+
+def drop_database(server_dsn: str, name: str) -> None:
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def dsn(server_dsn: str, template_dsn: str) -> Iterator[str]:
+    """A fresh, migrated database for this test."""
+    name, dsn = fresh_database(server_dsn, TEMPLATE)
+    yield dsn
+    drop_database(server_dsn, name)
+
+
+@pytest.fixture
+def empty_dsn(server_dsn: str) -> Iterator[str]:
+    """A fresh database with no schema at all."""
+    name, dsn = fresh_database(server_dsn, None)
+    yield dsn
+    drop_database(server_dsn, name)
+
+
+SETTINGS = QueueSettings(backoff_base_seconds=30, backoff_cap_seconds=3600)
+
+
+@pytest.fixture
+def queue(dsn: str) -> Iterator[Queue]:
+    q = Queue(dsn, settings=SETTINGS)
+    yield q
+    q.close()
+
+
+class Sql:
+    """Plain SQL on the test's database, for setting up and checking."""
+
+    def __init__(self, dsn: str) -> None:
+        self.conn = psycopg.connect(dsn, autocommit=True, row_factory=dict_row)
+
+    def __call__(self, statement: str, *params: Any) -> list[dict[str, Any]]:
+        cur = self.conn.execute(statement, params or None)
+        return cur.fetchall() if cur.description else []
+
+    def one(self, statement: str, *params: Any) -> Any:
+        rows = self(statement, *params)
+        assert len(rows) == 1, rows
+        return next(iter(rows[0].values()))
+
+    def fingerprint(self) -> str:
+        """A digest of every queue table, to prove that a call changed nothing."""
+        return str(self.one(
+            "SELECT md5(concat_ws('|',"
+            " (SELECT string_agg(t::text, ',' ORDER BY t.id) FROM afk_task t),"
+            " (SELECT string_agg(e::text, ',' ORDER BY e.id) FROM afk_task_event e),"
+            " (SELECT string_agg(a::text, ',' ORDER BY a.agent_id) FROM afk_agent a)))"
+        ))
+
+    def expire(self, task_id: Any) -> None:
+        """Back-date a lease instead of sleeping past it."""
+        self("UPDATE afk_task SET lease_until = now() - interval '1 second' WHERE id = %s",
+             task_id)
+
+
+@pytest.fixture
+def sql(dsn: str) -> Iterator[Sql]:
+    s = Sql(dsn)
+    yield s
+    s.conn.close()
+
+
+class Afk:
+    """The afk CLI as a real subprocess against the test's database."""
+
+    def __init__(self, dsn: str) -> None:
+        self.env = {**os.environ, "AFK_DSN": dsn}
+        for name in ("AFK_AGENT_ID", "AFK_RUNNER_ID"):
+            self.env.pop(name, None)
+
+    def __call__(self, *args: str, input: str | None = None,
+                 env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "watchdog.cli", *args], input=input, text=True,
+            capture_output=True, env={**self.env, **(env or {})}, timeout=60,
+        )
+
+    def json(self, *args: str, **kw: Any) -> Any:
+        proc = self(*args, **kw)
+        assert proc.returncode == 0, (proc.returncode, proc.stderr)
+        return json.loads(proc.stdout)
+
+
+@pytest.fixture
+def afk(dsn: str) -> Afk:
+    return Afk(dsn)
+
+
+def poll(condition: Callable[[], Any], timeout: float = 30, interval: float = 0.05) -> Any:
+    """Wait until condition() is truthy; return its value."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        time.sleep(interval)
