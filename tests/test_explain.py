@@ -1,0 +1,42 @@
+"""The claim and the reclaim stay on their partial indexes as done rows pile up."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import psycopg
+
+from watchdog import sql as queries
+
+
+def plan_of(dsn: str, name: str, params: dict[str, object]) -> str:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("EXPLAIN (FORMAT JSON) " + queries.query(name), params).fetchone()
+        conn.rollback()
+    return json.dumps(row[0])
+
+
+def fill(sql) -> None:
+    sql("""INSERT INTO afk_task (agent_id, ordinal, title, state)
+           SELECT 'agent-' || (i % 50), i, 't', 'done' FROM generate_series(1, 50000) i""")
+    sql("""INSERT INTO afk_task (agent_id, ordinal, title, state, lease_until)
+           SELECT 'agent-' || (i % 50), 100000 + i, 't',
+                  CASE WHEN i % 2 = 0 THEN 'todo' ELSE 'running' END::afk_task_state,
+                  CASE WHEN i % 2 = 1 THEN now() END
+             FROM generate_series(1, 200) i""")
+    sql("ANALYZE afk_task")
+
+
+def test_claim_uses_its_partial_index(sql, dsn):
+    fill(sql)
+    plan = plan_of(dsn, "claim", {"agent_id": "agent-2", "runner": "r", "lease_seconds": 60})
+    assert "afk_task_claim_idx" in plan
+    assert '"Node Type": "Seq Scan"' not in plan
+
+
+def test_reclaim_uses_the_lease_index(sql, dsn):
+    fill(sql)
+    plan = plan_of(dsn, "reclaim", {"after_id": uuid.UUID(int=0), "batch": 500})
+    assert "afk_task_lease_idx" in plan
+    assert '"Node Type": "Seq Scan"' not in plan

@@ -1,0 +1,119 @@
+"""Migrations: idempotent, safe from two processes at once, and an in-place
+upgrade of a table created with the original design's DDL."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+from psycopg.rows import dict_row
+
+from watchdog import NewTask, Queue
+from watchdog.db import Database
+
+ORIGINAL = (Path(__file__).parent / "fixtures" / "original_design.sql").read_text()
+
+SCHEMA = """
+SELECT 'column' AS kind, table_name || '.' || column_name || ' ' || data_type || ' '
+       || udt_name || ' ' || is_nullable || ' ' || coalesce(column_default, '') AS what
+  FROM information_schema.columns WHERE table_schema = 'public'
+UNION ALL
+SELECT 'index', indexdef FROM pg_indexes WHERE schemaname = 'public'
+UNION ALL
+SELECT 'constraint', conrelid::regclass || ' ' || conname || ' ' || pg_get_constraintdef(oid)
+  FROM pg_constraint WHERE connamespace = 'public'::regnamespace
+UNION ALL
+SELECT 'type', t.typname || ' ' || string_agg(e.enumlabel, ',' ORDER BY e.enumsortorder)
+  FROM pg_type t JOIN pg_enum e ON e.enumtypid = t.oid GROUP BY t.typname
+UNION ALL
+SELECT 'trigger', tgrelid::regclass || ' ' || tgname FROM pg_trigger WHERE NOT tgisinternal
+UNION ALL
+SELECT 'sequence', sequence_name FROM information_schema.sequences
+ WHERE sequence_schema = 'public'
+ORDER BY 1, 2
+"""
+
+
+def schema_of(dsn: str) -> list[tuple[str, str]]:
+    with psycopg.connect(dsn) as conn:
+        return [(r[0], r[1]) for r in conn.execute(SCHEMA)]
+
+
+def versions(dsn: str) -> list[int]:
+    with psycopg.connect(dsn) as conn:
+        return [r[0] for r in conn.execute("SELECT version FROM afk_schema_version ORDER BY 1")]
+
+
+def test_migrate_is_idempotent(empty_dsn):
+    db = Database(empty_dsn)
+    first = db.migrate()
+    assert first == ["0001_afk_task.sql", "0002_fencing_history.sql"]
+    assert db.migrate() == []
+    assert db.schema_version() == 2
+    db.close()
+
+
+def test_two_processes_migrate_at_once(empty_dsn):
+    cmd = [sys.executable, "-m", "watchdog.cli", "--dsn", empty_dsn, "migrate"]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    outs = [p.communicate(timeout=60) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    applied = sorted(len(__import__("json").loads(out)["applied"]) for out, _ in outs)
+    assert applied == [0, 2]
+    assert versions(empty_dsn) == [1, 2]
+
+
+def test_fresh_install_matches_the_template(empty_dsn, template_dsn):
+    Database(empty_dsn).migrate()
+    assert schema_of(empty_dsn) == schema_of(template_dsn)
+
+
+def test_upgrade_of_the_original_table_keeps_every_row(empty_dsn, template_dsn):
+    with psycopg.connect(empty_dsn, autocommit=True, row_factory=dict_row) as conn:
+        conn.execute(ORIGINAL)
+        # rows as the original design leaves them, including the duplicate
+        # ordinals its unlocked MAX(ordinal)+1 hands out under concurrency
+        conn.execute("""
+            INSERT INTO afk_task (agent_id, ordinal, title, state, checkpoint, idem_key,
+                                  attempts, lease_until, last_error, created_at)
+            VALUES ('a', 1, 'one', 'done', '{"s": 1}', 'k1', 1, NULL, NULL, now() - interval '3 h'),
+                   ('a', 2, 'two', 'running', '{"s": 2}', 'k2', 1, now() + interval '1 h',
+                    NULL, now() - interval '2 h'),
+                   ('a', 2, 'two again', 'todo', '{}', 'k3', 0, NULL, NULL, now() - interval '1 h'),
+                   ('a', 3, 'three', 'failed', '{}', 'k4', 5, NULL, 'boom', now()),
+                   ('b', 1, 'other', 'paused', '{"x": [1]}', NULL, 2, NULL, NULL, now())
+        """)
+        before = conn.execute(
+            "SELECT id, agent_id, title, state::text, checkpoint, idem_key, attempts, last_error"
+            " FROM afk_task ORDER BY id").fetchall()
+
+    q = Queue(empty_dsn)
+    assert q.migrate() == ["0001_afk_task.sql", "0002_fencing_history.sql"]
+
+    with psycopg.connect(empty_dsn, row_factory=dict_row) as conn:
+        after = conn.execute(
+            "SELECT id, agent_id, title, state::text, checkpoint, idem_key, attempts, last_error"
+            " FROM afk_task ORDER BY id").fetchall()
+        ordinals = conn.execute(
+            "SELECT title, ordinal FROM afk_task WHERE agent_id = 'a' ORDER BY ordinal").fetchall()
+        imported = conn.execute(
+            "SELECT count(*) AS n FROM afk_task_event WHERE reason = 'imported'").fetchone()
+    assert after == before
+    assert [r["title"] for r in ordinals] == ["one", "two", "two again", "three"]
+    assert len({r["ordinal"] for r in ordinals}) == 4
+    assert imported["n"] == 5
+    assert schema_of(empty_dsn) == schema_of(template_dsn)
+
+    # and the upgraded queue works: new ordinals continue after the old ones
+    q.enqueue("a", [NewTask("four", key="k5")])
+    assert q.enqueue("a", [NewTask("dup", key="k1")]).duplicates == ["k1"]
+    task = q.claim("a", runner="r")
+    assert task is not None and task.title == "two again"
+    assert q.status("a")["todo"] == 1
+    with psycopg.connect(empty_dsn) as conn:
+        assert conn.execute("SELECT max(ordinal) FROM afk_task WHERE agent_id = 'a'"
+                            ).fetchone()[0] == 5
+    q.close()
