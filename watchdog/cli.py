@@ -38,6 +38,13 @@ def emit(data: Any) -> None:
 
 
 def parse_json(text: str, what: str) -> Any:
+    """JSON from an argument, or from a file named as ``@PATH`` (for large values)."""
+    if text.startswith("@"):
+        try:
+            text = Path(text[1:]).read_text("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise BadInput(f"{what}: cannot read {text[1:]}: {exc}") from None
+
     def refuse(constant: str) -> Any:
         raise ValueError(f"{constant} is not JSON")
 
@@ -282,7 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("enqueue", cmd_enqueue, "add tasks to an agent's backlog")
     agent_opt(p)
     p.add_argument("--title")
-    p.add_argument("--spec", help="JSON object")
+    p.add_argument("--spec", help="JSON object, or @FILE")
     p.add_argument("--key", help="idempotency key: enqueueing it again is a no-op")
     p.add_argument("--max-attempts", type=int, dest="max_attempts")
     p.add_argument("--file", help='JSON Lines, each {"title", "spec", "key"}; - for stdin')
@@ -293,10 +300,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lease", type=float, help="lease length in seconds (env AFK_LEASE_SECONDS)")
 
     p = fenced("checkpoint", cmd_checkpoint, "merge a JSON object into the checkpoint")
-    p.add_argument("--patch", required=True, help="JSON object")
+    p.add_argument("--patch", required=True, help="JSON object, or @FILE")
     fenced("heartbeat", cmd_heartbeat, "refresh the lease")
     p = fenced("done", cmd_done, "finish the task")
-    p.add_argument("--result", help="JSON")
+    p.add_argument("--result", help="JSON, or @FILE")
     p = fenced("fail", cmd_fail, "report a failure (retried after a backoff)")
     p.add_argument("--error", required=True)
 

@@ -403,9 +403,9 @@ def fenced(rows: list[Row], task_id: uuid.UUID, token: int) -> Task:
     if token <= 0 or token > current:
         raise BadInput(f"token {token} was never issued for task {task_id}")
     if token < current:
-        raise LeaseLost(f"task {task_id} was claimed again since (token {current} replaced "
-                        f"{token}); nothing was changed")
+        raise LeaseLost(f"lease lost: task {task_id} was claimed again since "
+                        f"(token {current} replaced {token}); nothing was changed")
     if state in ("done", "failed"):
         raise NotRunning(f"task {task_id} is {state}, not running; nothing was changed")
-    raise LeaseLost(f"task {task_id} is {state}: its lease was lost (expired and reclaimed, "
+    raise LeaseLost(f"lease lost: task {task_id} is {state} (expired and reclaimed, "
                     "or paused); nothing was changed")
