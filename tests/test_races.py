@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import multiprocessing as mp
 
-
 from watchdog import NewTask, Queue
 
 CTX = mp.get_context("spawn")

@@ -237,6 +237,7 @@ def cmd_db(args: argparse.Namespace) -> int:
     if args.action == "stop":
         emit({"stopped": embedded.stop(afk_home)})
         return EXIT_OK
+    info: embedded.ServerInfo | None
     if args.action == "start":
         info = embedded.ensure_running(afk_home)
     else:
@@ -256,7 +257,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = Parser(add_help=False)
     common.add_argument("--dsn", default=argparse.SUPPRESS,
                         help="PostgreSQL connection string (env AFK_DSN; default: the "
                              "embedded server under AFK_HOME)")

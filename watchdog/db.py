@@ -171,5 +171,6 @@ class Database:
             found = c.execute("SELECT to_regclass('afk_schema_version') AS t").fetchone()
             if not found or found["t"] is None:
                 return 0
-            row = c.execute("SELECT coalesce(max(version), 0) AS v FROM afk_schema_version").fetchone()
+            row = c.execute(
+                "SELECT coalesce(max(version), 0) AS v FROM afk_schema_version").fetchone()
             return int(row["v"]) if row else 0

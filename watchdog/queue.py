@@ -321,7 +321,8 @@ class Queue:
         rows = self.db.fetch("show", {"id": task_id})
         if not rows:
             raise TaskNotFound(f"no task with id {task_id}")
-        return Task.from_row(rows[0]), rows[0]["history"]
+        history: list[dict[str, Any]] = rows[0]["history"]
+        return Task.from_row(rows[0]), history
 
     def dead(self, agent_id: str | None = None, *, since_seconds: float | None = None,
              limit: int = 1000) -> list[Task]:
@@ -346,9 +347,9 @@ class Queue:
     def _check_object(self, what: str, value: Any) -> dict[str, Any]:
         if not isinstance(value, Mapping):
             raise BadInput(f"{what} must be a JSON object, not {type(value).__name__}")
-        value = dict(value)
-        check_json_size(what, value, self.settings.max_json_bytes)
-        return value
+        obj: dict[str, Any] = dict(value)
+        check_json_size(what, obj, self.settings.max_json_bytes)
+        return obj
 
 
 def check_text(what: str, value: Any) -> str:
