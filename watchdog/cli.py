@@ -76,12 +76,7 @@ def open_queue(args: argparse.Namespace) -> Queue:
     from .db import Database
     from .queue import Queue
 
-    dsn = args.dsn or os.environ.get("AFK_DSN")
-    if not dsn:
-        from .embedded import default_dsn
-
-        dsn = default_dsn()
-    return Queue(Database(dsn))
+    return Queue(Database(resolve_dsn(args)))
 
 
 # -- commands ---------------------------------------------------------------
@@ -247,6 +242,57 @@ def cmd_db(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def resolve_dsn(args: argparse.Namespace, file_values: dict[str, Any] | None = None) -> str:
+    """--dsn, else AFK_DSN, else a systemd credential named dsn, else the
+    config file's dsn, else the embedded server."""
+    dsn = args.dsn or os.environ.get("AFK_DSN") or credential("dsn") or \
+        (file_values or {}).get("dsn")
+    if not dsn:
+        from .embedded import default_dsn
+
+        dsn = default_dsn()
+    return str(dsn)
+
+
+def cmd_watchdog(args: argparse.Namespace) -> int:
+    from . import logs
+    from .config import load_all
+    from .service import Watchdog
+
+    queue_settings, settings, file_values = load_all(args.config)
+    logs.configure(os.environ.get("AFK_LOG_LEVEL", "INFO"), settings.log_format)
+    watchdog = Watchdog(resolve_dsn(args, file_values), queue_settings, settings)
+    if args.action == "tick":
+        outcome = watchdog.run_job(args.job)
+        watchdog.close()
+        emit(outcome.to_json())
+        return EXIT_OK if outcome.ok else EXIT_ERROR
+
+    import signal
+    import threading
+
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    clean = watchdog.run(stop)
+    if not clean:
+        # a job thread is stuck in a statement: do not wait for it at exit
+        sys.stderr.flush()
+        os._exit(EXIT_OK)
+    return EXIT_OK
+
+
+def credential(name: str) -> str | None:
+    """A secret passed by systemd's LoadCredential= (never through the environment)."""
+    folder = os.environ.get("CREDENTIALS_DIRECTORY")
+    if not folder:
+        return None
+    try:
+        return (Path(folder) / name).read_text().strip() or None
+    except OSError:
+        return None
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run
 
@@ -329,6 +375,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=["status", "start", "stop"])
 
     add("demo", cmd_demo, "a crash and a resume on a small backlog, end to end")
+
+    from .config import QueueSettings, ServiceSettings, describe
+
+    lines = ["settings (env var, default):"]
+    for cls in (ServiceSettings, QueueSettings):
+        for env, default, text in describe(cls):
+            lines.append(f"  {env:<28} {default!s:<16} {text}")
+    lines += ["  AFK_CONFIG                   -                a TOML file of the same settings "
+              "(lower-case names; env vars win)",
+              "  AFK_DSN                      embedded         PostgreSQL connection string",
+              "  AFK_LOG_LEVEL                INFO             log level"]
+    p = sub.add_parser("watchdog", parents=[common], help="the watchdog service",
+                       description="The watchdog service: reclaim, gauges, poison pills, "
+                       "prune, and Prometheus metrics.", epilog="\n".join(lines),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.set_defaults(func=cmd_watchdog)
+    wsub = p.add_subparsers(dest="action", required=True, parser_class=Parser)
+    run = wsub.add_parser("run", parents=[common], help="run the service (until SIGTERM)",
+                          epilog="\n".join(lines),
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    tick = wsub.add_parser("tick", parents=[common], help="run one job once and exit "
+                           "(non-zero if it failed)")
+    tick.add_argument("job", choices=["reclaim", "poison", "gauges", "prune"])
+    for q in (run, tick):
+        q.add_argument("--config", help="TOML file of settings (env AFK_CONFIG)")
     return parser
 
 

@@ -1,31 +1,110 @@
-"""Typed settings, read from ``AFK_*`` environment variables and checked as a whole."""
+"""Typed settings, read from ``AFK_*`` environment variables (and, for the
+service, an optional TOML file) and checked as a whole before anything runs."""
 
 from __future__ import annotations
 
 import os
 import re
+import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, field, fields
+from pathlib import Path
+from typing import Any, TypeVar, get_type_hints
 
 from .errors import BadInput
+
+S = TypeVar("S")
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|m|min|h|d|w)?\s*$", re.I)
+_UNIT = {"ms": 0.001, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(text: str) -> float:
+    """``90``, ``90s``, ``15m``, ``2h``, ``7d`` -> seconds."""
+    match = _DURATION.match(str(text))
+    if not match:
+        raise BadInput(f"not a duration: {text!r} (use e.g. 90s, 15m, 2h, 7d)")
+    return float(match.group(1)) * _UNIT[(match.group(2) or "s").lower()]
+
+
+def env_name(field_name: str) -> str:
+    return "AFK_" + field_name.upper()
+
+
+def _convert(name: str, kind: type, raw: Any, duration: bool) -> Any:
+    try:
+        if kind is bool:
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text in ("1", "true", "yes", "on"):
+                return True
+            if text in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(raw)
+        if kind is float and duration and isinstance(raw, str):
+            return parse_duration(raw)
+        if kind is int and isinstance(raw, float) and not raw.is_integer():
+            raise ValueError(raw)
+        if kind in (int, float) and isinstance(raw, bool):
+            raise ValueError(raw)
+        return kind(raw)
+    except (TypeError, ValueError, BadInput):
+        raise BadInput(f"{name}={raw!r} is not a valid {kind.__name__}"
+                       + (" or duration" if duration else "")) from None
+
+
+def load(cls: type[S], env: Mapping[str, str] | None = None,
+         file_values: Mapping[str, Any] | None = None) -> S:
+    """Build settings ``cls`` from defaults < TOML values < ``AFK_*`` env vars."""
+    env = os.environ if env is None else env
+    hints = get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for f in fields(cls):  # type: ignore[arg-type]
+        kind = hints[f.name]
+        duration = f.metadata.get("duration", False)
+        if file_values and f.name in file_values:
+            values[f.name] = _convert(f.name, kind, file_values[f.name], duration)
+        raw = env.get(env_name(f.name))
+        if raw is not None and raw.strip() != "":
+            values[f.name] = _convert(env_name(f.name), kind, raw, duration)
+    return cls(**values)
+
+
+def read_toml(path: str | Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except OSError as exc:
+        raise BadInput(f"cannot read config file {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise BadInput(f"config file {path} is not valid TOML: {exc}") from None
+    return data
+
+
+def describe(cls: type) -> list[tuple[str, Any, str]]:
+    """(env var, default, help) of every field, for --help."""
+    out = []
+    for f in fields(cls):
+        default = f.default if f.default is not MISSING else None
+        out.append((env_name(f.name), default, f.metadata.get("help", "")))
+    return out
+
+
+def _field(default: Any, help: str, duration: bool = False) -> Any:
+    return field(default=default, metadata={"help": help, "duration": duration})
 
 
 @dataclass(frozen=True)
 class QueueSettings:
     """How the queue behaves. Each field has an ``AFK_<NAME>`` env var."""
 
-    #: default lease length of a claim, in seconds (refreshed by each checkpoint)
-    lease_seconds: int = 600
-    #: first retry delay after a reported failure; doubles each attempt
-    backoff_base_seconds: float = 30.0
-    #: the longest retry delay
-    backoff_cap_seconds: float = 3600.0
-    #: max_attempts of a task enqueued without one
-    max_attempts: int = 5
-    #: the largest spec, checkpoint patch or merged checkpoint, in bytes of JSON
-    max_json_bytes: int = 1024 * 1024
-    #: rows per reclaim statement
-    reclaim_batch: int = 500
+    lease_seconds: int = _field(600, "default lease of a claim, seconds")
+    backoff_base_seconds: float = _field(30.0, "first retry delay after a failure; doubles")
+    backoff_cap_seconds: float = _field(3600.0, "the longest retry delay")
+    max_attempts: int = _field(5, "max_attempts of a task enqueued without one")
+    max_json_bytes: int = _field(1024 * 1024, "largest spec, checkpoint or result, bytes")
+    reclaim_batch: int = _field(500, "rows per reclaim statement")
 
     def __post_init__(self) -> None:
         problems = []
@@ -45,29 +124,84 @@ class QueueSettings:
             raise BadInput("invalid settings: " + "; ".join(problems))
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> QueueSettings:
-        env = os.environ if env is None else env
-        values: dict[str, int | float] = {}
-        for f in fields(cls):
-            name = "AFK_" + f.name.upper()
-            raw = env.get(name)
-            if raw is None or raw.strip() == "":
-                continue
-            kind = int if f.type in ("int", int) else float
-            try:
-                values[f.name] = kind(raw)
-            except ValueError:
-                raise BadInput(f"{name}={raw!r} is not a valid {kind.__name__}") from None
-        return cls(**values)  # type: ignore[arg-type]
+    def from_env(cls, env: Mapping[str, str] | None = None,
+                 file_values: Mapping[str, Any] | None = None) -> QueueSettings:
+        return load(cls, env, file_values)
 
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d|w)?\s*$", re.I)
-_UNIT = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 604800}
+@dataclass(frozen=True)
+class ServiceSettings:
+    """The watchdog service. Durations take 90, 90s, 15m, 2h or 7d."""
+
+    reclaim_interval: float = _field(60.0, "how often expired leases are reclaimed", True)
+    gauges_interval: float = _field(15.0, "how often the gauges are refreshed", True)
+    poison_interval: float = _field(3600.0, "how often failed tasks are surfaced", True)
+    poison_window: float = _field(3600.0, "failed within this long counts as a poison pill",
+                                  True)
+    poison_alert: bool = _field(False, "also post poison pills to the digest destinations")
+    prune_interval: float = _field(86400.0, "how often old done tasks are deleted", True)
+    retention: float = _field(30 * 86400.0, "done tasks older than this are deleted", True)
+    prune_batch: int = _field(1000, "rows per prune statement")
+    leader_interval: float = _field(15.0, "how often a replica checks or takes the leader "
+                                    "lock", True)
+    metrics_addr: str = _field("127.0.0.1:9464", "host:port of /metrics and /healthz")
+    metrics_agents: int = _field(20, "agent_id label for this many largest agents (0: none)")
+    misfire_grace: float = _field(30.0, "a job this late still runs", True)
+    statement_timeout: float = _field(30.0, "longest statement of a job", True)
+    shutdown_timeout: float = _field(10.0, "on SIGTERM, wait this long for a running job",
+                                     True)
+    log_format: str = _field("text", "text or json (one JSON object per line, for journald)")
+
+    def __post_init__(self) -> None:
+        problems = []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.metadata.get("duration") and not value > 0:
+                problems.append(f"{f.name} must be positive")
+        if self.prune_batch < 1:
+            problems.append("prune_batch must be at least 1")
+        if self.metrics_agents < 0:
+            problems.append("metrics_agents must not be negative")
+        if self.log_format not in ("text", "json"):
+            problems.append("log_format must be text or json")
+        try:
+            self.metrics_host_port()
+        except ValueError as exc:
+            problems.append(str(exc))
+        if problems:
+            raise BadInput("invalid settings: " + "; ".join(problems))
+
+    def metrics_host_port(self) -> tuple[str, int]:
+        host, sep, port = self.metrics_addr.rpartition(":")
+        if not sep or not port.isdigit() or int(port) > 65535:
+            raise ValueError(f"metrics_addr must be host:port, not {self.metrics_addr!r}")
+        return host.strip("[]") or "0.0.0.0", int(port)
+
+    def check_against(self, queue: QueueSettings) -> None:
+        """Rules that relate the service to the queue."""
+        if self.reclaim_interval > queue.lease_seconds:
+            raise BadInput(
+                f"invalid settings: the reclaim interval ({self.reclaim_interval:g}s) is longer "
+                f"than the default lease ({queue.lease_seconds}s): an expired lease would wait "
+                "longer than the lease itself to be reclaimed. Lower AFK_RECLAIM_INTERVAL or "
+                "raise AFK_LEASE_SECONDS.")
 
 
-def parse_duration(text: str) -> float:
-    """``90``, ``90s``, ``15m``, ``2h``, ``7d`` -> seconds."""
-    match = _DURATION.match(text)
-    if not match:
-        raise BadInput(f"not a duration: {text!r} (use e.g. 90s, 15m, 2h, 7d)")
-    return float(match.group(1)) * _UNIT[(match.group(2) or "s").lower()]
+def load_all(config_path: str | None = None,
+             env: Mapping[str, str] | None = None) -> tuple[QueueSettings, ServiceSettings,
+                                                            dict[str, Any]]:
+    """Queue and service settings from the TOML file (``--config`` or
+    ``AFK_CONFIG``) and the environment, checked together. Also returns the
+    file's values, for the sections other parts read (the DSN, the digest)."""
+    env = os.environ if env is None else env
+    path = config_path or env.get("AFK_CONFIG")
+    file_values = read_toml(path) if path else {}
+    known = {f.name for f in fields(QueueSettings)} | {f.name for f in fields(ServiceSettings)}
+    extra_known = {"dsn", "digest"}
+    unknown = sorted(k for k in file_values if k not in known | extra_known)
+    if unknown:
+        raise BadInput(f"config file {path}: unknown setting(s) {', '.join(unknown)}")
+    queue = load(QueueSettings, env, file_values)
+    service = load(ServiceSettings, env, file_values)
+    service.check_against(queue)
+    return queue, service, file_values

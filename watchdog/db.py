@@ -80,10 +80,14 @@ class Database:
     """
 
     def __init__(self, conninfo: str, *, pool_size: int | None = None,
-                 connect_timeout: float = 10) -> None:
+                 connect_timeout: float = 10, statement_timeout: float | None = None,
+                 application_name: str = "afk") -> None:
         self.conninfo = conninfo
         self._pool_size = pool_size
         self._connect_timeout = connect_timeout
+        self._kwargs: dict[str, Any] = {"application_name": application_name}
+        if statement_timeout is not None:
+            self._kwargs["options"] = f"-c statement_timeout={int(statement_timeout * 1000)}"
         self._pool: ConnectionPool[Connection] | None = None
         self._conn: Connection | None = None
 
@@ -94,7 +98,8 @@ class Database:
         """A new connection of its own (the caller closes it)."""
         with translate_errors():
             return psycopg.connect(self.conninfo, autocommit=autocommit, row_factory=dict_row,
-                                   connect_timeout=max(1, int(self._connect_timeout)))
+                                   connect_timeout=max(1, int(self._connect_timeout)),
+                                   **self._kwargs)
 
     @contextmanager
     def connection(self, conn: Connection | None = None) -> Iterator[Connection]:
@@ -102,7 +107,7 @@ class Database:
             yield conn
             return
         if self._pool_size is None:
-            if self._conn is None or self._conn.closed:
+            if self._conn is None or self._conn.closed or self._conn.broken:
                 self._conn = self.connect()
             yield self._conn
             return
@@ -111,8 +116,10 @@ class Database:
 
             self._pool = ConnectionPool(
                 self.conninfo, min_size=1, max_size=self._pool_size, open=False,
-                kwargs={"autocommit": True, "row_factory": dict_row},
+                kwargs={"autocommit": True, "row_factory": dict_row, **self._kwargs},
                 timeout=self._connect_timeout,
+                # a connection broken by a server restart is replaced, not handed out
+                check=ConnectionPool.check_connection,
             )
             with translate_errors():
                 self._pool.open(wait=False)
@@ -174,3 +181,50 @@ class Database:
             row = c.execute(
                 "SELECT coalesce(max(version), 0) AS v FROM afk_schema_version").fetchone()
             return int(row["v"]) if row else 0
+
+
+class LeaderLock:
+    """A session-level advisory lock on a connection of its own.
+
+    It is held for as long as that connection lives; when the holder dies or
+    loses its connection, PostgreSQL releases it and another replica's next
+    :meth:`check` takes it. Advisory locks are per database, so replicas
+    compete only with replicas of the same queue.
+    """
+
+    def __init__(self, db: Database, key: int) -> None:
+        self._db = db
+        self._key = key
+        self._conn: Connection | None = None
+        self.held = False
+
+    def check(self) -> bool:
+        """Keep or take the lock; False when another replica holds it.
+        Raises :class:`DatabaseError` (and lets go) when the database cannot
+        be reached."""
+        try:
+            if self._conn is None or self._conn.closed or self._conn.broken:
+                self.held = False
+                self._conn = self._db.connect()
+            if self.held:
+                self._conn.execute("SELECT 1")
+            else:
+                row = self._conn.execute("SELECT pg_try_advisory_lock(%s) AS ok",
+                                         (self._key,)).fetchone()
+                self.held = bool(row and row["ok"])
+        except psycopg.Error as exc:
+            self.release()
+            raise DatabaseError(f"leader lock: {first_line(exc)}") from exc
+        except DatabaseError:
+            self.release()
+            raise
+        return self.held
+
+    def release(self) -> None:
+        self.held = False
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except psycopg.Error:
+                pass
+            self._conn = None

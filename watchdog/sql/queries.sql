@@ -66,6 +66,7 @@ WITH own AS (
            lease_seconds = %(lease_seconds)s,
            lease_until = now() + make_interval(secs => %(lease_seconds)s),
            run_after = NULL,
+           checkpoint_at = now(),
            updated_at = now()
       FROM old o
      WHERE t.id = o.id
@@ -86,6 +87,7 @@ WITH upd AS (
     UPDATE afk_task
        SET checkpoint = checkpoint || %(patch)s::jsonb,
            lease_until = now() + make_interval(secs => coalesce(lease_seconds, %(lease_seconds)s)),
+           checkpoint_at = now(),
            updated_at = now()
      WHERE id = %(id)s AND state = 'running' AND lease_token = %(token)s
        AND octet_length((checkpoint || %(patch)s::jsonb)::text) <= %(max_bytes)s
@@ -268,3 +270,50 @@ SELECT * FROM afk_task
         OR updated_at >= now() - make_interval(secs => %(since_seconds)s::float8))
  ORDER BY updated_at DESC, id
  LIMIT %(limit)s;
+
+-- name: gauges
+-- Everything the metrics need, in one statement. Per-agent counts cover the
+-- open states only, for the agents with the most open tasks.
+SELECT
+    (SELECT coalesce(jsonb_object_agg(state, n), '{}'::jsonb)
+       FROM (SELECT state::text AS state, count(*) AS n FROM afk_task GROUP BY state) s
+    ) AS states,
+    (SELECT coalesce(jsonb_agg(jsonb_build_array(agent_id, state, n)), '[]'::jsonb)
+       FROM (SELECT agent_id, state::text AS state, count(*) AS n
+               FROM afk_task
+              WHERE state <> 'done'
+                AND agent_id IN (SELECT agent_id FROM afk_task WHERE state <> 'done'
+                                  GROUP BY agent_id ORDER BY count(*) DESC, agent_id
+                                  LIMIT %(top_agents)s)
+              GROUP BY agent_id, state) a
+    ) AS agents,
+    (SELECT count(*) FROM afk_task WHERE state = 'running' AND lease_until < now())
+        AS expired_leases,
+    (SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8
+       FROM afk_task WHERE state = 'todo') AS oldest_todo_age,
+    (SELECT coalesce(extract(epoch FROM now() - min(coalesce(checkpoint_at, updated_at))), 0)::float8
+       FROM afk_task WHERE state = 'running') AS since_checkpoint,
+    (SELECT count(*) FROM afk_task
+      WHERE state = 'failed' AND updated_at >= now() - make_interval(secs => %(poison_window)s))
+        AS poison_pills;
+
+-- name: poison
+-- Tasks that became failed within the window.
+SELECT * FROM afk_task
+ WHERE state = 'failed' AND updated_at >= now() - make_interval(secs => %(window)s)
+ ORDER BY updated_at, id
+ LIMIT %(limit)s;
+
+-- name: prune
+-- Done rows older than the retention, a batch at a time; their history goes
+-- with them (ON DELETE CASCADE).
+WITH old AS (
+    SELECT id FROM afk_task
+     WHERE state = 'done' AND updated_at < now() - make_interval(secs => %(retention)s)
+     ORDER BY updated_at
+     LIMIT %(batch)s
+       FOR UPDATE SKIP LOCKED
+), gone AS (
+    DELETE FROM afk_task t USING old WHERE t.id = old.id RETURNING 1
+)
+SELECT count(*) AS n FROM gone;

@@ -1,0 +1,52 @@
+"""Logging set-up for the entry points (the library itself only has a NullHandler)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+
+from .db import redact
+
+_STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message and any ``extra``
+    fields (``action``, ``task_id``, ...). Passwords in DSNs are redacted."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": redact(record.getMessage()),
+        }
+        for key, value in record.__dict__.items():
+            if key not in _STANDARD and not key.startswith("_"):
+                out[key] = value
+        if record.exc_info:
+            out["exc"] = redact(self.formatException(record.exc_info))
+        return json.dumps(out, default=str, ensure_ascii=False)
+
+
+class TextFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        fields = {k: v for k, v in record.__dict__.items()
+                  if k not in _STANDARD and not k.startswith("_")}
+        if fields:
+            text += " " + " ".join(f"{k}={json.dumps(v, default=str)}" for k, v in fields.items())
+        return redact(text)
+
+
+def configure(level: str = "INFO", fmt: str = "text") -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if fmt == "json"
+                         else TextFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    # APScheduler logs every run at INFO; ours are enough
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)

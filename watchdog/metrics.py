@@ -1,0 +1,105 @@
+"""Prometheus metrics of the watchdog, on a registry of its own, and the HTTP
+endpoint serving ``/metrics`` and ``/healthz``."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
+
+JOBS = ("reclaim", "gauges", "poison", "prune", "leader", "digest")
+STATES = ("todo", "running", "paused", "done", "failed")
+
+
+class Metrics:
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry(auto_describe=True)
+        self.tasks = Gauge("afk_tasks", "Tasks per state.", ["state"], registry=r)
+        self.agent_tasks = Gauge(
+            "afk_agent_tasks", "Open tasks per agent and state, for the largest agents only.",
+            ["agent_id", "state"], registry=r)
+        self.expired_leases = Gauge(
+            "afk_expired_leases", "Running tasks whose lease has expired, not yet reclaimed.",
+            registry=r)
+        self.oldest_todo_age = Gauge(
+            "afk_oldest_todo_age_seconds", "Age of the oldest todo task (0 when none).",
+            registry=r)
+        self.since_checkpoint = Gauge(
+            "afk_seconds_since_last_checkpoint",
+            "Longest time any running task has gone without a checkpoint or claim.",
+            registry=r)
+        self.reclaimed = Counter(
+            "afk_reclaimed", "Expired leases reclaimed, by outcome.", ["outcome"], registry=r)
+        self.poison_pills = Gauge(
+            "afk_poison_pills", "Tasks that failed within the poison window.", registry=r)
+        self.pruned = Counter("afk_pruned_tasks", "Done tasks deleted by the prune job.",
+                              registry=r)
+        self.job_runs = Counter("afk_job_runs", "Job runs.", ["job"], registry=r)
+        self.job_failures = Counter("afk_job_failures", "Job runs that failed.", ["job"],
+                                    registry=r)
+        self.job_duration = Histogram(
+            "afk_job_duration_seconds", "Job run time.", ["job"], registry=r,
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
+        self.job_last_success = Gauge(
+            "afk_job_last_success_timestamp_seconds", "Unix time of the last successful run.",
+            ["job"], registry=r)
+        self.leader = Gauge(
+            "afk_watchdog_leader", "1 on the replica that holds the once-only jobs.",
+            registry=r)
+        self.up = Gauge("afk_up", "1 when the last database round trip succeeded.",
+                        registry=r)
+        for state in STATES:
+            self.tasks.labels(state)
+        for outcome in ("paused", "failed"):
+            self.reclaimed.labels(outcome)
+        for job in JOBS:
+            self.job_runs.labels(job)
+            self.job_failures.labels(job)
+
+    def set_agents(self, rows: Iterable[tuple[str, str, int]]) -> None:
+        self.agent_tasks.clear()
+        for agent, state, n in rows:
+            self.agent_tasks.labels(agent, state).set(n)
+
+    def record_job(self, job: str, started: float, ok: bool) -> None:
+        self.job_runs.labels(job).inc()
+        self.job_duration.labels(job).observe(time.monotonic() - started)
+        if ok:
+            self.job_last_success.labels(job).set(time.time())
+        else:
+            self.job_failures.labels(job).inc()
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def serve(metrics: Metrics, host: str, port: int,
+          healthy: Callable[[], bool]) -> tuple[WSGIServer, threading.Thread]:
+    """Serve /metrics and /healthz in a daemon thread; returns the server
+    (``server.server_port`` is the bound port) and its thread."""
+    metrics_app = make_wsgi_app(metrics.registry)
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") == "/healthz":
+            ok = healthy()
+            start_response("200 OK" if ok else "503 Service Unavailable",
+                           [("Content-Type", "text/plain; charset=utf-8")])
+            return [b"ok\n" if ok else b"database unreachable\n"]
+        result: Iterable[bytes] = metrics_app(environ, start_response)
+        return result
+
+    server = make_server(host, port, app, server_class=_Server, handler_class=_QuietHandler)
+    thread = threading.Thread(target=server.serve_forever, name="afk-metrics", daemon=True)
+    thread.start()
+    return server, thread
