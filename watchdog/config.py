@@ -204,4 +204,10 @@ def load_all(config_path: str | None = None,
     queue = load(QueueSettings, env, file_values)
     service = load(ServiceSettings, env, file_values)
     service.check_against(queue)
+    if service.poison_alert and not file_values.get("digest") and not any(
+            env.get(name) for name in ("AFK_DIGEST_SLACK_URL", "AFK_DIGEST_WEBHOOK_URL",
+                                       "AFK_DIGEST_SMTP_URL")):
+        raise BadInput("invalid settings: poison_alert is on but no digest destination is "
+                       "configured (AFK_DIGEST_SLACK_URL, AFK_DIGEST_WEBHOOK_URL or "
+                       "AFK_DIGEST_SMTP_URL)")
     return queue, service, file_values

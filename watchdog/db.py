@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -223,8 +223,6 @@ class LeaderLock:
     def release(self) -> None:
         self.held = False
         if self._conn is not None:
-            try:
+            with suppress(psycopg.Error):
                 self._conn.close()
-            except psycopg.Error:
-                pass
             self._conn = None

