@@ -69,13 +69,13 @@ def test_prune_deletes_old_done_tasks_and_their_history_in_batches(queue, sql):
 def test_settings_from_env_and_toml(tmp_path):
     config = tmp_path / "afk.toml"
     config.write_text('reclaim_interval = "30s"\nretention = "7d"\nlease_seconds = 900\n'
-                      'poison_alert = true\n')
+                      'metrics_agents = 3\n')
     queue, service, _ = load_all(str(config), env={"AFK_GAUGES_INTERVAL": "5",
                                                    "AFK_RETENTION": "2d"})
     assert queue.lease_seconds == 900
     assert service.reclaim_interval == 30 and service.gauges_interval == 5
     assert service.retention == 2 * 86400  # the env var wins over the file
-    assert service.poison_alert is True
+    assert service.metrics_agents == 3 and service.poison_alert is False
 
 
 @pytest.mark.parametrize(("env", "toml", "message"), [
@@ -88,6 +88,8 @@ def test_settings_from_env_and_toml(tmp_path):
     ({}, "reclaim_intervall = 5\n", "unknown setting"),
     ({}, "reclaim_interval = [1]\n", "reclaim_interval"),
     ({}, "not toml at all =\n", "not valid TOML"),
+    ({"AFK_POISON_ALERT": "yes"}, "", "no digest destination"),
+    ({"AFK_POISON_ALERT": "maybe"}, "", "AFK_POISON_ALERT"),
 ])
 def test_bad_settings_are_refused_with_a_clear_message(tmp_path, env, toml, message):
     path = None
