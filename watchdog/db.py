@@ -135,6 +135,13 @@ class Database:
             cur.execute(statement, params or {})
             return cur.fetchall() if cur.description else []
 
+    @contextmanager
+    def transaction(self) -> Iterator[Connection]:
+        """A connection inside a transaction: committed when the block ends,
+        rolled back if it raises."""
+        with translate_errors(), self.connection() as conn, conn.transaction():
+            yield conn
+
     def close(self) -> None:
         if self._pool is not None:
             self._pool.close()

@@ -7,7 +7,7 @@ import json
 import os
 import socket
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -97,6 +97,25 @@ class ReclaimResult:
 
 
 TaskRef = Task | uuid.UUID | str
+
+
+@dataclass(frozen=True)
+class EffectContext:
+    """What an effect function is given."""
+
+    task_id: uuid.UUID
+    name: str
+    #: ``{idem_key}:{name}`` (the task id stands in for a missing key): pass it
+    #: to any API that accepts an idempotency key, to close the window between
+    #: the call and its record
+    key: str
+    #: the transaction of a transactional effect: write with it, and your rows
+    #: commit together with the effect's record (None for an external effect)
+    conn: Connection | None = None
+
+
+def effect_key(idem_key: str | None, task_id: uuid.UUID, name: str) -> str:
+    return f"{idem_key if idem_key is not None else task_id}:{name}"
 
 
 def default_runner_id() -> str:
@@ -275,6 +294,76 @@ class Queue:
                                                  "runner": runner, "reason": reason})
         return [r["id"] for r in rows]
 
+    # -- side effects -----------------------------------------------------
+
+    def effect(self, task: TaskRef, name: str, fn: Callable[[EffectContext], Any], *,
+               token: int | None = None, transactional: bool = False) -> Any:
+        """Run a named side effect of a claimed task at most once per task.
+
+        On a later attempt of the same task (after a crash, a reclaim, a
+        restart) the recorded result is returned and ``fn`` is not called.
+        ``fn`` gets an :class:`EffectContext`; what it returns (JSON) is recorded.
+
+        External effect (default): the start is fenced and refreshes the lease,
+        ``fn`` runs with no transaction open, then the result is recorded
+        (fenced). If the process dies after the call and before the record,
+        the next attempt runs ``fn`` again: pass ``ctx.key`` to the remote
+        side as an idempotency key to make that harmless. If the lease was lost
+        meanwhile, the record raises :class:`LeaseLost`.
+
+        ``transactional=True``: ``fn`` runs inside a transaction that holds the
+        task row locked, writes through ``ctx.conn``, and its writes commit
+        together with the record: exactly once. Keep it short, and use only
+        ``ctx.conn`` inside it.
+        """
+        task_id, token = task_ref(task, token)
+        name = check_text("effect name", name)
+        if transactional:
+            return self._effect_in_transaction(task_id, token, name, fn)
+        rows = self.db.fetch("effect_begin", {
+            "id": task_id, "token": token, "name": name,
+            "lease_seconds": self.settings.lease_seconds,
+        })
+        if not rows:
+            raise TaskNotFound(f"no task with id {task_id}")
+        begin = rows[0]
+        if begin["done"]:
+            return begin["result"]
+        if not begin["fenced"]:
+            explain_fence(begin, task_id, token, expired_ok=False)
+        result = fn(EffectContext(task_id, name, effect_key(begin["idem_key"], task_id, name)))
+        check_json_size(f"result of effect {name!r}", result, self.settings.max_json_bytes)
+        recorded = self.db.fetch("effect_record", {
+            "id": task_id, "token": token, "name": name, "result": json_param(result),
+        })
+        if not recorded or recorded[0]["runs"] is None:
+            raise LeaseLost(f"lease lost: effect {name!r} of task {task_id} ran but could not "
+                            "be recorded; the next attempt may run it again")
+        return result
+
+    def _effect_in_transaction(self, task_id: uuid.UUID, token: int, name: str,
+                               fn: Callable[[EffectContext], Any]) -> Any:
+        with self.db.transaction() as conn:
+            rows = self.db.fetch("effect_lock", {"id": task_id, "token": token, "name": name},
+                                 conn)
+            if not rows:
+                raise TaskNotFound(f"no task with id {task_id}")
+            lock = rows[0]
+            if lock["done"]:
+                return lock["result"]
+            if not lock["fenced"]:
+                explain_fence(lock, task_id, token)
+            key = effect_key(lock["idem_key"], task_id, name)
+            result = fn(EffectContext(task_id, name, key, conn))
+            check_json_size(f"result of effect {name!r}", result, self.settings.max_json_bytes)
+            self.db.fetch("effect_commit", {"id": task_id, "token": token, "name": name,
+                                            "result": json_param(result)}, conn)
+            return result
+
+    def effects(self, task: TaskRef) -> list[dict[str, Any]]:
+        """The effects recorded (or started) for a task."""
+        return self.db.fetch("effects", {"id": task_ref(task, 0)[0]})
+
     # -- operators --------------------------------------------------------
 
     def retry(self, task_ids: Iterable[TaskRef], *, who: str | None = None) -> list[uuid.UUID]:
@@ -400,6 +489,13 @@ def fenced(rows: list[Row], task_id: uuid.UUID, token: int) -> Task:
     row = rows[0]
     if row["id"] is not None:
         return Task.from_row(row)
+    explain_fence(row, task_id, token)
+    raise AssertionError("unreachable")
+
+
+def explain_fence(row: Row, task_id: uuid.UUID, token: int, expired_ok: bool = True) -> None:
+    """Raise the reason a fenced statement did not apply, from the row as it
+    was (``cur_state``, ``cur_token``)."""
     state, current = str(row["cur_state"]), row["cur_token"]
     if token <= 0 or token > current:
         raise BadInput(f"token {token} was never issued for task {task_id}")
@@ -408,5 +504,8 @@ def fenced(rows: list[Row], task_id: uuid.UUID, token: int) -> Task:
                         f"(token {current} replaced {token}); nothing was changed")
     if state in ("done", "failed"):
         raise NotRunning(f"task {task_id} is {state}, not running; nothing was changed")
+    if state == "running" and not expired_ok:
+        raise LeaseLost(f"lease lost: the lease of task {task_id} has run out; heartbeat or "
+                        "checkpoint more often, or claim with a longer lease")
     raise LeaseLost(f"lease lost: task {task_id} is {state} (expired and reclaimed, "
                     "or paused); nothing was changed")
