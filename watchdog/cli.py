@@ -293,6 +293,89 @@ def credential(name: str) -> str | None:
         return None
 
 
+def cmd_once(args: argparse.Namespace) -> int:
+    from .agent import run_once
+    from .errors import LeaseLost
+
+    command = list(args.command)
+    with open_queue(args) as q:
+        try:
+            status, out = run_once(q, args.id, args.token, args.name, command, dict(os.environ))
+        except LeaseLost as lost:
+            if lost.stdout:
+                sys.stdout.buffer.write(lost.stdout)
+                sys.stdout.flush()
+            raise
+    sys.stdout.buffer.write(out)
+    sys.stdout.flush()
+    return status
+
+
+def cmd_hooks(args: argparse.Namespace) -> int:
+    import shutil
+
+    from .agent import claude_settings, merge_settings
+
+    afk = shutil.which("afk") or str(Path(sys.executable).parent / "afk")
+    ours = claude_settings(afk)
+    if args.install is None:
+        emit(ours)
+        return EXIT_OK
+    path = Path(args.install)
+    merged = merge_settings(path, ours)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".afk-tmp")
+    tmp.write_text(json.dumps(merged, indent=2, ensure_ascii=False) + "\n", "utf-8")
+    tmp.replace(path)
+    print(f"afk: installed the Stop and SessionEnd hooks in {path}", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_hook_stop(args: argparse.Namespace) -> int:
+    """Claude Code's Stop/SessionEnd hook: pause the rows this session's runner
+    holds. Always exits 0, quickly: a hook must never wedge the agent."""
+    try:
+        raw = sys.stdin.read() if not sys.stdin.isatty() else ""
+        try:
+            payload = json.loads(raw) if raw.strip() else {}
+        except ValueError:
+            payload = {}
+        runner = os.environ.get("AFK_RUNNER_ID") or (
+            payload.get("session_id") if isinstance(payload, dict) else None)
+        if not runner or not isinstance(runner, str):
+            print("afk hook stop: no AFK_RUNNER_ID and no session_id on stdin; nothing paused",
+                  file=sys.stderr)
+            return EXIT_OK
+        dsn = args.dsn or os.environ.get("AFK_DSN") or credential("dsn")
+        if not dsn:
+            from . import embedded
+
+            info = embedded.running(embedded.home() / "pgdata")
+            if info is None:
+                return EXIT_OK  # no server running: nothing can be running in it
+            dsn = info.dsn()
+        from .db import Database
+        from .queue import Queue
+
+        with Queue(Database(dsn, connect_timeout=3)) as q:
+            paused = q.pause(os.environ.get("AFK_AGENT_ID") or None, runner=runner,
+                             reason="stop hook")
+        if paused:
+            print(f"afk hook stop: paused {len(paused)} task(s) of runner {runner}",
+                  file=sys.stderr)
+    except Exception as exc:  # never fail the agent's hook
+        print(f"afk hook stop: warning: nothing paused: {exc}", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_resume_brief(args: argparse.Namespace) -> int:
+    from .agent import resume_brief
+
+    with open_queue(args) as q:
+        sys.stdout.write(resume_brief(q, args.id))
+    return EXIT_OK
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run
 
@@ -376,6 +459,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     add("demo", cmd_demo, "a crash and a resume on a small backlog, end to end")
 
+    p = fenced("once", cmd_once, "run a command as a side effect of the task, at most once: "
+               "later runs replay its recorded stdout and exit status")
+    p.add_argument("--name", required=True, help="the effect's name, unique within the task")
+    p.set_defaults(command=[])
+    p.epilog = "usage: afk once ID --token T --name NAME -- COMMAND ARGS..."
+
+    p = add("hooks", cmd_hooks, "print (or install) agent hook settings")
+    p.add_argument("agent_kind", choices=["claude"], help="the agent")
+    p.add_argument("--install", metavar="PATH",
+                   help="merge into this settings file (e.g. .claude/settings.json)")
+    p = add("hook", cmd_hook_stop, "run as an agent hook (reads the hook JSON on stdin)")
+    p.add_argument("event", choices=["stop"])
+    p = add("resume-brief", cmd_resume_brief, "a Markdown note for the next session")
+    p.add_argument("id")
+
     from .config import QueueSettings, ServiceSettings, describe
 
     lines = ["settings (env var, default):"]
@@ -406,7 +504,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=os.environ.get("AFK_LOG_LEVEL", "WARNING").upper(),
                         format="afk: %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command: list[str] = []
+    if "--" in argv and "once" in argv[: argv.index("--")]:
+        # afk once ... -- COMMAND ARGS: everything after -- is the command
+        split = argv.index("--")
+        argv, command = argv[:split], argv[split + 1:]
     args = build_parser().parse_args(argv)
+    if args.func is cmd_once:
+        args.command = command
     if not hasattr(args, "dsn"):
         args.dsn = None
     try:

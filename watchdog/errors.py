@@ -33,6 +33,8 @@ class LeaseLost(AfkError):
     runner claimed it since. Stop working on it."""
 
     exit_code = 4
+    #: what a command run by ``afk once`` printed before its record was refused
+    stdout: bytes | None = None
 
 
 class DatabaseError(AfkError):

@@ -141,6 +141,8 @@ class Queue:
             self.db = dsn
         else:
             if dsn is None:
+                dsn = os.environ.get("AFK_DSN")
+            if not dsn:
                 from .embedded import default_dsn
 
                 dsn = default_dsn()

@@ -1,0 +1,157 @@
+"""Wiring the queue into agents: Claude Code hook settings, the Stop hook, the
+resume brief, and ``afk once`` for shell side effects."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from .errors import BadInput, LeaseLost
+from .queue import Queue, Task
+
+HOOK_EVENTS = ("Stop", "SessionEnd")
+
+
+def claude_settings(afk_command: str) -> dict[str, Any]:
+    """Claude Code hook settings that run ``afk hook stop`` on Stop and SessionEnd."""
+    entry = {"type": "command", "command": f"{shlex.quote(afk_command)} hook stop",
+             "timeout": 15}
+    return {"hooks": {event: [{"hooks": [entry]}] for event in HOOK_EVENTS}}
+
+
+def merge_settings(path: Path, ours: dict[str, Any]) -> dict[str, Any]:
+    """Merge our hook entries into a settings file, keeping everything else.
+    Entries already there (same command) are not added twice."""
+    current: dict[str, Any] = {}
+    if path.exists():
+        try:
+            current = json.loads(path.read_text("utf-8") or "{}")
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise BadInput(f"{path} is not valid JSON ({exc}); it was left unchanged") from None
+        if not isinstance(current, dict):
+            raise BadInput(f"{path} does not hold a JSON object; it was left unchanged")
+    hooks = current.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        raise BadInput(f"{path}: 'hooks' is not an object; it was left unchanged")
+    for event, groups in ours["hooks"].items():
+        existing = hooks.setdefault(event, [])
+        if not isinstance(existing, list):
+            raise BadInput(f"{path}: hooks.{event} is not a list; it was left unchanged")
+        commands = {h.get("command") for g in existing if isinstance(g, dict)
+                    for h in g.get("hooks", []) if isinstance(h, dict)}
+        for group in groups:
+            if not all(h["command"] in commands for h in group["hooks"]):
+                existing.append(group)
+    return current
+
+
+def resume_brief(queue: Queue, task_id: str) -> str:
+    """A short Markdown note for the next session working on a task."""
+    task, history = queue.show(task_id)
+    effects = queue.effects(task.id)
+    out = [f"# Resume: {task.title}", "",
+           f"- task `{task.id}` of agent `{task.agent_id}`, item {task.ordinal}",
+           f"- state **{task.state}**, attempt {task.attempts} of {task.max_attempts}"]
+    if task.last_error:
+        out.append(f"- last error: {_one_line(task.last_error)}")
+    out += ["", "## Spec", "", fence(task.spec)]
+    out += ["", "## Checkpoint (what was done before)", ""]
+    out += _checkpoint_lines(task)
+    done_effects = [e for e in effects if e["done"]]
+    open_effects = [e for e in effects if not e["done"]]
+    out += ["", "## Side effects already done (do not redo)", ""]
+    if done_effects:
+        for e in done_effects:
+            out.append(f"- `{e['name']}` at {e['recorded_at']:%Y-%m-%d %H:%M:%S %Z}: "
+                       f"{_one_line(json.dumps(e['result'], ensure_ascii=False))}")
+    else:
+        out.append("- none recorded")
+    if open_effects:
+        out += ["", "Started but not recorded (the call may or may not have happened; check "
+                "before repeating it):", ""]
+        out += [f"- `{e['name']}` (started {e['runs']} time(s))" for e in open_effects]
+    attempts = [h for h in history if h["reason"] in ("claimed", "resumed", "lease expired",
+                                                       "failed with error", "paused by stop",
+                                                       "stop hook", "retried by a human")]
+    out += ["", "## History", ""]
+    for h in attempts:
+        line = f"- {h['at'][:19].replace('T', ' ')} {h['reason']}"
+        if h.get("runner"):
+            line += f" (runner `{h['runner']}`)"
+        if h.get("error"):
+            line += f": {_one_line(h['error'])}"
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def _checkpoint_lines(task: Task) -> list[str]:
+    if not task.checkpoint:
+        return ["- nothing checkpointed yet: start from the beginning"]
+    lines = []
+    for key, value in task.checkpoint.items():
+        if isinstance(value, list) and all(isinstance(v, str | int | float) for v in value):
+            lines.append(f"- **{key}**: " + (", ".join(f"`{v}`" for v in value) or "(none)"))
+        elif isinstance(value, str | int | float | bool) or value is None:
+            lines.append(f"- **{key}**: {_one_line(json.dumps(value, ensure_ascii=False))}")
+        else:
+            lines.append(f"- **{key}**:")
+            lines.append(fence(value))
+    return lines
+
+
+def fence(value: Any) -> str:
+    text = json.dumps(value, indent=2, ensure_ascii=False)
+    ticks = "```"
+    while ticks in text:
+        ticks += "`"
+    return f"{ticks}json\n{text}\n{ticks}"
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def run_once(queue: Queue, task_id: str, token: int, name: str, command: list[str],
+             env: dict[str, str]) -> tuple[int, bytes]:
+    """``afk once``: run ``command`` unless effect ``name`` is recorded; record
+    its stdout and exit status when it succeeds. Returns (status, stdout)."""
+    if not command:
+        raise BadInput("no command given after --")
+    ran: dict[str, Any] = {}
+
+    def call(ctx: Any) -> dict[str, Any]:
+        proc = subprocess.run(command, stdout=subprocess.PIPE,
+                              env={**env, "AFK_EFFECT_KEY": ctx.key, "AFK_TASK_ID": task_id})
+        ran["status"] = proc.returncode
+        ran["stdout"] = proc.stdout
+        if proc.returncode != 0:
+            raise _CommandFailed(proc.returncode)
+        try:
+            return {"exit": 0, "stdout": proc.stdout.decode("utf-8")}
+        except UnicodeDecodeError:
+            import base64
+
+            return {"exit": 0, "stdout_b64": base64.b64encode(proc.stdout).decode()}
+
+    try:
+        recorded = queue.effect(task_id, name, call, token=token)
+    except _CommandFailed as failed:
+        return failed.status, ran["stdout"]
+    except LeaseLost as lost:
+        lost.stdout = ran.get("stdout")
+        raise
+    if "stdout_b64" in recorded:
+        import base64
+
+        return int(recorded["exit"]), base64.b64decode(recorded["stdout_b64"])
+    return int(recorded["exit"]), str(recorded["stdout"]).encode("utf-8")
+
+
+class _CommandFailed(Exception):
+    def __init__(self, status: int) -> None:
+        super().__init__(f"command exited {status}")
+        self.status = status
