@@ -70,8 +70,8 @@ def test_settings_from_env_and_toml(tmp_path):
     config = tmp_path / "afk.toml"
     config.write_text('reclaim_interval = "30s"\nretention = "7d"\nlease_seconds = 900\n'
                       'metrics_agents = 3\n')
-    queue, service, _ = load_all(str(config), env={"AFK_GAUGES_INTERVAL": "5",
-                                                   "AFK_RETENTION": "2d"})
+    settings = load_all(str(config), env={"AFK_GAUGES_INTERVAL": "5", "AFK_RETENTION": "2d"})
+    queue, service = settings.queue, settings.service
     assert queue.lease_seconds == 900
     assert service.reclaim_interval == 30 and service.gauges_interval == 5
     assert service.retention == 2 * 86400  # the env var wins over the file

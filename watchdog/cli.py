@@ -242,11 +242,10 @@ def cmd_db(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def resolve_dsn(args: argparse.Namespace, file_values: dict[str, Any] | None = None) -> str:
+def resolve_dsn(args: argparse.Namespace, from_file: str | None = None) -> str:
     """--dsn, else AFK_DSN, else a systemd credential named dsn, else the
     config file's dsn, else the embedded server."""
-    dsn = args.dsn or os.environ.get("AFK_DSN") or credential("dsn") or \
-        (file_values or {}).get("dsn")
+    dsn = args.dsn or os.environ.get("AFK_DSN") or credential("dsn") or from_file
     if not dsn:
         from .embedded import default_dsn
 
@@ -259,9 +258,9 @@ def cmd_watchdog(args: argparse.Namespace) -> int:
     from .config import load_all
     from .service import Watchdog
 
-    queue_settings, settings, file_values = load_all(args.config)
-    logs.configure(os.environ.get("AFK_LOG_LEVEL", "INFO"), settings.log_format)
-    watchdog = Watchdog(resolve_dsn(args, file_values), queue_settings, settings)
+    settings = load_all(args.config)
+    logs.configure(os.environ.get("AFK_LOG_LEVEL", "INFO"), settings.service.log_format)
+    watchdog = Watchdog(resolve_dsn(args, settings.dsn), settings)
     if args.action == "tick":
         outcome = watchdog.run_job(args.job)
         watchdog.close()
@@ -376,6 +375,37 @@ def cmd_resume_brief(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_digest(args: argparse.Namespace) -> int:
+    from . import delivery
+    from .config import load_all
+    from .db import Database
+
+    settings = load_all(args.config)
+    db = Database(resolve_dsn(args, settings.dsn))
+    try:
+        if args.dry_run or args.action is None:
+            if args.action is not None or args.force:
+                raise BadInput("--dry-run prints a digest; it cannot be combined with "
+                               "send, status or --force")
+            sys.stdout.write(delivery.dry_run(db, settings.digest, args.format))
+            return EXIT_OK
+        if args.action == "status":
+            emit(db.fetch("digest_status", {"limit": 50}))
+            return EXIT_OK
+        if not settings.digest.destinations():
+            raise BadInput("no digest destination is configured (AFK_DIGEST_SLACK_URL, "
+                           "AFK_DIGEST_WEBHOOK_URL or AFK_DIGEST_SMTP_URL)")
+        outcomes = delivery.run_once(db, settings.digest, force=args.force)
+        emit({"deliveries": [o.to_json() for o in outcomes]})
+        if not outcomes:
+            print("afk: nothing to send: this period's digest was delivered already, is "
+                  "waiting for a retry, or is being sent (--force sends anyway)",
+                  file=sys.stderr)
+        return EXIT_OK if all(o.state == "delivered" for o in outcomes) else EXIT_ERROR
+    finally:
+        db.close()
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run
 
@@ -474,16 +504,25 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("resume-brief", cmd_resume_brief, "a Markdown note for the next session")
     p.add_argument("id")
 
-    from .config import QueueSettings, ServiceSettings, describe
+    from .config import DigestSettings, QueueSettings, ServiceSettings, describe
 
     lines = ["settings (env var, default):"]
-    for cls in (ServiceSettings, QueueSettings):
+    for cls in (ServiceSettings, QueueSettings, DigestSettings):
         for env, default, text in describe(cls):
             lines.append(f"  {env:<28} {default!s:<16} {text}")
     lines += ["  AFK_CONFIG                   -                a TOML file of the same settings "
               "(lower-case names; env vars win)",
               "  AFK_DSN                      embedded         PostgreSQL connection string",
               "  AFK_LOG_LEVEL                INFO             log level"]
+    p = add("digest", cmd_digest, "the morning digest: print it, send it, or show deliveries")
+    p.add_argument("action", nargs="?", choices=["send", "status"],
+                   help="send: deliver the due digest now; status: recent deliveries")
+    p.add_argument("--dry-run", action="store_true", help="print what would be sent now")
+    p.add_argument("--format", choices=["slack", "html", "text", "webhook"], default="text")
+    p.add_argument("--force", action="store_true", help="with send: send even if this "
+                   "period's digest was delivered")
+    p.add_argument("--config", help="TOML file of settings (env AFK_CONFIG)")
+
     p = sub.add_parser("watchdog", parents=[common], help="the watchdog service",
                        description="The watchdog service: reclaim, gauges, poison pills, "
                        "prune, and Prometheus metrics.", epilog="\n".join(lines),
@@ -495,7 +534,7 @@ def build_parser() -> argparse.ArgumentParser:
                           formatter_class=argparse.RawDescriptionHelpFormatter)
     tick = wsub.add_parser("tick", parents=[common], help="run one job once and exit "
                            "(non-zero if it failed)")
-    tick.add_argument("job", choices=["reclaim", "poison", "gauges", "prune"])
+    tick.add_argument("job", choices=["reclaim", "poison", "gauges", "prune", "digest"])
     for q in (run, tick):
         q.add_argument("--config", help="TOML file of settings (env AFK_CONFIG)")
     return parser

@@ -27,8 +27,8 @@ def parse_duration(text: str) -> float:
     return float(match.group(1)) * _UNIT[(match.group(2) or "s").lower()]
 
 
-def env_name(field_name: str) -> str:
-    return "AFK_" + field_name.upper()
+def env_name(field_name: str, prefix: str = "AFK_") -> str:
+    return prefix + field_name.upper()
 
 
 def _convert(name: str, kind: type, raw: Any, duration: bool) -> Any:
@@ -59,15 +59,17 @@ def load(cls: type[S], env: Mapping[str, str] | None = None,
     """Build settings ``cls`` from defaults < TOML values < ``AFK_*`` env vars."""
     env = os.environ if env is None else env
     hints = get_type_hints(cls)
+    prefix = getattr(cls, "ENV_PREFIX", "AFK_")
     values: dict[str, Any] = {}
     for f in fields(cls):  # type: ignore[arg-type]
         kind = hints[f.name]
         duration = f.metadata.get("duration", False)
+        name = f.metadata.get("env") or env_name(f.name, prefix)
         if file_values and f.name in file_values:
             values[f.name] = _convert(f.name, kind, file_values[f.name], duration)
-        raw = env.get(env_name(f.name))
+        raw = env.get(name)
         if raw is not None and raw.strip() != "":
-            values[f.name] = _convert(env_name(f.name), kind, raw, duration)
+            values[f.name] = _convert(name, kind, raw, duration)
     return cls(**values)
 
 
@@ -83,16 +85,24 @@ def read_toml(path: str | Path) -> dict[str, Any]:
 
 
 def describe(cls: type) -> list[tuple[str, Any, str]]:
-    """(env var, default, help) of every field, for --help."""
+    """(env var, default, help) of every field, for --help. Secrets show no value."""
     out = []
+    prefix = getattr(cls, "ENV_PREFIX", "AFK_")
     for f in fields(cls):
         default = f.default if f.default is not MISSING else None
-        out.append((env_name(f.name), default, f.metadata.get("help", "")))
+        if f.metadata.get("secret"):
+            default = "(secret)"
+        elif default == "":
+            default = "-"
+        name = f.metadata.get("env") or env_name(f.name, prefix)
+        out.append((name, default, f.metadata.get("help", "")))
     return out
 
 
-def _field(default: Any, help: str, duration: bool = False) -> Any:
-    return field(default=default, metadata={"help": help, "duration": duration})
+def _field(default: Any, help: str, duration: bool = False, secret: bool = False,
+           env: str | None = None) -> Any:
+    return field(default=default, repr=not secret,
+                 metadata={"help": help, "duration": duration, "secret": secret, "env": env})
 
 
 @dataclass(frozen=True)
@@ -187,12 +197,114 @@ class ServiceSettings:
                 "raise AFK_LEASE_SECONDS.")
 
 
+_HH_MM = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)$")
+
+
+@dataclass(frozen=True)
+class DigestSettings:
+    """The morning digest: where it goes, when, and what it shows."""
+
+    ENV_PREFIX = "AFK_DIGEST_"
+
+    slack_url: str = _field("", "Slack incoming webhook URL", secret=True)
+    webhook_url: str = _field("", "generic webhook URL (POST of the JSON digest)", secret=True)
+    webhook_secret: str = _field("", "HMAC-SHA256 key signing the webhook", secret=True)
+    smtp_url: str = _field("", "smtp://user:pass@host:587 (STARTTLS) or smtps://...:465",
+                           secret=True)
+    smtp_cafile: str = _field("", "CA file to verify the SMTP server with (default: system)")
+    email_to: str = _field("", "recipients, comma-separated")
+    email_from: str = _field("", "sender address")
+    at: str = _field("08:00", "time of day of the digest (HH:MM)")
+    tz: str = _field("", "IANA time zone of --at (default: the system's)")
+    cron: str = _field("", "a crontab expression instead of --at (e.g. '0 8 * * 1-5')")
+    all_clear: bool = _field(True, "send a short all-clear when there is nothing to report")
+    link_template: str = _field("", "per-task link, e.g. https://tracker/{agent_id}/{task_id}")
+    paused_after: float = _field(6 * 3600.0, "a task paused this long counts as stuck", True)
+    max_groups: int = _field(20, "error groups shown in full; the rest are counted")
+    check_interval: float = _field(60.0, "how often the service checks for a due digest", True)
+    timeout: float = _field(10.0, "HTTP and SMTP timeout", True)
+    retry_base: float = _field(30.0, "first retry delay of a failed delivery; doubles", True)
+    retry_cap: float = _field(600.0, "the longest retry delay", True)
+    lease: float = _field(120.0, "a sender's claim on a delivery expires after this", True)
+    templates_dir: str = _field("", "a folder of templates overriding the shipped ones",
+                                env="AFK_TEMPLATES_DIR")
+
+    def __post_init__(self) -> None:
+        problems = []
+        for name in ("slack_url", "webhook_url"):
+            value = getattr(self, name)
+            if value and not re.match(r"^https?://[^\s/]+", value):
+                problems.append(f"{name} must be an http(s) URL")
+        if self.webhook_url and not self.webhook_secret:
+            problems.append("webhook_url needs webhook_secret (AFK_DIGEST_WEBHOOK_SECRET) "
+                            "to sign what it sends")
+        email = (self.smtp_url, self.email_to, self.email_from)
+        if any(email) and not all(email):
+            problems.append("email needs smtp_url, email_to and email_from together")
+        if self.smtp_url and not re.match(r"^smtps?://[^\s/]+", self.smtp_url):
+            problems.append("smtp_url must start with smtp:// or smtps://")
+        if not _HH_MM.match(self.at):
+            problems.append(f"at must be HH:MM, not {self.at!r}")
+        if self.tz:
+            try:
+                import zoneinfo
+
+                zoneinfo.ZoneInfo(self.tz)
+            except (ValueError, zoneinfo.ZoneInfoNotFoundError):
+                problems.append(f"tz {self.tz!r} is not an IANA time zone")
+        if self.cron:
+            try:
+                from apscheduler.triggers.cron import CronTrigger
+
+                CronTrigger.from_crontab(self.cron)
+            except ValueError as exc:
+                problems.append(f"cron {self.cron!r} is not valid: {exc}")
+        for f in fields(self):
+            if f.metadata.get("duration") and not getattr(self, f.name) > 0:
+                problems.append(f"{f.name} must be positive")
+        if self.retry_cap < self.retry_base:
+            problems.append("retry_cap must not be less than retry_base")
+        if not 1 <= self.max_groups <= 40:
+            problems.append("max_groups must be from 1 to 40 (a Slack message holds 50 blocks)")
+        if problems:
+            raise BadInput("invalid digest settings: " + "; ".join(problems))
+
+    def destinations(self) -> list[str]:
+        out = []
+        if self.slack_url:
+            out.append("slack")
+        if self.webhook_url:
+            out.append("webhook")
+        if self.smtp_url:
+            out.append("email")
+        return out
+
+
+def load_digest(file_values: Mapping[str, Any] | None = None,
+                env: Mapping[str, str] | None = None) -> DigestSettings:
+    section = (file_values or {}).get("digest") or {}
+    if not isinstance(section, Mapping):
+        raise BadInput("config file: [digest] must be a table")
+    known = {f.name for f in fields(DigestSettings)}
+    unknown = sorted(k for k in section if k not in known)
+    if unknown:
+        raise BadInput(f"config file: unknown digest setting(s) {', '.join(unknown)}")
+    return load(DigestSettings, env, section)
+
+
+@dataclass(frozen=True)
+class Settings:
+    queue: QueueSettings
+    service: ServiceSettings
+    digest: DigestSettings
+    #: the config file's dsn, if any (--dsn and AFK_DSN come first)
+    dsn: str | None = field(default=None, repr=False)
+
+
 def load_all(config_path: str | None = None,
-             env: Mapping[str, str] | None = None) -> tuple[QueueSettings, ServiceSettings,
-                                                            dict[str, Any]]:
-    """Queue and service settings from the TOML file (``--config`` or
-    ``AFK_CONFIG``) and the environment, checked together. Also returns the
-    file's values, for the sections other parts read (the DSN, the digest)."""
+             env: Mapping[str, str] | None = None) -> Settings:
+    """All settings from the TOML file (``--config`` or ``AFK_CONFIG``) and the
+    environment, checked together."""
     env = os.environ if env is None else env
     path = config_path or env.get("AFK_CONFIG")
     file_values = read_toml(path) if path else {}
@@ -204,10 +316,12 @@ def load_all(config_path: str | None = None,
     queue = load(QueueSettings, env, file_values)
     service = load(ServiceSettings, env, file_values)
     service.check_against(queue)
-    if service.poison_alert and not file_values.get("digest") and not any(
-            env.get(name) for name in ("AFK_DIGEST_SLACK_URL", "AFK_DIGEST_WEBHOOK_URL",
-                                       "AFK_DIGEST_SMTP_URL")):
+    digest = load_digest(file_values, env)
+    if service.poison_alert and not digest.destinations():
         raise BadInput("invalid settings: poison_alert is on but no digest destination is "
                        "configured (AFK_DIGEST_SLACK_URL, AFK_DIGEST_WEBHOOK_URL or "
                        "AFK_DIGEST_SMTP_URL)")
-    return queue, service, file_values
+    dsn = file_values.get("dsn")
+    if dsn is not None and not isinstance(dsn, str):
+        raise BadInput(f"config file {path}: dsn must be a string")
+    return Settings(queue, service, digest, dsn)

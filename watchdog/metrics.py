@@ -48,6 +48,10 @@ class Metrics:
         self.job_last_success = Gauge(
             "afk_job_last_success_timestamp_seconds", "Unix time of the last successful run.",
             ["job"], registry=r)
+        self.digest_deliveries = Counter(
+            "afk_digest_deliveries", "Digest delivery attempts, by destination and outcome "
+            "(delivered, pending: will retry, failed: refused for good).",
+            ["destination", "outcome"], registry=r)
         self.leader = Gauge(
             "afk_watchdog_leader", "1 on the replica that holds the once-only jobs.",
             registry=r)

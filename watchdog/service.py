@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from . import jobs, systemd
-from .config import QueueSettings, ServiceSettings
+from .config import Settings
 from .db import Database, LeaderLock
 from .errors import DatabaseError
 from .metrics import Metrics, serve
@@ -54,9 +54,10 @@ class Watchdog:
     """The jobs with their metrics and the leader lock, usable without a
     scheduler (``tick``) or under one (:meth:`run`)."""
 
-    def __init__(self, dsn: str, queue_settings: QueueSettings,
-                 settings: ServiceSettings) -> None:
-        self.settings = settings
+    def __init__(self, dsn: str, all_settings: Settings) -> None:
+        self.settings = settings = all_settings.service
+        self.digest_settings = all_settings.digest
+        queue_settings = all_settings.queue
         timeout = settings.statement_timeout
         self.db = Database(dsn, pool_size=3, statement_timeout=timeout,
                            application_name="afk-watchdog", connect_timeout=5)
@@ -68,7 +69,7 @@ class Watchdog:
         self.db_ok = False
         self._jobs: dict[str, Callable[[], Any]] = {
             "reclaim": self._reclaim, "gauges": self._gauges, "poison": self._poison,
-            "prune": self._prune, "leader": self._leader,
+            "prune": self._prune, "leader": self._leader, "digest": self._digest,
         }
 
     # -- the jobs, with their metrics --------------------------------------
@@ -95,7 +96,28 @@ class Watchdog:
     def _poison(self) -> dict[str, Any]:
         pills = jobs.poison(self.queue, window=self.settings.poison_window)
         self.metrics.poison_pills.set(len(pills))
-        return {"poison_pills": len(pills), "ids": [str(t.id) for t in pills]}
+        out: dict[str, Any] = {"poison_pills": len(pills), "ids": [str(t.id) for t in pills]}
+        if pills and self.settings.poison_alert:
+            from . import delivery
+
+            sent = delivery.alert_poison(self.db, self.digest_settings, pills,
+                                         self.settings.poison_interval)
+            out["alerts"] = [o.to_json() for o in sent]
+        return out
+
+    def _digest(self) -> dict[str, Any]:
+        from . import delivery
+
+        if not self.digest_settings.destinations():
+            return {"deliveries": [], "skipped": "no destination configured"}
+        outcomes = delivery.run_once(self.db, self.digest_settings)
+        for o in outcomes:
+            self.metrics.digest_deliveries.labels(o.destination, o.state).inc()
+        failed = [o for o in outcomes if o.state != "delivered"]
+        if failed:
+            # counted as a failed run, so that alerts on afk_job_failures_total fire
+            raise RuntimeError("; ".join(f"{o.destination}: {o.error}" for o in failed))
+        return {"deliveries": [o.to_json() for o in outcomes]}
 
     def _prune(self) -> dict[str, int]:
         r = jobs.prune(self.queue, retention=self.settings.retention,
@@ -165,6 +187,8 @@ class Watchdog:
         schedule = [("leader", s.leader_interval), ("reclaim", s.reclaim_interval),
                     ("gauges", s.gauges_interval), ("poison", s.poison_interval),
                     ("prune", s.prune_interval)]
+        if self.digest_settings.destinations():
+            schedule.append(("digest", self.digest_settings.check_interval))
         for i, (name, every) in enumerate(schedule):
             scheduler.add_job(self.run_job, "interval", seconds=every, args=[name], id=name,
                               name=name, next_run_time=now + timedelta(milliseconds=50 * i))

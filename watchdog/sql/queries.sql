@@ -390,3 +390,101 @@ ON CONFLICT (task_id, name) DO UPDATE
 -- name: effects
 SELECT name, done, result, runs, started_at, recorded_at
   FROM afk_task_effect WHERE task_id = %(id)s ORDER BY coalesce(recorded_at, started_at), name;
+
+-- name: now
+SELECT now() AS now;
+
+-- name: digest_claim
+-- Claim the delivery of one period to one destination: a new row, a pending
+-- one whose retry is due, or one whose sender's lease ran out. Earlier periods
+-- still waiting are superseded: this digest's window covers them, since it
+-- starts where the last delivered one ended.
+WITH superseded AS (
+    UPDATE afk_digest_delivery
+       SET state = 'superseded', lease_until = NULL, updated_at = now()
+     WHERE destination = %(destination)s AND kind = %(kind)s AND period < %(period)s
+       AND (state = 'pending' OR (state = 'sending' AND lease_until < now()))
+), prev AS (
+    SELECT max(window_end) AS since FROM afk_digest_delivery
+     WHERE destination = %(destination)s AND kind = %(kind)s AND state = 'delivered'
+)
+INSERT INTO afk_digest_delivery AS d
+       (destination, kind, period, state, attempts, lease_token, lease_until,
+        window_start, window_end)
+VALUES (%(destination)s, %(kind)s, %(period)s, 'sending', 1, nextval('afk_lease_token_seq'),
+        now() + make_interval(secs => %(lease)s),
+        coalesce((SELECT since FROM prev), now() - make_interval(secs => %(first_window)s)),
+        now())
+ON CONFLICT (destination, kind, period) DO UPDATE
+   SET state = 'sending', attempts = d.attempts + 1,
+       lease_token = nextval('afk_lease_token_seq'),
+       lease_until = now() + make_interval(secs => %(lease)s), updated_at = now()
+ WHERE (d.state = 'pending' AND d.next_attempt_at <= now())
+    OR (d.state = 'sending' AND d.lease_until < now())
+RETURNING *;
+
+-- name: digest_finish
+-- Fenced by the claim's token: a sender whose claim expired cannot overwrite
+-- the outcome of the one that took over.
+UPDATE afk_digest_delivery
+   SET state = %(state)s, last_status = %(status)s, last_error = %(error)s,
+       delivered_at = CASE WHEN %(state)s = 'delivered' THEN now() END,
+       next_attempt_at = CASE WHEN %(state)s = 'pending'
+                              THEN now() + make_interval(secs => %(retry_in)s) END,
+       lease_until = NULL, updated_at = now()
+ WHERE destination = %(destination)s AND kind = %(kind)s AND period = %(period)s
+   AND lease_token = %(token)s AND state = 'sending'
+RETURNING state;
+
+-- name: digest_last_delivered
+SELECT max(window_end) AS since FROM afk_digest_delivery
+ WHERE kind = 'digest' AND state = 'delivered';
+
+-- name: digest_status
+SELECT destination, kind, period, state, attempts, last_status, last_error,
+       window_start, window_end, delivered_at, next_attempt_at, updated_at
+  FROM afk_digest_delivery
+ ORDER BY updated_at DESC
+ LIMIT %(limit)s;
+
+-- name: digest_data
+-- Everything one digest shows, for a window, in one statement.
+WITH failed AS (
+    SELECT id, agent_id, ordinal, title, attempts, max_attempts, idem_key, updated_at,
+           left(coalesce(last_error, ''), 2000) AS last_error,
+           (SELECT coalesce(jsonb_agg(k ORDER BY k), '[]'::jsonb)
+              FROM jsonb_object_keys(checkpoint) AS k) AS checkpoint_keys
+      FROM afk_task
+     WHERE state = 'failed' AND updated_at >= %(start)s AND updated_at < %(end)s
+     ORDER BY updated_at DESC
+     LIMIT %(limit)s
+)
+SELECT
+    (SELECT coalesce(jsonb_agg(to_jsonb(f)), '[]'::jsonb) FROM failed f) AS failed,
+    (SELECT count(*) FROM afk_task
+      WHERE state = 'failed' AND updated_at >= %(start)s AND updated_at < %(end)s)
+        AS failed_total,
+    (SELECT coalesce(jsonb_agg(to_jsonb(x)), '[]'::jsonb) FROM (
+        SELECT id, agent_id, title, lease_owner, lease_until, attempts FROM afk_task
+         WHERE state = 'running' AND lease_until < now() ORDER BY lease_until LIMIT 50) x)
+        AS expired,
+    (SELECT coalesce(jsonb_agg(to_jsonb(x)), '[]'::jsonb) FROM (
+        SELECT id, agent_id, title, updated_at, attempts FROM afk_task
+         WHERE state = 'paused' AND updated_at < now() - make_interval(secs => %(paused_after)s)
+         ORDER BY updated_at LIMIT 50) x)
+        AS paused,
+    (SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY x.created_at), '[]'::jsonb) FROM (
+        SELECT DISTINCT ON (agent_id) id, agent_id, title, created_at FROM afk_task
+         WHERE state = 'todo' ORDER BY agent_id, created_at LIMIT 50) x)
+        AS oldest_todo,
+    (SELECT coalesce(jsonb_object_agg(state, n), '{}'::jsonb)
+       FROM (SELECT state::text AS state, count(*) AS n FROM afk_task GROUP BY state) s)
+        AS totals,
+    (SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY x.agent_id), '[]'::jsonb) FROM (
+        SELECT agent_id, count(*) FILTER (WHERE state = 'done') AS done,
+               count(*) FILTER (WHERE state = 'failed') AS failed
+          FROM afk_task
+         WHERE state IN ('done', 'failed') AND updated_at >= %(start)s AND updated_at < %(end)s
+         GROUP BY agent_id) x)
+        AS per_agent,
+    now() AS now;

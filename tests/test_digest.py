@@ -1,0 +1,213 @@
+"""The digest's content and templates: grouping, bounds, hostile text,
+golden files, and templates found in a wheel install."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from watchdog import NewTask
+from watchdog.config import DigestSettings
+from watchdog.digest import (
+    SLACK_MAX_BLOCKS,
+    SLACK_MAX_TEXT,
+    Digest,
+    FailedTask,
+    Group,
+    build,
+    normalise_error,
+    render,
+)
+
+ROOT = Path(__file__).parent.parent
+GOLDEN = Path(__file__).parent / "golden"
+HOSTILE_TITLE = 'He said "hi" \\ <script>alert(1)</script> <!channel> @here <http://evil|click>\nline 2'
+
+
+def test_normalise_error_masks_ids_and_numbers():
+    a = normalise_error("Timeout after 30s talking to 10.0.0.7 (task 3f2b1c4e-1111-2222-3333-444455556666)")
+    b = normalise_error("Timeout after 45s talking to 10.0.0.9 (task 9a2b1c4e-1111-2222-3333-444455556666)\nstack")
+    assert a == b == "Timeout after <n>s talking to <n>.<n>.<n>.<n> (task <id>)"
+    assert normalise_error("commit deadbeefcafe1 not found") == "commit <hex> not found"
+    assert normalise_error("") == "(no error text)"
+
+
+def fail_tasks(queue, agent: str, errors: list[str], **task) -> list:
+    queue.enqueue(agent, [NewTask(f"{agent} task {i}", max_attempts=1, **task)
+                          for i in range(len(errors))])
+    out = []
+    for error in errors:
+        t = queue.claim(agent, runner="r")
+        queue.checkpoint(t, {"files": ["a.py"], "pr": 3})
+        out.append(queue.fail(t, error))
+    return out
+
+
+def window(sql):
+    now = sql.one("SELECT now()")
+    return now - timedelta(hours=1), now + timedelta(seconds=1)
+
+
+def test_fifty_failures_with_one_error_read_as_one_group(queue, sql):
+    fail_tasks(queue, "a", [f"HTTP 503 from api (request {i})" for i in range(50)])
+    fail_tasks(queue, "a", ["syntax error in tests/test_x.py line 3"])
+    fail_tasks(queue, "b", ["HTTP 503 from api (request 1)"])
+    start, end = window(sql)
+    d = build(queue.db, start, end, DigestSettings(link_template="https://t/{agent_id}/{task_id}"),
+              UTC)
+    assert d.failed_total == 52
+    assert [(g.agent_id, g.count) for g in d.groups] == [("a", 50), ("a", 1), ("b", 1)]
+    big = d.groups[0]
+    assert big.error == "HTTP <n> from api (request <n>)" and big.more == 45
+    t = big.tasks[0]
+    assert t.checkpoint_keys == ["files", "pr"] and t.retry == f"afk retry {t.id}"
+    assert t.link == f"https://t/a/{t.id}"
+    assert d.per_agent == [{"agent_id": "a", "done": 0, "failed": 51},
+                           {"agent_id": "b", "done": 0, "failed": 1}]
+
+
+def test_stuck_and_all_clear(queue, sql):
+    start, end = window(sql)
+    assert build(queue.db, start, end, DigestSettings(), UTC).all_clear
+    queue.enqueue("a", [NewTask("stalled"), NewTask("paused"), NewTask("waiting")])
+    stalled = queue.claim("a", runner="r1")
+    sql.expire(stalled.id)
+    queue.claim("a", runner="r2")
+    queue.pause("a", runner="r2")
+    sql("UPDATE afk_task SET updated_at = now() - interval '7 hours' WHERE title = 'paused'")
+    d = build(queue.db, start, end, DigestSettings(), UTC)
+    assert not d.all_clear and d.failed_total == 0
+    assert [t["title"] for t in d.expired] == ["stalled"]
+    assert [t["title"] for t in d.paused] == ["paused"]
+    assert [t["title"] for t in d.oldest_todo] == ["waiting"]
+
+
+def test_ten_thousand_failures_still_make_valid_bounded_messages(queue, sql):
+    sql("""INSERT INTO afk_task (agent_id, ordinal, title, state, attempts, last_error,
+                                 checkpoint, updated_at)
+           SELECT 'agent-' || (i % 7), i, 'task ' || i, 'failed', 5,
+                  'error kind ' || translate((i % 97)::text, '0123456789', 'abcdefghij')
+                  || chr(10) || repeat('x', 3000), '{"k": 1}', now()
+             FROM generate_series(1, 10000) i""")
+    start, end = window(sql)
+    d = build(queue.db, start, end, DigestSettings(), UTC)
+    assert d.failed_total == 10000 and len(d.groups) == 20
+    assert d.hidden_failures + d.ungrouped_failures + sum(g.count for g in d.groups) == 10000
+    slack = json.loads(render(d, "slack", DigestSettings()))
+    assert len(slack["blocks"]) <= SLACK_MAX_BLOCKS
+    texts = [b["text"]["text"] for b in slack["blocks"] if "text" in b]
+    assert all(len(t) <= SLACK_MAX_TEXT for t in texts)
+    assert "more failures" in json.dumps(slack)
+    webhook = json.loads(render(d, "webhook", DigestSettings()))
+    assert webhook["failed_total"] == 10000
+    assert len(render(d, "html", DigestSettings())) < 500_000
+
+
+def test_hostile_content_is_shown_literally(queue, sql):
+    huge = "E" * 100_000
+    queue.enqueue("a", [NewTask(HOSTILE_TITLE, max_attempts=1)])
+    t = queue.claim("a", runner="r")
+    queue.fail(t, HOSTILE_TITLE + huge)
+    start, end = window(sql)
+    d = build(queue.db, start, end, DigestSettings(), UTC)
+
+    slack = render(d, "slack", DigestSettings())
+    payload = json.loads(slack)
+    text = json.dumps(payload)
+    assert "<!channel>" not in text and "<script>" not in text and "<http://evil" not in text
+    assert "@here" not in text.replace("@\\u200bhere", "")
+    assert "&lt;!channel&gt;" in text and "@\\u200bhere" in text
+
+    page = render(d, "html", DigestSettings())
+    assert "<script>" not in page
+    assert html.escape("<script>alert(1)</script>") in page
+
+    webhook = json.loads(render(d, "webhook", DigestSettings()))
+    assert webhook["groups"][0]["tasks"][0]["title"] == HOSTILE_TITLE
+    assert len(webhook["groups"][0]["tasks"][0]["last_error"]) <= 2000
+
+    text = render(d, "text", DigestSettings())
+    assert HOSTILE_TITLE.splitlines()[0] in text
+
+
+def sample_digest() -> Digest:
+    """Fixed data and a fixed clock, for the golden files."""
+    at = datetime(2026, 11, 30, 6, 45, tzinfo=UTC)
+    t1 = FailedTask("11111111-1111-1111-1111-111111111111", "backlog-a", "Fix the flaky login test",
+                    5, 5, at, "AssertionError: expected 200, got 503", ["files", "steps_done"],
+                    "https://tracker.example/backlog-a/11111111-1111-1111-1111-111111111111")
+    t2 = FailedTask("22222222-2222-2222-2222-222222222222", "backlog-a", "Bump the HTTP client",
+                    3, 3, at - timedelta(hours=3), "pip: resolution impossible", [], None)
+    return Digest(
+        window_start=at - timedelta(hours=24), window_end=at + timedelta(hours=1, minutes=15),
+        generated_at=at + timedelta(hours=1, minutes=15), tz=UTC,
+        totals={"todo": 4, "running": 1, "paused": 1, "done": 31, "failed": 2},
+        per_agent=[{"agent_id": "backlog-a", "done": 12, "failed": 2}],
+        failed_total=2, groups=[Group("backlog-a", "AssertionError: expected <n>, got <n>", 1, [t1]),
+                                Group("backlog-a", "pip: resolution impossible", 1, [t2])],
+        hidden_groups=0, hidden_failures=0, ungrouped_failures=0,
+        expired=[{"id": "33333333-3333-3333-3333-333333333333", "agent_id": "backlog-b",
+                  "title": "Document the config", "lease_owner": "laptop-2",
+                  "lease_until": "2026-11-30T05:00:00+00:00", "attempts": 1}],
+        paused=[], oldest_todo=[{"id": "44444444-4444-4444-4444-444444444444",
+                                 "agent_id": "backlog-b", "title": "Remove the dead flag",
+                                 "created_at": "2026-11-28T22:10:00+00:00"}])
+
+
+@pytest.mark.parametrize(("fmt", "name"), [("slack", "slack.json"), ("html", "email.html"),
+                                           ("text", "email.txt"), ("webhook", "webhook.json")])
+def test_golden_files(fmt, name):
+    rendered = render(sample_digest(), fmt, DigestSettings())
+    path = GOLDEN / name
+    if os.environ.get("AFK_UPDATE_GOLDEN"):
+        path.write_text(rendered)
+    assert rendered == path.read_text(), f"{name} changed; AFK_UPDATE_GOLDEN=1 rewrites it"
+
+
+def test_a_templates_dir_overrides_one_template(tmp_path):
+    (tmp_path / "email.txt.j2").write_text("custom: {{ d.failed_total }} failed\n")
+    settings = DigestSettings(templates_dir=str(tmp_path))
+    assert render(sample_digest(), "text", settings) == "custom: 2 failed\n"
+    assert render(sample_digest(), "webhook", settings) == render(sample_digest(), "webhook",
+                                                                  DigestSettings())
+
+
+def test_a_broken_custom_template_is_a_clear_error(tmp_path):
+    from watchdog.digest import RenderError
+
+    (tmp_path / "slack.json.j2").write_text('{"blocks": [ {{ d.nope }} ]}')
+    with pytest.raises(RenderError, match="slack.json.j2"):
+        render(sample_digest(), "slack", DigestSettings(templates_dir=str(tmp_path)))
+    (tmp_path / "slack.json.j2").write_text('{"blocks": [}')
+    with pytest.raises(RenderError, match="valid JSON"):
+        render(sample_digest(), "slack", DigestSettings(templates_dir=str(tmp_path)))
+
+
+def test_templates_are_found_in_a_wheel_install(tmp_path):
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w",
+                            str(tmp_path / "dist"), str(ROOT)], capture_output=True, text=True,
+                           timeout=300)
+    assert built.returncode == 0, built.stderr
+    (wheel,) = (tmp_path / "dist").glob("afk_watchdog-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        assert {f"watchdog/templates/{n}" for n in ("slack.json.j2", "email.html.j2",
+                                                    "email.txt.j2", "webhook.json.j2")} <= names
+        assert "watchdog/sql/queries.sql" in names and "watchdog/migrations/0001_afk_task.sql" in names
+        archive.extractall(tmp_path / "site")
+    script = ("import watchdog.digest as d, sys; from watchdog.config import DigestSettings;"
+              "assert d.__file__.startswith(sys.argv[1]), d.__file__;"
+              "print(d.template_dirs(DigestSettings()))")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
+    out = subprocess.run([sys.executable, "-c", script, str(tmp_path / "site")], env=env,
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert str(tmp_path / "site" / "watchdog" / "templates") in out.stdout

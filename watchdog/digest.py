@@ -1,0 +1,243 @@
+"""The morning digest: what the agents did in a window, read from the queue in
+one statement, grouped, bounded, and rendered from Jinja2 templates."""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.parse
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, tzinfo
+from pathlib import Path
+from typing import Any
+
+from .config import DigestSettings
+from .db import Database
+from .errors import AfkError
+
+FORMATS = {"slack": "slack.json.j2", "html": "email.html.j2", "text": "email.txt.j2",
+           "webhook": "webhook.json.j2"}
+#: failed tasks read per digest; beyond this they are counted, not grouped
+FAILED_ROWS = 5000
+#: tasks listed in full per group
+TASKS_PER_GROUP = 5
+SLACK_MAX_BLOCKS = 50
+SLACK_MAX_TEXT = 3000
+
+_UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I)
+_HEX = re.compile(r"\b(?=[0-9a-f]*\d)[0-9a-f]{7,}\b", re.I)
+_NUMBER = re.compile(r"\d+")
+
+
+class RenderError(AfkError):
+    """A template produced something that cannot be sent."""
+
+
+def normalise_error(text: str | None) -> str:
+    """The error's first line with ids and numbers masked, so that the same
+    failure in fifty tasks reads as one group."""
+    first = (text or "").strip().splitlines()[0] if (text or "").strip() else "(no error text)"
+    first = _UUID.sub("<id>", first)
+    first = _HEX.sub("<hex>", first)
+    first = _NUMBER.sub("<n>", first)
+    first = " ".join(first.split())
+    return first[:200]
+
+
+@dataclass
+class FailedTask:
+    id: str
+    agent_id: str
+    title: str
+    attempts: int
+    max_attempts: int
+    when: datetime
+    error: str
+    checkpoint_keys: list[str]
+    link: str | None
+
+    @property
+    def retry(self) -> str:
+        return f"afk retry {self.id}"
+
+
+@dataclass
+class Group:
+    agent_id: str
+    error: str
+    count: int
+    tasks: list[FailedTask]
+
+    @property
+    def more(self) -> int:
+        return self.count - len(self.tasks)
+
+
+@dataclass
+class Digest:
+    window_start: datetime
+    window_end: datetime
+    generated_at: datetime
+    tz: tzinfo
+    totals: dict[str, int]
+    per_agent: list[dict[str, Any]]
+    failed_total: int
+    groups: list[Group]
+    hidden_groups: int
+    hidden_failures: int
+    ungrouped_failures: int
+    expired: list[dict[str, Any]] = field(default_factory=list)
+    paused: list[dict[str, Any]] = field(default_factory=list)
+    oldest_todo: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def stuck(self) -> bool:
+        return bool(self.expired or self.paused)
+
+    @property
+    def all_clear(self) -> bool:
+        return self.failed_total == 0 and not self.stuck
+
+    @property
+    def done_total(self) -> int:
+        return sum(int(a["done"]) for a in self.per_agent)
+
+    def local(self, value: datetime | str) -> datetime:
+        if isinstance(value, str):
+            value = datetime.fromisoformat(value)
+        return value.astimezone(self.tz)
+
+    def to_json(self) -> dict[str, Any]:
+        """The plain JSON document of the webhook format."""
+        def task(t: FailedTask) -> dict[str, Any]:
+            return {"id": t.id, "agent_id": t.agent_id, "title": t.title,
+                    "attempts": t.attempts, "max_attempts": t.max_attempts,
+                    "failed_at": t.when.isoformat(), "last_error": t.error,
+                    "checkpoint_keys": t.checkpoint_keys, "retry": t.retry, "link": t.link}
+
+        return {
+            "type": "afk.digest",
+            "window": {"start": self.window_start.isoformat(),
+                       "end": self.window_end.isoformat()},
+            "generated_at": self.generated_at.isoformat(),
+            "all_clear": self.all_clear,
+            "totals": self.totals,
+            "per_agent": self.per_agent,
+            "failed_total": self.failed_total,
+            "groups": [{"agent_id": g.agent_id, "error": g.error, "count": g.count,
+                        "tasks": [task(t) for t in g.tasks], "more": g.more}
+                       for g in self.groups],
+            "hidden_groups": self.hidden_groups,
+            "hidden_failures": self.hidden_failures,
+            "stuck": {"expired_leases": self.expired, "paused": self.paused,
+                      "oldest_todo": self.oldest_todo},
+        }
+
+
+def build(db: Database, start: datetime, end: datetime, settings: DigestSettings,
+          tz: tzinfo) -> Digest:
+    row = db.fetch("digest_data", {"start": start, "end": end, "limit": FAILED_ROWS,
+                                   "paused_after": settings.paused_after})[0]
+    groups: dict[tuple[str, str], list[FailedTask]] = defaultdict(list)
+    for f in row["failed"]:
+        link = None
+        if settings.link_template:
+            link = settings.link_template.format(
+                task_id=f["id"], agent_id=urllib.parse.quote(f["agent_id"], safe=""),
+                idem_key=urllib.parse.quote(f["idem_key"] or "", safe=""))
+        task = FailedTask(
+            id=f["id"], agent_id=f["agent_id"], title=f["title"], attempts=f["attempts"],
+            max_attempts=f["max_attempts"], when=datetime.fromisoformat(f["updated_at"]),
+            error=f["last_error"], checkpoint_keys=list(f["checkpoint_keys"]), link=link)
+        groups[(task.agent_id, normalise_error(task.error))].append(task)
+    ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    shown = [Group(agent, error, len(tasks), tasks[:TASKS_PER_GROUP])
+             for (agent, error), tasks in ordered[: settings.max_groups]]
+    hidden = ordered[settings.max_groups:]
+    totals = {s: int(row["totals"].get(s, 0)) for s in ("todo", "running", "paused", "done",
+                                                         "failed")}
+    return Digest(
+        window_start=start, window_end=end, generated_at=row["now"], tz=tz, totals=totals,
+        per_agent=row["per_agent"], failed_total=int(row["failed_total"]), groups=shown,
+        hidden_groups=len(hidden), hidden_failures=sum(len(t) for _, t in hidden),
+        ungrouped_failures=int(row["failed_total"]) - len(row["failed"]),
+        expired=row["expired"], paused=row["paused"], oldest_todo=row["oldest_todo"],
+    )
+
+
+# -- rendering -------------------------------------------------------------
+
+_MENTION = re.compile(r"@(channel|here|everyone)\b", re.I)
+
+
+def slack_escape(text: Any) -> str:
+    """Agent-written text as literal Slack mrkdwn: no links, no mentions."""
+    value = str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MENTION.sub(lambda m: "@\u200b" + m.group(1), value)
+
+
+def slack_url(url: str) -> str:
+    """A URL fit for Slack's <url|text> syntax."""
+    return urllib.parse.quote(url, safe=":/?#[]@!$&'()*+,;=%~-._")
+
+
+def truncate(text: Any, limit: int = 300) -> str:
+    value = str(text)
+    return value if len(value) <= limit else value[: max(0, limit - 1)] + "…"
+
+
+def template_dirs(settings: DigestSettings) -> list[str]:
+    package = Path(__file__).parent
+    dirs = [settings.templates_dir] if settings.templates_dir else []
+    # installed from a wheel: watchdog/templates; from a checkout: ./templates
+    dirs += [str(package / "templates"), str(package.parent / "templates")]
+    return [d for d in dirs if Path(d).is_dir()]
+
+
+def render(digest: Digest, fmt: str, settings: DigestSettings) -> str:
+    import jinja2
+
+    if fmt not in FORMATS:
+        raise RenderError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(template_dirs(settings)),
+        autoescape=lambda name: name is not None and ".html" in name,
+        undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+        extensions=["jinja2.ext.do"],
+    )
+    env.filters.update(slack=slack_escape, slack_url=slack_url, truncate_text=truncate,
+                       local=lambda v, fmt="%Y-%m-%d %H:%M": digest.local(v).strftime(fmt))
+    try:
+        text = env.get_template(FORMATS[fmt]).render(d=digest, max_text=SLACK_MAX_TEXT)
+    except jinja2.TemplateError as exc:
+        raise RenderError(f"template {FORMATS[fmt]} failed: {exc}") from exc
+    if fmt in ("slack", "webhook"):
+        check_json(text, fmt)
+    return text
+
+
+def check_json(text: str, fmt: str) -> Any:
+    try:
+        payload = json.loads(text)
+    except ValueError as exc:
+        raise RenderError(f"the {fmt} template did not produce valid JSON: {exc}") from None
+    if fmt == "slack":
+        blocks = payload.get("blocks", []) if isinstance(payload, dict) else None
+        if not isinstance(blocks, list) or len(blocks) > SLACK_MAX_BLOCKS:
+            raise RenderError(f"a Slack message holds at most {SLACK_MAX_BLOCKS} blocks")
+        for text_field in _texts(payload):
+            if len(text_field) > SLACK_MAX_TEXT:
+                raise RenderError(f"a Slack text field holds at most {SLACK_MAX_TEXT} characters")
+    return payload
+
+
+def _texts(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        out = [value["text"]] if isinstance(value.get("text"), str) else []
+        for v in value.values():
+            out += _texts(v)
+        return out
+    if isinstance(value, list):
+        return [t for v in value for t in _texts(v)]
+    return []
