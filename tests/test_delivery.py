@@ -236,7 +236,7 @@ def test_email_refused_recipients_are_not_retried(queue, sql):
 
 
 def test_email_refuses_a_password_in_clear(queue, sql, smtp_server):
-    controller, inbox = smtp_server
+    controller, _inbox = smtp_server
     port = controller.port
     settings = due_now(sql, smtp_url=f"smtp://afk:pw@127.0.0.1:{port}",
                        email_to="me@example.org", email_from="afk@example.org")
@@ -245,9 +245,10 @@ def test_email_refuses_a_password_in_clear(queue, sql, smtp_server):
 
 
 def test_email_over_implicit_tls(queue, sql, tmp_path):
+    import ssl
+
     from aiosmtpd.controller import Controller
     from aiosmtpd.handlers import Sink
-    import ssl
 
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     made = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days",

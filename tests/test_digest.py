@@ -29,12 +29,15 @@ from watchdog.digest import (
 
 ROOT = Path(__file__).parent.parent
 GOLDEN = Path(__file__).parent / "golden"
-HOSTILE_TITLE = 'He said "hi" \\ <script>alert(1)</script> <!channel> @here <http://evil|click>\nline 2'
+HOSTILE_TITLE = ('He said "hi" \\ <script>alert(1)</script> <!channel> @here '
+                 '<http://evil|click>\nline 2')
 
 
 def test_normalise_error_masks_ids_and_numbers():
-    a = normalise_error("Timeout after 30s talking to 10.0.0.7 (task 3f2b1c4e-1111-2222-3333-444455556666)")
-    b = normalise_error("Timeout after 45s talking to 10.0.0.9 (task 9a2b1c4e-1111-2222-3333-444455556666)\nstack")
+    a = normalise_error("Timeout after 30s talking to 10.0.0.7 "
+                        "(task 3f2b1c4e-1111-2222-3333-444455556666)")
+    b = normalise_error("Timeout after 45s talking to 10.0.0.9 "
+                        "(task 9a2b1c4e-1111-2222-3333-444455556666)\nstack")
     assert a == b == "Timeout after <n>s talking to <n>.<n>.<n>.<n> (task <id>)"
     assert normalise_error("commit deadbeefcafe1 not found") == "commit <hex> not found"
     assert normalise_error("") == "(no error text)"
@@ -151,8 +154,9 @@ def sample_digest() -> Digest:
         generated_at=at + timedelta(hours=1, minutes=15), tz=UTC,
         totals={"todo": 4, "running": 1, "paused": 1, "done": 31, "failed": 2},
         per_agent=[{"agent_id": "backlog-a", "done": 12, "failed": 2}],
-        failed_total=2, groups=[Group("backlog-a", "AssertionError: expected <n>, got <n>", 1, [t1]),
-                                Group("backlog-a", "pip: resolution impossible", 1, [t2])],
+        failed_total=2,
+        groups=[Group("backlog-a", "AssertionError: expected <n>, got <n>", 1, [t1]),
+                Group("backlog-a", "pip: resolution impossible", 1, [t2])],
         hidden_groups=0, hidden_failures=0, ungrouped_failures=0,
         expired=[{"id": "33333333-3333-3333-3333-333333333333", "agent_id": "backlog-b",
                   "title": "Document the config", "lease_owner": "laptop-2",
@@ -184,7 +188,7 @@ def test_a_broken_custom_template_is_a_clear_error(tmp_path):
     from watchdog.digest import RenderError
 
     (tmp_path / "slack.json.j2").write_text('{"blocks": [ {{ d.nope }} ]}')
-    with pytest.raises(RenderError, match="slack.json.j2"):
+    with pytest.raises(RenderError, match=r"slack\.json\.j2"):
         render(sample_digest(), "slack", DigestSettings(templates_dir=str(tmp_path)))
     (tmp_path / "slack.json.j2").write_text('{"blocks": [}')
     with pytest.raises(RenderError, match="valid JSON"):
@@ -201,7 +205,8 @@ def test_templates_are_found_in_a_wheel_install(tmp_path):
         names = set(archive.namelist())
         assert {f"watchdog/templates/{n}" for n in ("slack.json.j2", "email.html.j2",
                                                     "email.txt.j2", "webhook.json.j2")} <= names
-        assert "watchdog/sql/queries.sql" in names and "watchdog/migrations/0001_afk_task.sql" in names
+        assert "watchdog/sql/queries.sql" in names
+        assert "watchdog/migrations/0001_afk_task.sql" in names
         archive.extractall(tmp_path / "site")
     script = ("import watchdog.digest as d, sys; from watchdog.config import DigestSettings;"
               "assert d.__file__.startswith(sys.argv[1]), d.__file__;"
