@@ -335,3 +335,18 @@ def test_checkpoint_bad_input_changes_nothing(queue, sql, dsn):
             small.checkpoint(task, patch)  # type: ignore[arg-type]
     assert sql.fingerprint() == before
     small.close()
+
+
+def test_claim_many_and_done_many(queue, sql):
+    queue.enqueue("a", [NewTask(f"t{i}") for i in range(7)])
+    batch = queue.claim_many("a", 5, runner="r")
+    assert [t.title for t in batch] == [f"t{i}" for i in range(5)]
+    assert len({t.token for t in batch}) == 5 and all(t.state == "running" for t in batch)
+    assert [t.title for t in queue.claim_many("a", 5, runner="s")] == ["t5", "t6"]
+    sql.expire(batch[0].id)
+    queue.reclaim()
+    result = queue.done_many(batch)
+    assert result.lost == [batch[0].id] and len(result.done) == 4
+    assert queue.status("a") == {"todo": 0, "running": 2, "paused": 1, "done": 4, "failed": 0}
+    with pytest.raises(BadInput):
+        queue.claim_many("a", 0)

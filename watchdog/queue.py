@@ -86,6 +86,13 @@ class EnqueueResult:
 
 
 @dataclass(frozen=True)
+class BatchResult:
+    done: list[uuid.UUID]
+    #: tasks whose lease was lost: not finished
+    lost: list[uuid.UUID]
+
+
+@dataclass(frozen=True)
 class ReclaimResult:
     paused: int = 0
     failed: int = 0
@@ -225,6 +232,31 @@ class Queue:
         rows = self.db.fetch("claim", {"agent_id": agent_id, "runner": runner,
                                        "lease_seconds": lease})
         return Task.from_row(rows[0]) if rows else None
+
+    def claim_many(self, agent_id: str, limit: int, *, runner: str | None = None,
+                   lease_seconds: float | None = None) -> list[Task]:
+        """Up to ``limit`` of the agent's next tasks in one statement (each with
+        its own token). For throughput; it does not resume in-flight tasks."""
+        agent_id = check_text("agent id", agent_id)
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
+            raise BadInput("limit must be a whole number from 1 to 10000")
+        runner = default_runner_id() if runner is None else check_text("runner id", runner)
+        rows = self.db.fetch("claim_batch", {"agent_id": agent_id, "runner": runner,
+                                             "limit": limit,
+                                             "lease_seconds": self._lease(lease_seconds)})
+        return [Task.from_row(r) for r in rows]
+
+    def done_many(self, tasks: Iterable[Task]) -> BatchResult:
+        """Finish many claimed tasks in one statement. Each is fenced by its own
+        token: those whose lease was lost are reported, not finished."""
+        batch = list(tasks)
+        if not batch:
+            return BatchResult([], [])
+        rows = self.db.fetch("done_batch", {"ids": [t.id for t in batch],
+                                            "tokens": [t.token for t in batch]})
+        finished = {r["id"] for r in rows}
+        return BatchResult([t.id for t in batch if t.id in finished],
+                           [t.id for t in batch if t.id not in finished])
 
     def checkpoint(self, task: TaskRef, patch: Mapping[str, Any], *,
                    token: int | None = None) -> Task:

@@ -488,3 +488,46 @@ SELECT
          GROUP BY agent_id) x)
         AS per_agent,
     now() AS now;
+
+-- name: claim_batch
+-- Up to %(limit)s of the agent's next tasks in one statement, each with a
+-- fencing token of its own. (A batch does not resume a runner's in-flight
+-- tasks: claim one at a time for that.)
+WITH next AS (
+    SELECT id, state FROM afk_task
+     WHERE agent_id = %(agent_id)s AND state IN ('todo', 'paused')
+       AND (run_after IS NULL OR run_after <= now())
+     ORDER BY ordinal
+     LIMIT %(limit)s
+       FOR UPDATE SKIP LOCKED
+), upd AS (
+    UPDATE afk_task t
+       SET state = 'running', attempts = t.attempts + 1, lease_owner = %(runner)s,
+           lease_token = nextval('afk_lease_token_seq'), lease_seconds = %(lease_seconds)s,
+           lease_until = now() + make_interval(secs => %(lease_seconds)s),
+           run_after = NULL, checkpoint_at = now(), updated_at = now()
+      FROM next n
+     WHERE t.id = n.id
+    RETURNING t.*, n.state AS from_state
+), ev AS (
+    INSERT INTO afk_task_event (task_id, from_state, to_state, reason, runner, token, attempts)
+    SELECT id, from_state, 'running', 'claimed', lease_owner, lease_token, attempts FROM upd
+)
+SELECT * FROM upd ORDER BY ordinal;
+
+-- name: done_batch
+-- Finishes many tasks in one statement, each fenced by its own token; the ids
+-- returned are those that were still held.
+WITH input AS (
+    SELECT * FROM unnest(%(ids)s::uuid[], %(tokens)s::bigint[]) AS i(id, token)
+), upd AS (
+    UPDATE afk_task t
+       SET state = 'done', lease_until = NULL, updated_at = now()
+      FROM input i
+     WHERE t.id = i.id AND t.state = 'running' AND t.lease_token = i.token
+    RETURNING t.id, t.lease_owner, t.lease_token, t.attempts
+), ev AS (
+    INSERT INTO afk_task_event (task_id, from_state, to_state, reason, runner, token, attempts)
+    SELECT id, 'running', 'done', 'done', lease_owner, lease_token, attempts FROM upd
+)
+SELECT id FROM upd;
