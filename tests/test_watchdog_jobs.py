@@ -102,3 +102,15 @@ def test_bad_settings_are_refused_with_a_clear_message(tmp_path, env, toml, mess
 
 def test_defaults_are_consistent():
     ServiceSettings().check_against(QueueSettings())
+
+
+def test_done_count_is_exact_when_small_and_estimated_when_large(queue, sql):
+    sql("""INSERT INTO afk_task (agent_id, ordinal, title, state)
+           SELECT 'a', i, 't', 'done' FROM generate_series(1, 5000) i""")
+    queue.enqueue("b", [NewTask("open")])
+    exact = jobs.gauges(queue)
+    assert exact.states["done"] == 5000 and exact.states["todo"] == 1
+    sql("ANALYZE afk_task")
+    estimated = jobs.gauges(queue, exact_below=1000)
+    assert estimated.states["todo"] == 1  # open states stay exact
+    assert 4500 <= estimated.states["done"] <= 5500

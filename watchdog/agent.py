@@ -7,10 +7,12 @@ import json
 import shlex
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import BadInput, LeaseLost
-from .queue import Queue, Task
+
+if TYPE_CHECKING:
+    from .queue import Queue, Task
 
 HOOK_EVENTS = ("Stop", "SessionEnd")
 

@@ -137,8 +137,11 @@ class Digest:
 
 def build(db: Database, start: datetime, end: datetime, settings: DigestSettings,
           tz: tzinfo) -> Digest:
+    from .jobs import EXACT_BELOW
+
     row = db.fetch("digest_data", {"start": start, "end": end, "limit": FAILED_ROWS,
-                                   "paused_after": settings.paused_after})[0]
+                                   "paused_after": settings.paused_after,
+                                   "exact_below": EXACT_BELOW})[0]
     groups: dict[tuple[str, str], list[FailedTask]] = defaultdict(list)
     for f in row["failed"]:
         link = None

@@ -19,7 +19,9 @@ STATES = ("todo", "running", "paused", "done", "failed")
 class Metrics:
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry(auto_describe=True)
-        self.tasks = Gauge("afk_tasks", "Tasks per state.", ["state"], registry=r)
+        self.tasks = Gauge(
+            "afk_tasks", "Tasks per state (done is estimated above 200k rows).", ["state"],
+            registry=r)
         self.agent_tasks = Gauge(
             "afk_agent_tasks", "Open tasks per agent and state, for the largest agents only.",
             ["agent_id", "state"], registry=r)

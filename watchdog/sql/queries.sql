@@ -272,25 +272,29 @@ SELECT * FROM afk_task
  LIMIT %(limit)s;
 
 -- name: gauges
--- Everything the metrics need, in one statement. Per-agent counts cover the
--- open states only, for the agents with the most open tasks.
+-- Everything the metrics need, in one statement, through the partial indexes
+-- only, so its cost does not grow with the done rows (see afk_state_counts).
+-- Per-agent counts cover the open states, for the agents with most open tasks.
+WITH open AS (
+    SELECT agent_id, state FROM afk_task WHERE state IN ('todo', 'paused')
+    UNION ALL
+    SELECT agent_id, state FROM afk_task WHERE state = 'running'
+    UNION ALL
+    SELECT agent_id, state FROM afk_task WHERE state = 'failed'
+)
 SELECT
-    (SELECT coalesce(jsonb_object_agg(state, n), '{}'::jsonb)
-       FROM (SELECT state::text AS state, count(*) AS n FROM afk_task GROUP BY state) s
-    ) AS states,
+    (SELECT jsonb_object_agg(c.state, c.n) FROM afk_state_counts(%(exact_below)s) c) AS states,
     (SELECT coalesce(jsonb_agg(jsonb_build_array(agent_id, state, n)), '[]'::jsonb)
        FROM (SELECT agent_id, state::text AS state, count(*) AS n
-               FROM afk_task
-              WHERE state <> 'done'
-                AND agent_id IN (SELECT agent_id FROM afk_task WHERE state <> 'done'
-                                  GROUP BY agent_id ORDER BY count(*) DESC, agent_id
-                                  LIMIT %(top_agents)s)
+               FROM open
+              WHERE agent_id IN (SELECT agent_id FROM open GROUP BY agent_id
+                                  ORDER BY count(*) DESC, agent_id LIMIT %(top_agents)s)
               GROUP BY agent_id, state) a
     ) AS agents,
     (SELECT count(*) FROM afk_task WHERE state = 'running' AND lease_until < now())
         AS expired_leases,
     (SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8
-       FROM afk_task WHERE state = 'todo') AS oldest_todo_age,
+       FROM afk_task WHERE state IN ('todo', 'paused') AND state = 'todo') AS oldest_todo_age,
     (SELECT coalesce(extract(epoch FROM now() - min(coalesce(checkpoint_at, updated_at))), 0)::float8
        FROM afk_task WHERE state = 'running') AS since_checkpoint,
     (SELECT count(*) FROM afk_task
@@ -475,10 +479,10 @@ SELECT
         AS paused,
     (SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY x.created_at), '[]'::jsonb) FROM (
         SELECT DISTINCT ON (agent_id) id, agent_id, title, created_at FROM afk_task
-         WHERE state = 'todo' ORDER BY agent_id, created_at LIMIT 50) x)
+         WHERE state IN ('todo', 'paused') AND state = 'todo'
+         ORDER BY agent_id, created_at LIMIT 50) x)
         AS oldest_todo,
-    (SELECT coalesce(jsonb_object_agg(state, n), '{}'::jsonb)
-       FROM (SELECT state::text AS state, count(*) AS n FROM afk_task GROUP BY state) s)
+    (SELECT jsonb_object_agg(c.state, c.n) FROM afk_state_counts(%(exact_below)s) c)
         AS totals,
     (SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY x.agent_id), '[]'::jsonb) FROM (
         SELECT agent_id, count(*) FILTER (WHERE state = 'done') AS done,

@@ -1,0 +1,1 @@
+"""Benchmarks of afk-watchdog against the raw-SQL limit and its peers."""
