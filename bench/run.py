@@ -118,6 +118,18 @@ class Server:
             shutil.rmtree(self.home, ignore_errors=True)
 
 
+def as_uri(dsn: str) -> str:
+    """A postgresql:// URI of any DSN (asyncpg takes no other form)."""
+    from urllib.parse import quote, urlencode
+
+    p = conninfo_to_dict(dsn)
+    auth = quote(str(p.get("user", "")), safe="")
+    if p.get("password"):
+        auth += ":" + quote(str(p["password"]), safe="")
+    query = {k: str(v) for k, v in p.items() if k in ("host", "port", "sslmode")}
+    return f"postgresql://{auth}@/{quote(str(p['dbname']), safe='')}?{urlencode(query)}"
+
+
 def agents_of(cfg: Config) -> list[str]:
     return [f"bench-{i}" for i in range(cfg.agents)]
 
@@ -206,7 +218,7 @@ def setup_pgqueuer(dsn: str, cfg: Config) -> None:
     from pgqueuer.queries import Queries
 
     async def main() -> None:
-        conn = await asyncpg.connect(dsn=dsn)
+        conn = await asyncpg.connect(dsn=as_uri(dsn))
         q = Queries(AsyncpgDriver(conn))
         await q.install()
         n = cfg.tasks // cfg.agents * cfg.agents
@@ -244,26 +256,47 @@ def contenders(cfg: Config) -> list[tuple[str, str]]:
     return names
 
 
+def count(dsn: str, statement: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        return int(conn.execute(statement).fetchone()[0])
+
+
+def checked(rate: float, done: int, expected: int, who: str) -> float:
+    """A rate only counts if every task was really processed."""
+    if done != expected:
+        raise RuntimeError(f"{who}: {done} tasks processed, expected {expected}")
+    return rate
+
+
 def run_contender(key: str, server: Server, cfg: Config, n: int, folder: Path) -> float:
+    total = cfg.tasks // cfg.agents * cfg.agents
     if key in ("afk", "afk-batch", "pgbench"):
         with server.database() as dsn:
             fill_afk(dsn, cfg, extra=1.5 if key == "pgbench" else 1.0)
             vacuum(dsn)
-            if key == "afk":
-                return drain(workers.afk_single, dsn, cfg, n)
-            if key == "afk-batch":
-                return drain(workers.afk_batch, dsn, cfg, n, size=cfg.batch_size)
-            return pgbench(server, dsn, cfg, n, folder)
+            if key == "pgbench":
+                rate = pgbench(server, dsn, cfg, n, folder)
+                total = cfg.tasks // n * n
+            elif key == "afk":
+                rate = drain(workers.afk_single, dsn, cfg, n)
+            else:
+                rate = drain(workers.afk_batch, dsn, cfg, n, size=cfg.batch_size)
+            done = count(dsn, "SELECT count(*) FROM afk_task WHERE state = 'done'")
+            return checked(rate, done, total, key)
     if key.startswith("pgqueuer"):
         with server.database(migrate=False) as dsn:
             setup_pgqueuer(dsn, cfg)
             vacuum(dsn)
-            return drain(workers.pgqueuer_worker, dsn, cfg, n,
+            rate = drain(workers.pgqueuer_worker, as_uri(dsn), cfg, n,
                          batch_size=int(key.split("-")[1]))
+            left = count(dsn, "SELECT count(*) FROM pgqueuer")
+            return checked(rate, total - left, total, key)
     with server.database(migrate=False) as dsn:
         setup_procrastinate(dsn, cfg)
         vacuum(dsn)
-        return drain(workers.procrastinate_worker, dsn, cfg, n)
+        rate = drain(workers.procrastinate_worker, dsn, cfg, n)
+        done = count(dsn, "SELECT count(*) FROM procrastinate_jobs WHERE status = 'succeeded'")
+        return checked(rate, done, total, key)
 
 
 def bench_throughput(server: Server, cfg: Config, results: Results, folder: Path) -> None:
@@ -608,6 +641,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dsn", help="a server to run on (default: a fresh embedded one)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, seconds")
     parser.add_argument("--no-peers", action="store_true", help="skip pgqueuer, procrastinate")
+    parser.add_argument("--peers", action="store_true", help="include the peers with --quick")
+    parser.add_argument("--workers", help="comma-separated worker counts, e.g. 1,4,8")
+    parser.add_argument("--rounds", type=int, help="rounds of interleaved runs (default 3)")
     parser.add_argument("--only", help="comma-separated sections: "
                         "throughput,enqueue,scale,long,cli,rss")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
@@ -615,6 +651,12 @@ def main(argv: list[str] | None = None) -> int:
     cfg = QUICK if args.quick else Config()
     if args.no_peers:
         cfg.peers = False
+    if args.peers:
+        cfg.peers = True
+    if args.workers:
+        cfg.worker_counts = tuple(int(n) for n in args.workers.split(","))
+    if args.rounds:
+        cfg.rounds = args.rounds
     sections = set((args.only or "throughput,enqueue,scale,long,cli,rss").split(","))
     folder = Path(args.out) / datetime.now().strftime("%Y%m%d-%H%M%S")
     folder.mkdir(parents=True, exist_ok=True)
