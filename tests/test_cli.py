@@ -31,7 +31,7 @@ def test_a_task_s_life_through_the_cli(afk):
     assert afk.json("status", "--agent", "A") == {
         "todo": 0, "running": 0, "paused": 0, "done": 1, "failed": 0}
     shown = afk.json("show", tid)
-    assert [h["reason"] for h in shown["history"]] == ["enqueued", "claimed", "done"]
+    assert [h["reason"] for h in shown["history"]] == ["claimed", "done"]
 
 
 def test_claim_with_nothing_to_claim_exits_3_with_empty_stdout(afk):

@@ -133,7 +133,8 @@ class Database:
         with translate_errors(), self.connection(conn) as c:
             cur = c.cursor(row_factory=dict_row)
             cur.execute(statement, params or {})
-            return cur.fetchall() if cur.description else []
+            # (rownumber, not description: description builds column objects each time)
+            return cur.fetchall() if cur.rownumber is not None else []
 
     @contextmanager
     def transaction(self) -> Iterator[Connection]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -193,14 +194,22 @@ class Queue:
                 seen.add(task.key)
             rows.append({"n": n, "title": task.title, "spec": task.spec,
                          "idem_key": task.key, "max_attempts": task.max_attempts})
-        inserted = self.db.fetch("enqueue", {
-            "agent_id": agent_id, "tasks": json_param(rows),
+        # one serialisation for the whole batch; the size cap is checked by
+        # the statement itself, which then writes nothing
+        payload = dumps_json("a spec", rows)
+        max_bytes = self.settings.max_json_bytes
+        result = self.db.fetch("enqueue", {
+            "agent_id": agent_id, "tasks": payload, "max_bytes": max_bytes,
             "default_max_attempts": self.settings.max_attempts,
         }, conn)
-        taken = {r["idem_key"] for r in inserted if r["idem_key"] is not None}
+        refused = [r["too_big"] for r in result if r["too_big"] is not None]
+        if refused:
+            raise BadInput(f"task {refused[0] + 1}: spec is over the limit of {max_bytes} "
+                           "bytes; nothing was enqueued")
+        taken = {r["idem_key"] for r in result if r["idem_key"] is not None}
         duplicates += [r["idem_key"] for r in rows
                        if r["idem_key"] is not None and r["idem_key"] not in taken]
-        return EnqueueResult([r["id"] for r in inserted], duplicates)
+        return EnqueueResult([r["id"] for r in result], duplicates)
 
     def _check_new(self, task: NewTask | Mapping[str, Any], index: int) -> NewTask:
         where = f"task {index + 1}"
@@ -211,7 +220,10 @@ class Queue:
             task = NewTask(title=task.get("title"), spec=task.get("spec") or {},  # type: ignore[arg-type]
                            key=task.get("key"), max_attempts=task.get("max_attempts"))
         title = check_text(f"{where}: title", task.title)
-        spec = self._check_object(f"{where}: spec", task.spec)
+        if not isinstance(task.spec, Mapping):
+            raise BadInput(f"{where}: spec must be a JSON object, not "
+                           f"{type(task.spec).__name__}")
+        spec = task.spec if isinstance(task.spec, dict) else dict(task.spec)
         key = None if task.key is None else check_text(f"{where}: key", task.key)
         max_attempts = task.max_attempts
         if max_attempts is not None and (
@@ -485,14 +497,23 @@ def check_text(what: str, value: Any) -> str:
     return value
 
 
-def check_json_size(what: str, value: Any, max_bytes: int) -> None:
+#: a JSON escape of NUL (an odd run of backslashes before u0000)
+_NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+
+
+def dumps_json(what: str, value: Any) -> str:
+    """JSON text for the database: no NaN, no NUL (jsonb refuses both)."""
     try:
         text = json.dumps(value, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise BadInput(f"{what} is not JSON-serialisable: {exc}") from None
-    if "\\u0000" in text:
+    if "\\u0000" in text and _NUL_ESCAPE.search(text):
         raise BadInput(f"{what} must not contain a NUL character (\\u0000)")
-    size = len(text.encode())
+    return text
+
+
+def check_json_size(what: str, value: Any, max_bytes: int) -> None:
+    size = len(dumps_json(what, value).encode())
     if size > max_bytes:
         raise BadInput(f"{what} is {size} bytes, over the limit of {max_bytes}")
 

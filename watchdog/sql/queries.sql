@@ -6,20 +6,26 @@
 -- Inserts a batch for one agent. The upsert of the agent's counter row takes
 -- its lock, so concurrent batches for one agent get disjoint ordinals; keys
 -- that exist already (or are inserted concurrently) are skipped by ON CONFLICT.
+-- A spec over the size cap refuses the whole batch: nothing is written and the
+-- first such task's position comes back in too_big. (Creation is on the row,
+-- created_at; the history records the state changes after it.)
 WITH input AS (
     SELECT x.n, x.title, coalesce(x.spec, '{}'::jsonb) AS spec, x.idem_key,
            coalesce(x.max_attempts, %(default_max_attempts)s) AS max_attempts
       FROM jsonb_to_recordset(%(tasks)s::jsonb)
            AS x(n int, title text, spec jsonb, idem_key text, max_attempts int)
+), too_big AS (
+    SELECT min(n) AS n FROM input WHERE octet_length(spec::text) > %(max_bytes)s
 ), fresh AS (
     SELECT i.* FROM input i
-     WHERE i.idem_key IS NULL
-        OR NOT EXISTS (SELECT 1 FROM afk_task t WHERE t.idem_key = i.idem_key)
+     WHERE (SELECT n FROM too_big) IS NULL
+       AND (i.idem_key IS NULL
+            OR NOT EXISTS (SELECT 1 FROM afk_task t WHERE t.idem_key = i.idem_key))
 ), counter AS (
     INSERT INTO afk_agent AS a (agent_id, next_ordinal)
-    VALUES (%(agent_id)s, 1 + (SELECT count(*) FROM fresh))
+    SELECT %(agent_id)s, 1 + count(*) FROM fresh HAVING count(*) > 0
     ON CONFLICT (agent_id) DO UPDATE
-        SET next_ordinal = a.next_ordinal + (SELECT count(*) FROM fresh)
+        SET next_ordinal = a.next_ordinal + EXCLUDED.next_ordinal - 1
     RETURNING next_ordinal - (SELECT count(*) FROM fresh) AS first
 ), ins AS (
     INSERT INTO afk_task (agent_id, ordinal, title, spec, idem_key, max_attempts)
@@ -28,11 +34,11 @@ WITH input AS (
       FROM fresh f CROSS JOIN counter c
     ON CONFLICT (idem_key) DO NOTHING
     RETURNING id, idem_key, ordinal
-), ev AS (
-    INSERT INTO afk_task_event (task_id, to_state, reason)
-    SELECT id, 'todo', 'enqueued' FROM ins
 )
-SELECT id, idem_key, ordinal FROM ins ORDER BY ordinal;
+SELECT id, idem_key, ordinal, NULL::int AS too_big FROM ins
+UNION ALL
+SELECT NULL, NULL, NULL, n FROM too_big WHERE n IS NOT NULL
+ORDER BY ordinal;
 
 -- name: claim
 -- The runner's own in-flight task first (a restarted runner resumes it), else
@@ -212,7 +218,9 @@ WITH expired AS (
            last_error = coalesce(t.last_error, 'lease expired'),
            lease_until = NULL, updated_at = now()
       FROM expired e
-     WHERE t.id = e.id AND t.state = 'running' AND t.lease_until < now()
+     -- no second look at the lease here: the row lock taken above already
+     -- re-checked it against the row's latest version, and holds it
+     WHERE t.id = e.id
     RETURNING t.id, t.state, t.lease_owner, t.lease_token, t.attempts
 ), ev AS (
     INSERT INTO afk_task_event (task_id, from_state, to_state, reason, runner, token, attempts, error)
@@ -487,8 +495,11 @@ SELECT
     (SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY x.agent_id), '[]'::jsonb) FROM (
         SELECT agent_id, count(*) FILTER (WHERE state = 'done') AS done,
                count(*) FILTER (WHERE state = 'failed') AS failed
-          FROM afk_task
-         WHERE state IN ('done', 'failed') AND updated_at >= %(start)s AND updated_at < %(end)s
+          FROM (SELECT agent_id, state FROM afk_task
+                 WHERE state = 'done' AND updated_at >= %(start)s AND updated_at < %(end)s
+                UNION ALL
+                SELECT agent_id, state FROM afk_task
+                 WHERE state = 'failed' AND updated_at >= %(start)s AND updated_at < %(end)s) w
          GROUP BY agent_id) x)
         AS per_agent,
     now() AS now;
