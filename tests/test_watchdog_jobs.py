@@ -114,3 +114,13 @@ def test_done_count_is_exact_when_small_and_estimated_when_large(queue, sql):
     estimated = jobs.gauges(queue, exact_below=1000)
     assert estimated.states["todo"] == 1  # open states stay exact
     assert 4500 <= estimated.states["done"] <= 5500
+
+
+def test_a_long_transaction_shows_in_the_gauges(queue, dsn):
+    import psycopg
+
+    with psycopg.connect(dsn) as holder:
+        holder.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        holder.execute("SELECT 1")
+        assert jobs.gauges(queue).oldest_snapshot_age > 0
+        holder.rollback()

@@ -31,6 +31,7 @@ class GaugeSnapshot:
     oldest_todo_age: float
     since_checkpoint: float
     poison_pills: int
+    oldest_snapshot_age: float = 0.0
 
 
 #: below this many rows (the planner's estimate) done tasks are counted exactly
@@ -51,6 +52,7 @@ def gauges(queue: Queue, *, top_agents: int = 20, poison_window: float = 3600,
         oldest_todo_age=float(row["oldest_todo_age"]),
         since_checkpoint=float(row["since_checkpoint"]),
         poison_pills=int(row["poison_pills"]),
+        oldest_snapshot_age=float(row["oldest_snapshot_age"]),
     )
 
 

@@ -35,6 +35,10 @@ class Metrics:
             "afk_seconds_since_last_checkpoint",
             "Longest time any running task has gone without a checkpoint or claim.",
             registry=r)
+        self.oldest_snapshot = Gauge(
+            "afk_oldest_snapshot_age_seconds",
+            "Age of the oldest transaction holding a snapshot on the queue's database "
+            "(long ones slow every claim).", registry=r)
         self.reclaimed = Counter(
             "afk_reclaimed", "Expired leases reclaimed, by outcome.", ["outcome"], registry=r)
         self.poison_pills = Gauge(

@@ -91,6 +91,7 @@ class Watchdog:
         m.oldest_todo_age.set(snap.oldest_todo_age)
         m.since_checkpoint.set(snap.since_checkpoint)
         m.poison_pills.set(snap.poison_pills)
+        m.oldest_snapshot.set(snap.oldest_snapshot_age)
         return asdict(snap)
 
     def _poison(self) -> dict[str, Any]:

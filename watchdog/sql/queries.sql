@@ -307,7 +307,13 @@ SELECT
        FROM afk_task WHERE state = 'running') AS since_checkpoint,
     (SELECT count(*) FROM afk_task
       WHERE state = 'failed' AND updated_at >= now() - make_interval(secs => %(poison_window)s))
-        AS poison_pills;
+        AS poison_pills,
+    -- a session holding a snapshot keeps dead rows alive, and every claim then
+    -- wades through them (only sessions this role may see are counted)
+    (SELECT coalesce(extract(epoch FROM now() - min(xact_start)), 0)::float8
+       FROM pg_stat_activity
+      WHERE datname = current_database() AND backend_xmin IS NOT NULL
+        AND pid <> pg_backend_pid()) AS oldest_snapshot_age;
 
 -- name: poison
 -- Tasks that became failed within the window.
