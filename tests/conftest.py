@@ -167,6 +167,16 @@ def afk(dsn: str) -> Afk:
     return Afk(dsn)
 
 
+@pytest.fixture
+def receiver():
+    """A real HTTP server on 127.0.0.1 recording what it is sent (tests/receiver.py)."""
+    from receiver import Receiver
+
+    r = Receiver()
+    yield r
+    r.close()
+
+
 def poll(condition: Callable[[], Any], timeout: float = 30, interval: float = 0.05) -> Any:
     """Wait until condition() is truthy; return its value."""
     import time

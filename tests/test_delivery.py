@@ -15,7 +15,6 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from receiver import Receiver
 from service_helpers import free_port
 
 from watchdog import NewTask
@@ -23,13 +22,6 @@ from watchdog.config import DigestSettings
 from watchdog.delivery import latest_period, run_once
 
 SECRET = "s3cret-signing-key"
-
-
-@pytest.fixture
-def receiver():
-    r = Receiver()
-    yield r
-    r.close()
 
 
 def due_now(sql, **kw) -> DigestSettings:

@@ -6,21 +6,12 @@ from __future__ import annotations
 import json
 from datetime import UTC, timedelta
 
-import pytest
 from conftest import poll
-from receiver import Receiver
 from service_helpers import Service, run
 
 from watchdog import NewTask
 
 SECRET = "k3y"
-
-
-@pytest.fixture
-def receiver():
-    r = Receiver()
-    yield r
-    r.close()
 
 
 def digest_env(sql, receiver, **extra) -> dict[str, str]:
