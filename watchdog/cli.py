@@ -541,7 +541,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(level=os.environ.get("AFK_LOG_LEVEL", "WARNING").upper(),
+    from .logs import level_of
+
+    logging.basicConfig(level=level_of(os.environ.get("AFK_LOG_LEVEL"), "WARNING"),
                         format="afk: %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     argv = list(sys.argv[1:] if argv is None else argv)
     command: list[str] = []

@@ -8,7 +8,6 @@ and the migrations, and turns driver errors into ours.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
@@ -19,7 +18,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from . import sql
-from .errors import DatabaseError, SchemaMissing
+from .errors import DatabaseError, SchemaMissing, redact
 
 if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
@@ -31,20 +30,6 @@ Connection = psycopg.Connection[Any]
 
 # pg_advisory_xact_lock key for migrations: any fixed 64-bit number of our own.
 MIGRATION_LOCK_KEY = 0x61666B5F6D696772  # "afk_migr"
-
-_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)|(://[^:/@]*:)([^@]*)(@)", re.I)
-
-
-def redact(conninfo: str) -> str:
-    """The connection string with any password replaced by ``***``."""
-
-    def hide(m: re.Match[str]) -> str:
-        if m.group(1):
-            return m.group(1) + "***"
-        return m.group(3) + "***" + m.group(5)
-
-    return _PASSWORD.sub(hide, conninfo)
-
 
 def json_param(value: Any) -> Jsonb:
     return Jsonb(value)

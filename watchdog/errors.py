@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 class AfkError(Exception):
     """An afk-watchdog error."""
@@ -45,3 +47,17 @@ class DatabaseError(AfkError):
 
 class SchemaMissing(DatabaseError):
     """The afk tables are not there: run `afk migrate` first."""
+
+
+_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)|(://[^:/@]*:)([^@]*)(@)", re.I)
+
+
+def redact(conninfo: str) -> str:
+    """The connection string with any password replaced by ``***``."""
+
+    def hide(m: re.Match[str]) -> str:
+        if m.group(1):
+            return m.group(1) + "***"
+        return m.group(3) + "***" + m.group(5)
+
+    return _PASSWORD.sub(hide, conninfo)

@@ -7,7 +7,7 @@ import logging
 import sys
 from datetime import UTC, datetime
 
-from .db import redact
+from .errors import redact
 
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
 
@@ -41,12 +41,18 @@ class TextFormatter(logging.Formatter):
         return redact(text)
 
 
+def level_of(name: str | None, default: str = "INFO") -> int:
+    """A logging level from its name; the default for an unknown one."""
+    value = logging.getLevelName((name or default).strip().upper())
+    return value if isinstance(value, int) else int(logging.getLevelName(default))
+
+
 def configure(level: str = "INFO", fmt: str = "text") -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json"
                          else TextFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(level.upper())
+    root.setLevel(level_of(level))
     # APScheduler logs every run at INFO; ours are enough
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
