@@ -78,7 +78,7 @@ def test_two_replicas_one_leader_and_failover(dsn, services, queue, sql):
     first = services(dsn)
     assert poll(lambda: first.value("afk_watchdog_leader") == 1)
     second = services(dsn)
-    assert poll(lambda: second.value("afk_job_runs_total", job="leader") or 0 >= 2)
+    assert poll(lambda: (second.value("afk_job_runs_total", job="leader") or 0) >= 2)
     assert second.value("afk_watchdog_leader") == 0
     # the once-only jobs run on the leader alone
     assert poll(lambda: (first.value("afk_job_runs_total", job="prune") or 0) >= 2)
