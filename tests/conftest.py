@@ -177,6 +177,19 @@ def receiver():
     r.close()
 
 
+def require_tool(name: str) -> str:
+    """The path of a system tool a test needs. Missing in CI is a failure
+    (.ci/run installs it); missing on a developer's machine, a skip."""
+    import shutil
+
+    path = shutil.which(name)
+    if path is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"{name} is missing in CI: .ci/run must install it")
+        pytest.skip(f"{name} is not installed here")
+    return path
+
+
 def poll(condition: Callable[[], Any], timeout: float = 30, interval: float = 0.05) -> Any:
     """Wait until condition() is truthy; return its value."""
     import time

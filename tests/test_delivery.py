@@ -9,12 +9,12 @@ import email.policy
 import hashlib
 import hmac
 import json
-import os
 import subprocess
 import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from conftest import require_tool
 from service_helpers import free_port
 
 from watchdog import NewTask
@@ -306,13 +306,7 @@ def test_cli_send_status_dry_run_and_no_secrets(afk, queue, sql, receiver):
 
 
 def test_html_digest_renders_in_chromium(tmp_path):
-    import shutil
-
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        if os.environ.get("CI"):
-            pytest.fail("chromium is missing in CI: .ci/run installs it")
-        pytest.skip("chromium is not installed here")
+    chromium = require_tool("chromium")
     from test_digest import sample_digest
 
     from watchdog.digest import render

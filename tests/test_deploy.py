@@ -4,31 +4,21 @@ metric the alerts and the dashboard use is one the service exports."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from conftest import require_tool
 
 from watchdog.metrics import Metrics
 
 DEPLOY = Path(__file__).parent.parent / "deploy"
 
 
-def tool(name: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail(f"{name} is missing in CI: .ci/run must install it")
-        pytest.skip(f"{name} is not installed here")
-    return path
-
-
 def test_systemd_units_verify(tmp_path):
-    analyze = tool("systemd-analyze")
+    analyze = require_tool("systemd-analyze")
     afk = shutil.which("afk") or str(Path(sys.executable).parent / "afk")
     units = []
     for unit in (DEPLOY / "systemd").glob("afk-*.[st]*"):
@@ -48,7 +38,7 @@ def test_systemd_units_verify(tmp_path):
 
 
 def test_alert_rules_pass_promtool():
-    promtool = tool("promtool")
+    promtool = require_tool("promtool")
     done = subprocess.run([promtool, "check", "rules", str(DEPLOY / "prometheus" / "alerts.yml")],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -4,7 +4,6 @@ schedule, leader failover between two replicas, database faults, signals."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import socket
@@ -13,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import poll
+from conftest import poll, require_tool
 from service_helpers import Service, run
 
 from watchdog import NewTask, embedded
@@ -187,11 +186,7 @@ def test_logs_never_show_the_dsn_password(services):
 
 
 def test_metrics_pass_promtool(dsn, services, queue):
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        if os.environ.get("CI"):
-            pytest.fail("promtool is missing in CI (.ci/run installs Debian's prometheus)")
-        pytest.skip("promtool not installed (apt-get install prometheus)")
+    promtool = require_tool("promtool")
     import subprocess
 
     queue.enqueue("a", [NewTask("t")])
