@@ -487,13 +487,11 @@ def bench_cli(server: Server, cfg: Config, results: Results) -> None:
             "cli", [NewTask(f"t{i}") for i in range(cfg.cli_reps * 4)])
         env = {**os.environ, "AFK_DSN": dsn}
         afk = [sys.executable, "-m", "watchdog.cli"]
-        params = conninfo_to_dict(dsn)
         psql = [str(server.bin / "psql"), "-X", "-q", "-d", dsn, "-c"]
         claim_sql = re.sub(r"%\((\w+)\)s", lambda m: {"agent_id": "'cli'", "runner": "'psql'",
                                                       "lease_seconds": "300"}[m.group(1)],
                            queries.query("claim"))
         status_sql = re.sub(r"%\((\w+)\)s", "NULL", queries.query("status"))
-        del params
 
         def run(cmd: list[str]) -> float:
             began = time.perf_counter()

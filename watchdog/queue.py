@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NoReturn
 
 from .config import QueueSettings
 from .db import Connection, Database, Row, json_param
@@ -545,10 +545,10 @@ def fenced(rows: list[Row], task_id: uuid.UUID, token: int) -> Task:
     if row["id"] is not None:
         return Task.from_row(row)
     explain_fence(row, task_id, token)
-    raise AssertionError("unreachable")
 
 
-def explain_fence(row: Row, task_id: uuid.UUID, token: int, expired_ok: bool = True) -> None:
+def explain_fence(row: Row, task_id: uuid.UUID, token: int,
+                  expired_ok: bool = True) -> NoReturn:
     """Raise the reason a fenced statement did not apply, from the row as it
     was (``cur_state``, ``cur_token``)."""
     state, current = str(row["cur_state"]), row["cur_token"]
