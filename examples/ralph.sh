@@ -1,24 +1,56 @@
 #!/usr/bin/env bash
-# A "Ralph loop" on afk-watchdog: claim -> run the agent with the spec and the
-# resume brief -> done or fail -> next. A crash of this loop or of the agent
-# loses nothing: the lease runs out, the watchdog reclaims the task, and the
-# next run of the loop gets it back with its checkpoint.
+# A "Ralph loop" on afk-watchdog: claim -> run the agent with the task and its
+# resume brief -> done or fail -> next, until the backlog is empty.
 #
 #   AFK_AGENT_ID=backlog-1 AGENT_CMD='claude -p' examples/ralph.sh
 #
-# The agent sees AFK_TASK_ID and AFK_TASK_TOKEN, so it can checkpoint
-# (`afk checkpoint "$AFK_TASK_ID" --token "$AFK_TASK_TOKEN" --patch ...`) and run
-# side effects once (`afk once "$AFK_TASK_ID" --token "$AFK_TASK_TOKEN" --name ... -- ...`).
+# This loop is the supervisor: it claimed the task, so it alone finishes it.
+# The agent gets AFK_TASK_ID and AFK_TASK_TOKEN, so that inside it
+# `afk checkpoint --patch '{"step": "tests pass"}'` and `afk once --name N -- CMD`
+# need no plumbing; afk's hooks (`afk hooks claude --install`) never pause or
+# finish a supervisor's task.
+#
+# - The lease is kept alive while the agent runs (a heartbeat every third of
+#   it), so a two-hour run keeps its task, and a crashed loop's task is
+#   reclaimed by the watchdog within a lease and a reclaim interval.
+# - Ctrl-C or SIGTERM: the agent is stopped, its task paused (no attempt
+#   spent), and the loop exits 130 or 143 without taking the next task.
+# - An agent that exits 130 or 143 (interrupted) is paused, not failed.
 set -uo pipefail
 : "${AFK_AGENT_ID:?set AFK_AGENT_ID to the backlog to drain}"
+export AFK_AGENT_ID
 AGENT_CMD=${AGENT_CMD:-claude -p}
 AFK=${AFK:-afk}
-export AFK_RUNNER_ID=${AFK_RUNNER_ID:-"$(hostname)-ralph"}
+# One runner id per loop: two loops on one host must not share one. It is not
+# exported, so the agent cannot claim under the loop's name.
+RUNNER=${AFK_RUNNER_ID:-"$(hostname)-ralph-$$"}
+unset AFK_RUNNER_ID AFK_TASK_ID AFK_TASK_TOKEN
+LEASE=${AFK_LEASE_SECONDS:-120}
+BEAT=$(python3 -c 'import sys; print(max(float(sys.argv[1]) / 3, 0.2))' "$LEASE")
 
 field() { python3 -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
 
-while true; do
-    task=$($AFK claim)
+interrupted=
+agent_pid=
+on_signal() {
+    interrupted=$1
+    [ -n "$agent_pid" ] && kill -TERM "$agent_pid" 2>/dev/null
+}
+trap 'on_signal 130' INT
+trap 'on_signal 143' TERM
+
+# Heartbeats the task while the agent runs; ends with the loop, even a SIGKILLed one.
+keepalive() {
+    local id=$1 token=$2 loop=$$
+    while sleep "$BEAT"; do
+        kill -0 "$loop" 2>/dev/null || exit 0
+        $AFK heartbeat "$id" --token "$token" >/dev/null 2>&1
+        [ $? -eq 4 ] && exit 0  # the lease is lost: the agent's hooks stop it
+    done
+}
+
+while [ -z "$interrupted" ]; do
+    task=$($AFK claim --runner "$RUNNER" --lease "$LEASE")
     status=$?
     if [ "$status" -eq 3 ]; then
         echo "ralph: the backlog of $AFK_AGENT_ID is empty" >&2
@@ -33,11 +65,27 @@ while true; do
 
 $($AFK resume-brief "$id")"
 
-    if AFK_TASK_ID=$id AFK_TASK_TOKEN=$token $AGENT_CMD "$prompt"; then
+    keepalive "$id" "$token" &
+    beat=$!
+    AFK_TASK_ID=$id AFK_TASK_TOKEN=$token $AGENT_CMD "$prompt" &
+    agent_pid=$!
+    wait "$agent_pid"
+    status=$?
+    [ -n "$interrupted" ] && { wait "$agent_pid"; status=$?; }
+    agent_pid=
+    kill "$beat" 2>/dev/null
+    wait "$beat" 2>/dev/null
+
+    if [ -n "$interrupted" ] || [ "$status" -eq 130 ] || [ "$status" -eq 143 ]; then
+        $AFK pause "$id" --token "$token" >/dev/null \
+            || echo "ralph: pause refused for $id" >&2
+        echo "ralph: interrupted: task $id paused" >&2
+        exit "${interrupted:-$status}"
+    elif [ "$status" -eq 0 ]; then
         $AFK done "$id" --token "$token" >/dev/null || echo "ralph: done refused for $id" >&2
     else
-        status=$?
         $AFK fail "$id" --token "$token" --error "agent exited $status" >/dev/null \
             || echo "ralph: fail refused for $id" >&2
     fi
 done
+exit "$interrupted"

@@ -145,16 +145,18 @@ class Afk:
     """The afk CLI as a real subprocess against the test's database."""
 
     def __init__(self, dsn: str) -> None:
-        self.env = {**os.environ, "AFK_DSN": dsn}
-        for name in ("AFK_AGENT_ID", "AFK_RUNNER_ID"):
-            self.env.pop(name, None)
+        self.env = {k: v for k, v in os.environ.items()
+                    if not k.startswith(("AFK_", "CLAUDE_"))}
+        self.env["AFK_DSN"] = dsn
+
+    @staticmethod
+    def command(*args: str) -> list[str]:
+        return [sys.executable, "-m", "watchdog.cli", *args]
 
     def __call__(self, *args: str, input: str | None = None,
                  env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "watchdog.cli", *args], input=input, text=True,
-            capture_output=True, env={**self.env, **(env or {})}, timeout=60,
-        )
+        return subprocess.run(self.command(*args), input=input, text=True,
+                              capture_output=True, env={**self.env, **(env or {})}, timeout=60)
 
     def json(self, *args: str, **kw: Any) -> Any:
         proc = self(*args, **kw)

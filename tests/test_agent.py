@@ -1,19 +1,15 @@
-"""Agent integration: Claude Code hook settings, the Stop hook (and why it
-builds no SQL from its inputs), `afk once`, the resume brief, the examples."""
+"""Agent integration: `afk once`, the resume brief, the examples with a plain
+agent command. (The hooks: test_hooks.py; the harness end to end: test_harness.py.)"""
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import pytest
-
-from watchdog import NewTask, embedded
+from watchdog import NewTask
 
 ROOT = Path(__file__).parent.parent
 
@@ -21,99 +17,6 @@ ROOT = Path(__file__).parent.parent
 def claim(afk, agent="A", runner="sess-1"):
     task = afk.json("claim", "--agent", agent, "--runner", runner)
     return task["id"], str(task["token"])
-
-
-def test_hooks_claude_prints_settings_for_stop_and_session_end(afk):
-    settings = afk.json("hooks", "claude")
-    assert set(settings["hooks"]) == {"Stop", "SessionEnd"}
-    for groups in settings["hooks"].values():
-        (hook,) = groups[0]["hooks"]
-        assert hook["type"] == "command" and hook["command"].endswith(" hook stop")
-
-
-def test_hooks_install_merges_without_touching_other_settings(afk, tmp_path):
-    path = tmp_path / ".claude" / "settings.json"
-    path.parent.mkdir()
-    other = {"model": "x", "permissions": {"allow": ["Bash(ls)"]},
-             "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}],
-                       "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command",
-                                                                     "command": "check"}]}]}}
-    path.write_text(json.dumps(other))
-    for _ in range(2):  # idempotent
-        assert afk("hooks", "claude", "--install", str(path)).returncode == 0
-    merged = json.loads(path.read_text())
-    assert merged["model"] == "x" and merged["permissions"] == other["permissions"]
-    assert merged["hooks"]["PreToolUse"] == other["hooks"]["PreToolUse"]
-    stop = [h["command"] for g in merged["hooks"]["Stop"] for h in g["hooks"]]
-    assert stop[0] == "notify-send done" and len(stop) == 2
-    assert len(merged["hooks"]["SessionEnd"]) == 1
-
-
-def test_hooks_install_refuses_a_broken_settings_file(afk, tmp_path):
-    path = tmp_path / "settings.json"
-    path.write_text("{not json")
-    proc = afk("hooks", "claude", "--install", str(path))
-    assert proc.returncode == 2 and path.read_text() == "{not json"
-
-
-def test_stop_hook_pauses_only_the_rows_of_its_session(afk, queue):
-    queue.enqueue("A", [NewTask(f"t{i}") for i in range(3)])
-    mine = queue.claim("A", runner="sess-1")
-    theirs = queue.claim("A", runner="sess-2")
-    proc = afk("hook", "stop", input=json.dumps({"session_id": "sess-1",
-                                                 "hook_event_name": "Stop"}))
-    assert proc.returncode == 0 and proc.stdout == ""
-    assert queue.show(mine.id)[0].state == "paused"
-    assert queue.show(theirs.id)[0].state == "running"
-    assert queue.show(mine.id)[1][-1]["reason"] == "stop hook"
-    assert queue.show(mine.id)[0].attempts == 0  # a Stop is a pause: no attempt spent
-    # AFK_RUNNER_ID wins over the session id
-    afk("hook", "stop", input='{"session_id": "sess-1"}', env={"AFK_RUNNER_ID": "sess-2"})
-    assert queue.show(theirs.id)[0].state == "paused"
-
-
-@pytest.mark.parametrize("stdin", ["", "not json", "[1,2]", '{"session_id": 5}'])
-def test_stop_hook_with_no_usable_input_exits_0_and_changes_nothing(afk, queue, sql, stdin):
-    queue.enqueue("A", [NewTask("t")])
-    queue.claim("A", runner="sess-1")
-    before = sql.fingerprint()
-    proc = afk("hook", "stop", input=stdin)
-    assert proc.returncode == 0 and proc.stdout == ""
-    assert sql.fingerprint() == before
-
-
-def test_stop_hook_exits_0_quickly_with_the_database_down(afk):
-    started = time.monotonic()
-    proc = afk("hook", "stop", input='{"session_id": "s"}',
-               env={"AFK_DSN": "postgresql://afk:pw@127.0.0.1:1/afk"})
-    assert proc.returncode == 0
-    assert "warning" in proc.stderr and "pw@" not in proc.stderr
-    assert time.monotonic() - started < 5
-
-
-ORIGINAL_HOOK = """psql "$AFK_DSN" -v ON_ERROR_STOP=1 -q -c \
-"UPDATE afk_task SET state='paused', lease_until=NULL \
- WHERE agent_id='$AFK_AGENT_ID' AND state='running'" """
-
-
-def test_the_original_psql_hook_is_injectable_and_ours_is_not(afk, queue, sql, dsn):
-    evil = "me' OR agent_id <> 'me"
-    queue.enqueue("me", [NewTask("mine")])
-    queue.enqueue("victim", [NewTask("theirs")])
-    queue.claim("me", runner="sess-1")
-    victim = queue.claim("victim", runner="other-session")
-    psql_dir = str(embedded._bin_dir())
-    env = {**os.environ, "AFK_DSN": dsn, "AFK_AGENT_ID": evil,
-           "PATH": psql_dir + os.pathsep + os.environ["PATH"]}
-    subprocess.run(["bash", "-c", ORIGINAL_HOOK], env=env, check=True, timeout=30)
-    # the interpolated agent id rewrote the WHERE clause: another agent's row was paused
-    assert sql.one("SELECT state::text FROM afk_task WHERE id = %s", victim.id) == "paused"
-
-    sql("UPDATE afk_task SET state = 'running', lease_until = now() + interval '1 hour'")
-    before = sql.fingerprint()
-    proc = afk("hook", "stop", input='{"session_id": "sess-1"}', env={"AFK_AGENT_ID": evil})
-    assert proc.returncode == 0
-    assert sql.fingerprint() == before  # the agent id is a value, matching no row
 
 
 def test_once_runs_a_command_once_and_replays_it(afk, tmp_path):

@@ -97,7 +97,7 @@ def test_bad_settings_are_refused_with_a_clear_message(tmp_path, env, toml, mess
         path = tmp_path / "afk.toml"
         path.write_text(toml)
     with pytest.raises(BadInput, match=message):
-        load_all(str(path) if path else None, env=env)
+        load_all(str(path) if path else None, env=env).check_service()
 
 
 def test_defaults_are_consistent():

@@ -1,53 +1,16 @@
-"""Wiring the queue into agents: Claude Code hook settings, the Stop hook, the
-resume brief, and ``afk once`` for shell side effects."""
+"""The resume brief an agent is given, and ``afk once`` for shell side effects.
+(The hooks are in ``hooks.py``.)"""
 
 from __future__ import annotations
 
 import json
-import shlex
 import subprocess
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import BadInput, LeaseLost
 
 if TYPE_CHECKING:
     from .queue import Queue, Task
-
-HOOK_EVENTS = ("Stop", "SessionEnd")
-
-
-def claude_settings(afk_command: str) -> dict[str, Any]:
-    """Claude Code hook settings that run ``afk hook stop`` on Stop and SessionEnd."""
-    entry = {"type": "command", "command": f"{shlex.quote(afk_command)} hook stop",
-             "timeout": 15}
-    return {"hooks": {event: [{"hooks": [entry]}] for event in HOOK_EVENTS}}
-
-
-def merge_settings(path: Path, ours: dict[str, Any]) -> dict[str, Any]:
-    """Merge our hook entries into a settings file, keeping everything else.
-    Entries already there (same command) are not added twice."""
-    current: dict[str, Any] = {}
-    if path.exists():
-        try:
-            current = json.loads(path.read_text("utf-8") or "{}")
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise BadInput(f"{path} is not valid JSON ({exc}); it was left unchanged") from None
-        if not isinstance(current, dict):
-            raise BadInput(f"{path} does not hold a JSON object; it was left unchanged")
-    hooks = current.setdefault("hooks", {})
-    if not isinstance(hooks, dict):
-        raise BadInput(f"{path}: 'hooks' is not an object; it was left unchanged")
-    for event, groups in ours["hooks"].items():
-        existing = hooks.setdefault(event, [])
-        if not isinstance(existing, list):
-            raise BadInput(f"{path}: hooks.{event} is not a list; it was left unchanged")
-        commands = {h.get("command") for g in existing if isinstance(g, dict)
-                    for h in g.get("hooks", []) if isinstance(h, dict)}
-        for group in groups:
-            if not all(h["command"] in commands for h in group["hooks"]):
-                existing.append(group)
-    return current
 
 
 def resume_brief(queue: Queue, task_id: str) -> str:
@@ -75,9 +38,10 @@ def resume_brief(queue: Queue, task_id: str) -> str:
         out += ["", "Started but not recorded (the call may or may not have happened; check "
                 "before repeating it):", ""]
         out += [f"- `{e['name']}` (started {e['runs']} time(s))" for e in open_effects]
-    attempts = [h for h in history if h["reason"] in ("claimed", "resumed", "lease expired",
-                                                       "failed with error", "paused by stop",
-                                                       "stop hook", "retried by a human")]
+    attempts = [h for h in history
+                if h["reason"] in ("claimed", "resumed", "lease expired", "failed with error",
+                                   "retried by a human")
+                or h["reason"].startswith(("paused", "session ended", "stop hook"))]
     out += ["", "## History", ""]
     for h in attempts:
         line = f"- {h['at'][:19].replace('T', ' ')} {h['reason']}"

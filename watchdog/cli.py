@@ -20,6 +20,8 @@ from .config import parse_duration
 from .errors import AfkError, BadInput
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_EMPTY, EXIT_LEASE_LOST = 0, 1, 2, 3, 4
+#: seconds after which `afk hook` gives up and exits 0 (its hook timeouts are 10 s)
+HOOK_DEADLINE = 8
 
 logger = logging.getLogger(__name__)
 
@@ -73,10 +75,27 @@ def runner_of(args: argparse.Namespace) -> str | None:
 
 
 def open_queue(args: argparse.Namespace) -> Queue:
-    from .db import Database
     from .queue import Queue
 
-    return Queue(Database(resolve_dsn(args)))
+    return Queue.connect(args.dsn, config=args.config, pool_size=None)
+
+
+def task_of(args: argparse.Namespace) -> tuple[str, int]:
+    """The task id and token: from the arguments, else from AFK_TASK_ID and
+    AFK_TASK_TOKEN (which a supervisor gives the agent it runs)."""
+    env_id, env_token = os.environ.get("AFK_TASK_ID"), os.environ.get("AFK_TASK_TOKEN")
+    task_id = args.id if args.id is not None else env_id
+    if task_id is None:
+        raise BadInput("a task id is needed: give it, or set AFK_TASK_ID")
+    token = args.token
+    if token is None and env_token is not None and (args.id is None or args.id == env_id):
+        try:
+            token = int(env_token)
+        except ValueError:
+            raise BadInput(f"AFK_TASK_TOKEN is not a lease token: {env_token!r}") from None
+    if token is None:
+        raise BadInput("a lease token is needed: --token, or AFK_TASK_TOKEN with AFK_TASK_ID")
+    return task_id, token
 
 
 # -- commands ---------------------------------------------------------------
@@ -153,36 +172,41 @@ def cmd_claim(args: argparse.Namespace) -> int:
 
 def cmd_checkpoint(args: argparse.Namespace) -> int:
     patch = parse_object(args.patch, "--patch")
+    task_id, token = task_of(args)
     with open_queue(args) as q:
-        emit(q.checkpoint(args.id, patch, token=args.token).to_json())
+        emit(q.checkpoint(task_id, patch, token=token).to_json())
     return EXIT_OK
 
 
 def cmd_heartbeat(args: argparse.Namespace) -> int:
+    task_id, token = task_of(args)
     with open_queue(args) as q:
-        emit(q.heartbeat(args.id, token=args.token).to_json())
+        emit(q.heartbeat(task_id, token=token).to_json())
     return EXIT_OK
 
 
 def cmd_done(args: argparse.Namespace) -> int:
     result = parse_json(args.result, "--result") if args.result is not None else None
+    task_id, token = task_of(args)
     with open_queue(args) as q:
-        emit(q.done(args.id, result, token=args.token).to_json())
+        emit(q.done(task_id, result, token=token).to_json())
     return EXIT_OK
 
 
 def cmd_fail(args: argparse.Namespace) -> int:
+    task_id, token = task_of(args)
     with open_queue(args) as q:
-        emit(q.fail(args.id, args.error, token=args.token).to_json())
+        emit(q.fail(task_id, args.error, token=token).to_json())
     return EXIT_OK
 
 
 def cmd_pause(args: argparse.Namespace) -> int:
+    one_task = args.id is not None or (
+        args.runner is None and args.agent is None and "AFK_TASK_ID" in os.environ)
     with open_queue(args) as q:
-        if args.id is not None:
-            if args.token is None:
-                raise BadInput("pausing one task needs its --token")
-            q.pause_task(args.id, token=args.token)
+        if one_task:
+            task_id, token = task_of(args)
+            q.pause_task(task_id, token=token)
             emit({"paused": 1})
             return EXIT_OK
         runner = runner_of(args)
@@ -242,25 +266,15 @@ def cmd_db(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def resolve_dsn(args: argparse.Namespace, from_file: str | None = None) -> str:
-    """--dsn, else AFK_DSN, else a systemd credential named dsn, else the
-    config file's dsn, else the embedded server."""
-    dsn = args.dsn or os.environ.get("AFK_DSN") or credential("dsn") or from_file
-    if not dsn:
-        from .embedded import default_dsn
-
-        dsn = default_dsn()
-    return str(dsn)
-
-
 def cmd_watchdog(args: argparse.Namespace) -> int:
     from . import logs
-    from .config import load_all
+    from .config import load_all, resolve_dsn
     from .service import Watchdog
 
     settings = load_all(args.config)
+    settings.check_service()
     logs.configure(os.environ.get("AFK_LOG_LEVEL", "INFO"), settings.service.log_format)
-    watchdog = Watchdog(resolve_dsn(args, settings.dsn), settings)
+    watchdog = Watchdog(str(resolve_dsn(args.dsn, settings=settings)), settings)
     if args.action == "tick":
         outcome = watchdog.run_job(args.job)
         watchdog.close()
@@ -281,25 +295,15 @@ def cmd_watchdog(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def credential(name: str) -> str | None:
-    """A secret passed by systemd's LoadCredential= (never through the environment)."""
-    folder = os.environ.get("CREDENTIALS_DIRECTORY")
-    if not folder:
-        return None
-    try:
-        return (Path(folder) / name).read_text().strip() or None
-    except OSError:
-        return None
-
-
 def cmd_once(args: argparse.Namespace) -> int:
     from .agent import run_once
     from .errors import LeaseLost
 
     command = list(args.command)
+    task_id, token = task_of(args)
     with open_queue(args) as q:
         try:
-            status, out = run_once(q, args.id, args.token, args.name, command, dict(os.environ))
+            status, out = run_once(q, task_id, token, args.name, command, dict(os.environ))
         except LeaseLost as lost:
             if lost.stdout:
                 sys.stdout.buffer.write(lost.stdout)
@@ -313,75 +317,86 @@ def cmd_once(args: argparse.Namespace) -> int:
 def cmd_hooks(args: argparse.Namespace) -> int:
     import shutil
 
-    from .agent import claude_settings, merge_settings
+    from . import hooks
 
-    afk = shutil.which("afk") or str(Path(sys.executable).parent / "afk")
-    ours = claude_settings(afk)
+    found = shutil.which("afk") or str(Path(sys.executable).parent / "afk")
+    afk = os.path.abspath(found)
+    build = hooks.codex_settings if args.agent_kind == "codex" else hooks.claude_settings
+    ours = build(afk, args.gate)
     if args.install is None:
         emit(ours)
         return EXIT_OK
-    path = Path(args.install)
-    merged = merge_settings(path, ours)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".afk-tmp")
-    tmp.write_text(json.dumps(merged, indent=2, ensure_ascii=False) + "\n", "utf-8")
-    tmp.replace(path)
-    print(f"afk: installed the Stop and SessionEnd hooks in {path}", file=sys.stderr)
+    written = hooks.install(Path(args.install), ours)
+    print(f"afk: installed the {', '.join(ours['hooks'])} hooks in {written}", file=sys.stderr)
     return EXIT_OK
 
 
-def cmd_hook_stop(args: argparse.Namespace) -> int:
-    """Claude Code's Stop/SessionEnd hook: pause the rows this session's runner
-    holds. Always exits 0, quickly: a hook must never wedge the agent."""
-    try:
-        raw = sys.stdin.read() if not sys.stdin.isatty() else ""
-        try:
-            payload = json.loads(raw) if raw.strip() else {}
-        except ValueError:
-            payload = {}
-        runner = os.environ.get("AFK_RUNNER_ID") or (
-            payload.get("session_id") if isinstance(payload, dict) else None)
-        if not runner or not isinstance(runner, str):
-            print("afk hook stop: no AFK_RUNNER_ID and no session_id on stdin; nothing paused",
-                  file=sys.stderr)
-            return EXIT_OK
-        dsn = args.dsn or os.environ.get("AFK_DSN") or credential("dsn")
-        if not dsn:
-            from . import embedded
+def cmd_hook(args: argparse.Namespace) -> int:
+    """An agent hook: one payload on stdin, acted on by its hook_event_name.
+    Always exits 0, within the hook's timeout: a hook must never wedge the
+    agent. The only refusals are a deliberate deny (PreToolUse) or block
+    (the Stop gate), written as JSON on stdout."""
+    import signal
 
-            info = embedded.running(embedded.home() / "pgdata")
-            if info is None:
-                return EXIT_OK  # no server running: nothing can be running in it
-            dsn = info.dsn()
+    from . import hooks
+    from .errors import redact
+
+    def give_up(*_: object) -> None:
+        print("afk hook: warning: the database did not answer in time; nothing was changed",
+              file=sys.stderr)
+        sys.stderr.flush()
+        os._exit(EXIT_OK)
+
+    signal.signal(signal.SIGALRM, give_up)
+    signal.alarm(HOOK_DEADLINE)
+    try:
+        ctx = hooks.context(hooks.read_payload(), args.gate, args.event)
+        if ctx is None:
+            print("afk hook: ignored: not an event afk handles", file=sys.stderr)
+            return EXIT_OK
+        from .config import load_all, resolve_dsn
         from .db import Database
         from .queue import Queue
 
-        with Queue(Database(dsn, connect_timeout=3)) as q:
-            paused = q.pause(os.environ.get("AFK_AGENT_ID") or None, runner=runner,
-                             reason="stop hook")
-        if paused:
-            print(f"afk hook stop: paused {len(paused)} task(s) of runner {runner}",
-                  file=sys.stderr)
-    except Exception as exc:  # never fail the agent's hook
-        print(f"afk hook stop: warning: nothing paused: {exc}", file=sys.stderr)
+        settings = load_all(args.config)
+        dsn = resolve_dsn(args.dsn, settings=settings, start=False)
+        if dsn is None:
+            print("afk hook: warning: no database: the embedded server is not running "
+                  "(`afk db start`) and no DSN is set; nothing was recorded", file=sys.stderr)
+            return EXIT_OK
+        db = Database(dsn, connect_timeout=2, statement_timeout=3, application_name="afk-hook")
+        with Queue(db, settings=settings.queue) as q:
+            hooks.Hook(q, ctx).run()
+        if ctx.out:
+            emit(ctx.out)
+    except AfkError as exc:
+        print(f"afk hook: warning: {exc}; nothing was changed", file=sys.stderr)
+    except Exception as exc:  # never fail the agent's hook, never print a secret
+        print(f"afk hook: warning: {type(exc).__name__}: {redact(str(exc))}; nothing was "
+              "changed", file=sys.stderr)
+    finally:
+        signal.alarm(0)
     return EXIT_OK
 
 
 def cmd_resume_brief(args: argparse.Namespace) -> int:
     from .agent import resume_brief
 
+    task_id = args.id if args.id is not None else os.environ.get("AFK_TASK_ID")
+    if task_id is None:
+        raise BadInput("a task id is needed: give it, or set AFK_TASK_ID")
     with open_queue(args) as q:
-        sys.stdout.write(resume_brief(q, args.id))
+        sys.stdout.write(resume_brief(q, task_id))
     return EXIT_OK
 
 
 def cmd_digest(args: argparse.Namespace) -> int:
     from . import delivery
-    from .config import load_all
+    from .config import load_all, resolve_dsn
     from .db import Database
 
     settings = load_all(args.config)
-    db = Database(resolve_dsn(args, settings.dsn))
+    db = Database(str(resolve_dsn(args.dsn, settings=settings)))
     try:
         if args.dry_run or args.action is None:
             if args.action is not None or args.force:
@@ -420,6 +435,8 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--dsn", default=argparse.SUPPRESS,
                         help="PostgreSQL connection string (env AFK_DSN; default: the "
                              "embedded server under AFK_HOME)")
+    common.add_argument("--config", default=argparse.SUPPRESS,
+                        help="TOML file of settings (env AFK_CONFIG)")
     parser = Parser(prog="afk", description="A durable task queue on PostgreSQL for "
                     "unattended coding agents.", parents=[common],
                     epilog="Exit status: 0 ok, 2 bad usage or input, 3 nothing to claim, "
@@ -436,12 +453,15 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--agent", help=help)
 
     def runner_opt(p: Any) -> None:
-        p.add_argument("--runner", help="runner id (env AFK_RUNNER_ID)")
+        p.add_argument("--runner", help="runner id (env AFK_RUNNER_ID): names one concurrent "
+                       "worker, since a claim first resumes that runner's own in-flight task. "
+                       "Two workers must never share one. Default: host:pid of this command")
 
     def fenced(name: str, func: Callable[[argparse.Namespace], int], help: str) -> Any:
         p = add(name, func, help)
-        p.add_argument("id", help="task id")
-        p.add_argument("--token", type=int, required=True, help="the lease token of the claim")
+        p.add_argument("id", nargs="?", help="task id (env AFK_TASK_ID)")
+        p.add_argument("--token", type=int, help="the lease token of the claim "
+                       "(env AFK_TASK_TOKEN)")
         return p
 
     add("migrate", cmd_migrate, "create or upgrade the schema (safe to repeat)")
@@ -470,7 +490,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("pause", cmd_pause, "pause running tasks (a clean stop spends no attempt)")
     agent_opt(p)
     runner_opt(p)
-    p.add_argument("id", nargs="?", help="pause only this task (needs --token)")
+    p.add_argument("id", nargs="?", help="pause only this task (needs --token; with no "
+                   "id, --agent or --runner: AFK_TASK_ID and AFK_TASK_TOKEN)")
     p.add_argument("--token", type=int)
 
     p = add("status", cmd_status, "task counts per state")
@@ -496,13 +517,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.epilog = "usage: afk once ID --token T --name NAME -- COMMAND ARGS..."
 
     p = add("hooks", cmd_hooks, "print (or install) agent hook settings")
-    p.add_argument("agent_kind", choices=["claude"], help="the agent")
-    p.add_argument("--install", metavar="PATH",
-                   help="merge into this settings file (e.g. .claude/settings.json)")
-    p = add("hook", cmd_hook_stop, "run as an agent hook (reads the hook JSON on stdin)")
-    p.add_argument("event", choices=["stop"])
+    p.add_argument("agent_kind", choices=["claude", "codex"], help="the agent")
+    p.add_argument("--install", metavar="PATH", help="merge into this settings file "
+                   "(e.g. .claude/settings.json, .codex/hooks.json)")
+    p.add_argument("--gate", action="store_true", help="Stop blocks (a few times at most) a "
+                   "session that still holds a task it claimed itself")
+    p = add("hook", cmd_hook, "run as an agent hook: reads one hook payload on stdin and "
+            "acts on its hook_event_name; always exits 0")
+    p.add_argument("event", nargs="?", choices=["stop"],
+                   help="accepted for settings written by older versions")
+    p.add_argument("--gate", action="store_true", help="the Stop completion gate")
     p = add("resume-brief", cmd_resume_brief, "a Markdown note for the next session")
-    p.add_argument("id")
+    p.add_argument("id", nargs="?", help="task id (env AFK_TASK_ID)")
 
     from .config import DigestSettings, QueueSettings, ServiceSettings, describe
 
@@ -521,7 +547,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["slack", "html", "text", "webhook"], default="text")
     p.add_argument("--force", action="store_true", help="with send: send even if this "
                    "period's digest was delivered")
-    p.add_argument("--config", help="TOML file of settings (env AFK_CONFIG)")
 
     p = sub.add_parser("watchdog", parents=[common], help="the watchdog service",
                        description="The watchdog service: reclaim, gauges, poison pills, "
@@ -529,14 +554,12 @@ def build_parser() -> argparse.ArgumentParser:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.set_defaults(func=cmd_watchdog)
     wsub = p.add_subparsers(dest="action", required=True, parser_class=Parser)
-    run = wsub.add_parser("run", parents=[common], help="run the service (until SIGTERM)",
+    wsub.add_parser("run", parents=[common], help="run the service (until SIGTERM)",
                           epilog="\n".join(lines),
                           formatter_class=argparse.RawDescriptionHelpFormatter)
     tick = wsub.add_parser("tick", parents=[common], help="run one job once and exit "
                            "(non-zero if it failed)")
     tick.add_argument("job", choices=["reclaim", "poison", "gauges", "prune", "digest"])
-    for q in (run, tick):
-        q.add_argument("--config", help="TOML file of settings (env AFK_CONFIG)")
     return parser
 
 
@@ -554,8 +577,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.func is cmd_once:
         args.command = command
-    if not hasattr(args, "dsn"):
-        args.dsn = None
+    for name in ("dsn", "config"):
+        if not hasattr(args, name):
+            setattr(args, name, None)
     try:
         code: int = args.func(args)
     except AfkError as exc:

@@ -109,7 +109,8 @@ def _field(default: Any, help: str, duration: bool = False, secret: bool = False
 class QueueSettings:
     """How the queue behaves. Each field has an ``AFK_<NAME>`` env var."""
 
-    lease_seconds: int = _field(600, "default lease of a claim, seconds")
+    lease_seconds: int = _field(120, "default lease of a claim, seconds (kept alive by a "
+                                "heartbeat every third of it)")
     backoff_base_seconds: float = _field(30.0, "first retry delay after a failure; doubles")
     backoff_cap_seconds: float = _field(3600.0, "the longest retry delay")
     max_attempts: int = _field(5, "max_attempts of a task enqueued without one")
@@ -300,11 +301,22 @@ class Settings:
     #: the config file's dsn, if any (--dsn and AFK_DSN come first)
     dsn: str | None = field(default=None, repr=False)
 
+    def check_service(self) -> None:
+        """The rules that relate the service's settings to the others: checked
+        where the service starts, so that a worker's short lease is not refused
+        for the sake of a service it does not run."""
+        self.service.check_against(self.queue)
+        if self.service.poison_alert and not self.digest.destinations():
+            raise BadInput("invalid settings: poison_alert is on but no digest destination "
+                           "is configured (AFK_DIGEST_SLACK_URL, AFK_DIGEST_WEBHOOK_URL or "
+                           "AFK_DIGEST_SMTP_URL)")
+
 
 def load_all(config_path: str | None = None,
              env: Mapping[str, str] | None = None) -> Settings:
     """All settings from the TOML file (``--config`` or ``AFK_CONFIG``) and the
-    environment, checked together."""
+    environment, checked together: defaults < TOML < ``AFK_*``. This is the one
+    loader every entry point (CLI, hooks, service, demo, ``Queue.connect``) uses."""
     env = os.environ if env is None else env
     path = config_path or env.get("AFK_CONFIG")
     file_values = read_toml(path) if path else {}
@@ -315,13 +327,42 @@ def load_all(config_path: str | None = None,
         raise BadInput(f"config file {path}: unknown setting(s) {', '.join(unknown)}")
     queue = load(QueueSettings, env, file_values)
     service = load(ServiceSettings, env, file_values)
-    service.check_against(queue)
     digest = load_digest(file_values, env)
-    if service.poison_alert and not digest.destinations():
-        raise BadInput("invalid settings: poison_alert is on but no digest destination is "
-                       "configured (AFK_DIGEST_SLACK_URL, AFK_DIGEST_WEBHOOK_URL or "
-                       "AFK_DIGEST_SMTP_URL)")
     dsn = file_values.get("dsn")
     if dsn is not None and not isinstance(dsn, str):
         raise BadInput(f"config file {path}: dsn must be a string")
     return Settings(queue, service, digest, dsn)
+
+
+def credential(name: str, env: Mapping[str, str] | None = None) -> str | None:
+    """A secret passed by systemd's ``LoadCredential=`` (never through the environment)."""
+    env = os.environ if env is None else env
+    folder = env.get("CREDENTIALS_DIRECTORY")
+    if not folder:
+        return None
+    try:
+        return (Path(folder) / name).read_text().strip() or None
+    except OSError:
+        return None
+
+
+def resolve_dsn(dsn: str | None = None, *, settings: Settings | None = None,
+                env: Mapping[str, str] | None = None, start: bool = True) -> str | None:
+    """The one place that decides which database a command talks to.
+
+    In order: ``dsn`` (``--dsn``), ``AFK_DSN``, the systemd credential ``dsn``,
+    the config file's ``dsn``, else the embedded server under ``AFK_HOME``:
+    started if need be when ``start`` is true, else only if it is running
+    already (None when it is not: the hooks must never start a server).
+    """
+    env = os.environ if env is None else env
+    chosen = (dsn or env.get("AFK_DSN") or credential("dsn", env)
+              or (settings.dsn if settings is not None else None))
+    if chosen:
+        return chosen
+    from . import embedded
+
+    if start:
+        return embedded.default_dsn()
+    info = embedded.running(embedded.home() / "pgdata")
+    return info.dsn() if info is not None else None

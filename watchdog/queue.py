@@ -4,18 +4,23 @@ runs one statement, and never keeps a transaction open while a task runs."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import socket
+import threading
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NoReturn
 
 from .config import QueueSettings
 from .db import Connection, Database, Row, json_param
-from .errors import BadInput, LeaseLost, NotRunning, TaskNotFound
+from .errors import AfkError, BadInput, LeaseLost, NotRunning, TaskNotFound
+
+logger = logging.getLogger(__name__)
 
 STATES = ("todo", "running", "paused", "done", "failed")
 MAX_TEXT = 10_000  # characters of a title, an agent id or a key
@@ -42,6 +47,8 @@ class Task:
     result: Any = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    #: the lease length of the claim: a heartbeat extends the lease by this much
+    lease_seconds: float | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> Task:
@@ -53,6 +60,7 @@ class Task:
             token=row.get("lease_token") or 0, last_error=row["last_error"],
             run_after=row.get("run_after"), result=row.get("result"),
             created_at=row["created_at"], updated_at=row["updated_at"],
+            lease_seconds=row.get("lease_seconds"),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -127,7 +135,12 @@ def effect_key(idem_key: str | None, task_id: uuid.UUID, name: str) -> str:
 
 
 def default_runner_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
+    """One id per worker: host, process and thread. A runner id must name one
+    concurrent worker, since a claim first resumes the runner's own in-flight
+    task: two threads sharing one would take over each other's task."""
+    thread = threading.current_thread()
+    suffix = "" if thread is threading.main_thread() else f":{thread.native_id}"
+    return f"{socket.gethostname()}:{os.getpid()}{suffix}"
 
 
 class Queue:
@@ -143,19 +156,33 @@ class Queue:
     lease is lost they raise :class:`LeaseLost` and change nothing.
     """
 
-    def __init__(self, dsn: str | Database | None = None, *,
-                 settings: QueueSettings | None = None, pool_size: int | None = 4) -> None:
-        if isinstance(dsn, Database):
-            self.db = dsn
+    def __init__(self, db: str | Database, *, settings: QueueSettings | None = None,
+                 pool_size: int | None = 4) -> None:
+        """A queue on ``db`` (a DSN or a :class:`Database`) with ``settings``
+        (the defaults if None). It reads no environment and starts no server:
+        :meth:`connect` is the entry point that does."""
+        if isinstance(db, Database):
+            self.db = db
+        elif isinstance(db, str) and db:
+            self.db = Database(db, pool_size=pool_size)
         else:
-            if dsn is None:
-                dsn = os.environ.get("AFK_DSN")
-            if not dsn:
-                from .embedded import default_dsn
+            raise BadInput("Queue() needs a DSN or a Database; Queue.connect() resolves one "
+                           "from AFK_DSN, the config file or the embedded server")
+        self.settings = settings or QueueSettings()
 
-                dsn = default_dsn()
-            self.db = Database(dsn, pool_size=pool_size)
-        self.settings = settings or QueueSettings.from_env()
+    @classmethod
+    def connect(cls, dsn: str | None = None, *, config: str | None = None,
+                pool_size: int | None = 4) -> Queue:
+        """The queue the environment points at, resolved the way the ``afk``
+        command resolves it: ``dsn``, else ``AFK_DSN``, the systemd credential,
+        the config file (``config`` or ``AFK_CONFIG``), else the embedded
+        server (started if need be); settings from defaults < TOML < ``AFK_*``."""
+        from .config import load_all, resolve_dsn
+
+        settings = load_all(config)
+        resolved = resolve_dsn(dsn, settings=settings)
+        assert resolved is not None  # start=True always gives one
+        return cls(Database(resolved, pool_size=pool_size), settings=settings.queue)
 
     def __enter__(self) -> Queue:
         return self
@@ -300,10 +327,15 @@ class Queue:
         task_id, token = task_ref(task, token)
         if result is not None:
             check_json_size("result", result, self.settings.max_json_bytes)
-        return fenced(self.db.fetch("done", {
+        rows = self.db.fetch("done", {
             "id": task_id, "token": token,
             "result": None if result is None else json_param(result),
-        }, conn), task_id, token)
+        }, conn)
+        if rows and rows[0]["id"] is None and rows[0]["cur_state"] == "done" \
+                and rows[0]["cur_token"] == token:
+            # a replay by the token that finished it (its first reply was lost)
+            return self.show(task_id)[0]
+        return fenced(rows, task_id, token)
 
     def fail(self, task: TaskRef, error: str, *, token: int | None = None) -> Task:
         """Report a failure. Below max_attempts the task comes back after a
@@ -339,6 +371,24 @@ class Queue:
             rows = self.db.fetch("pause_agent", {"agent_id": check_text("agent id", agent_id),
                                                  "runner": runner, "reason": reason})
         return [r["id"] for r in rows]
+
+    @contextmanager
+    def leased(self, task: Task, *, interval: float | None = None) -> Iterator[Keepalive]:
+        """Keep ``task``'s lease alive while the block runs: a thread heartbeats
+        it every third of its lease, so a long run (an agent thinking for an
+        hour) keeps its task, and a crash still lets the lease run out soon.
+
+        >>> with q.leased(task) as lease:
+        ...     run_the_agent()
+        ...     if lease.lost.is_set(): ...  # someone else holds it now: stop
+
+        Leaving the block stops the thread; nothing is finished or paused."""
+        keepalive = Keepalive(self, task, interval)
+        keepalive.start()
+        try:
+            yield keepalive
+        finally:
+            keepalive.stop()
 
     # -- side effects -----------------------------------------------------
 
@@ -487,6 +537,43 @@ class Queue:
         return obj
 
 
+class Keepalive:
+    """The heartbeat thread of :meth:`Queue.leased`. ``lost`` is set (and
+    ``error`` holds the reason) once the lease is gone; a database that cannot
+    be reached is retried at the next beat, as the lease still runs."""
+
+    def __init__(self, queue: Queue, task: Task, interval: float | None = None) -> None:
+        lease = task.lease_seconds or queue.settings.lease_seconds
+        self.interval = interval if interval is not None else max(lease / 3, 0.05)
+        self.lost = threading.Event()
+        self.error: LeaseLost | None = None
+        self.beats = 0
+        self._queue, self._task = queue, task
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"afk-keepalive-{task.id}",
+                                        daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self._queue.heartbeat(self._task)
+                self.beats += 1
+            except LeaseLost as exc:
+                self.error = exc
+                self.lost.set()
+                return
+            except AfkError as exc:
+                logger.warning("heartbeat of task %s failed: %s", self._task.id, exc,
+                               extra={"action": "heartbeat", "task_id": str(self._task.id)})
+
+
 def check_text(what: str, value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
         raise BadInput(f"{what} must be a non-empty string")
@@ -558,7 +645,8 @@ def explain_fence(row: Row, task_id: uuid.UUID, token: int,
         raise LeaseLost(f"lease lost: task {task_id} was claimed again since "
                         f"(token {current} replaced {token}); nothing was changed")
     if state in ("done", "failed"):
-        raise NotRunning(f"task {task_id} is {state}, not running; nothing was changed")
+        raise LeaseLost(f"lease lost: task {task_id} is {state}, no longer running; "
+                        "nothing was changed")
     if state == "running" and not expired_ok:
         raise LeaseLost(f"lease lost: the lease of task {task_id} has run out; heartbeat or "
                         "checkpoint more often, or claim with a longer lease")

@@ -1,0 +1,329 @@
+"""`afk hook` and `afk hooks`, one payload at a time, as the agent runs them: a
+real subprocess with the payload on stdin. (Whole sessions: test_harness.py.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from conftest import poll
+
+from watchdog import NewTask, embedded
+
+SESSION = "3f1c9a6e-5b7d-4c2a-9e8f-0a1b2c3d4e5f"  # one per test: each has its own database
+
+
+def hook(afk, payload, env=None, *args):
+    data = payload if isinstance(payload, bytes | str) else json.dumps(payload)
+    proc = subprocess.run(afk.command("hook", *args), input=data if isinstance(data, bytes)
+                          else data.encode(), capture_output=True, env={**afk.env, **(env or {})},
+                          timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout.decode()
+    return (json.loads(out) if out.strip() else None), proc.stderr.decode()
+
+
+def event(name, **fields):
+    return {"session_id": SESSION, "cwd": "/work", "hook_event_name": name,
+            "transcript_path": "/tmp/t.jsonl", **fields}
+
+
+def tool(name, tool_name="Bash", **tool_input):
+    return event(name, tool_name=tool_name, tool_input=tool_input or {"command": "ls"})
+
+
+def supervised(task):
+    return {"AFK_TASK_ID": str(task.id), "AFK_TASK_TOKEN": str(task.token)}
+
+
+# -- the settings ------------------------------------------------------------
+
+
+def test_hooks_claude_writes_every_event_with_matchers_absolute_paths_and_timeouts(afk):
+    settings = afk.json("hooks", "claude")["hooks"]
+    assert set(settings) == {"SessionStart", "PreToolUse", "PostToolUse", "PreCompact", "Stop",
+                             "SessionEnd"}
+    assert settings["PreToolUse"][0]["matcher"] == settings["PostToolUse"][0]["matcher"] == "*"
+    assert "compact" in settings["SessionStart"][0]["matcher"].split("|")
+    for event_name, groups in settings.items():
+        (entry,) = groups[0]["hooks"]
+        command = entry["command"].split()
+        assert Path(command[0]).is_absolute() and Path(command[0]).name == "afk", event_name
+        assert command[1:] == ["hook"] and 0 < entry["timeout"] <= 20
+    gated = afk.json("hooks", "claude", "--gate")["hooks"]
+    assert gated["Stop"][0]["hooks"][0]["command"].endswith(" hook --gate")
+    assert not gated["PreToolUse"][0]["hooks"][0]["command"].endswith("--gate")
+
+
+def test_hooks_codex_shares_the_same_hook_command(afk):
+    codex = afk.json("hooks", "codex")["hooks"]
+    claude = afk.json("hooks", "claude")["hooks"]
+    assert set(codex) == {"SessionStart", "PreToolUse", "PostToolUse", "Stop"}
+    assert all(codex[e] == claude[e] for e in codex)
+
+
+def test_install_merges_replaces_old_entries_and_is_idempotent(afk, tmp_path):
+    path = tmp_path / ".claude" / "settings.json"
+    path.parent.mkdir()
+    other = {"model": "x", "permissions": {"allow": ["Bash(ls)"]},
+             "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "notify-send done"},
+                                           {"type": "command",
+                                            "command": "/old/venv/bin/afk hook stop"}]}],
+                       "SessionEnd": [{"hooks": [{"type": "command",
+                                                  "command": "'/old/bin/afk' hook stop"}]}],
+                       "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command",
+                                                                     "command": "check"}]}]}}
+    path.write_text(json.dumps(other))
+    for _ in range(2):
+        assert afk("hooks", "claude", "--install", str(path)).returncode == 0
+    merged = json.loads(path.read_text())
+    assert merged["model"] == "x" and merged["permissions"] == other["permissions"]
+    ours = afk.json("hooks", "claude")["hooks"]
+    commands = {e: [h["command"] for g in merged["hooks"][e] for h in g["hooks"]]
+                for e in merged["hooks"]}
+    assert commands["Stop"] == ["notify-send done", ours["Stop"][0]["hooks"][0]["command"]]
+    assert commands["PreToolUse"] == ["check", ours["PreToolUse"][0]["hooks"][0]["command"]]
+    assert all(len(commands[e]) == 1 for e in ("SessionEnd", "SessionStart", "PostToolUse"))
+
+
+def test_install_follows_a_symlinked_settings_file(afk, tmp_path):
+    real = tmp_path / "dotfiles" / "settings.json"
+    real.parent.mkdir()
+    real.write_text('{"model": "y"}')
+    link = tmp_path / "settings.json"
+    link.symlink_to(real)
+    assert afk("hooks", "claude", "--install", str(link)).returncode == 0
+    assert link.is_symlink() and link.resolve() == real
+    assert json.loads(real.read_text())["model"] == "y" and "hooks" in json.loads(real.read_text())
+
+
+@pytest.mark.parametrize("case", ["directory", "under a file", "broken json", "not an object"])
+def test_install_refuses_what_it_cannot_write_and_changes_nothing(afk, tmp_path, case):
+    target = tmp_path / "settings.json"
+    if case == "directory":
+        target.mkdir()
+    elif case == "under a file":
+        (tmp_path / "file").write_text("x")
+        target = tmp_path / "file" / "settings.json"
+    else:
+        target.write_text("{not json" if case == "broken json" else "[1]")
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    content = target.read_text() if target.is_file() else None
+    proc = afk("hooks", "claude", "--install", str(target))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before
+    if content is not None:
+        assert target.read_text() == content
+
+
+# -- what each event does -----------------------------------------------------------
+
+
+def test_stop_never_pauses_and_session_end_pauses_only_the_sessions_own_claim(afk, queue):
+    queue.enqueue("A", [NewTask(f"t{i}") for i in range(3)])
+    own = queue.claim("A", runner=SESSION)
+    theirs = queue.claim("A", runner="a-supervisor")
+    # the supervisor's task is in the agent's environment, as ralph.sh sets it
+    env = supervised(theirs)
+    assert hook(afk, event("Stop", stop_hook_active=False), env) == (None, "")
+    assert queue.show(own.id)[0].state == queue.show(theirs.id)[0].state == "running"
+    hook(afk, event("SessionEnd", reason="prompt_input_exit"), env)
+    assert queue.show(theirs.id)[0].state == "running"
+    hook(afk, event("SessionEnd", reason="prompt_input_exit"))
+    task, history = queue.show(own.id)
+    assert (task.state, task.attempts) == ("paused", 0)
+    assert history[-1]["reason"] == "session ended: prompt_input_exit"
+    assert queue.show(theirs.id)[0].state == "running"
+    # settings written by an older version run `afk hook stop` on SessionEnd too
+    third = queue.claim("A", runner=SESSION)
+    hook(afk, event("SessionEnd", reason="logout"), None, "stop")
+    assert queue.show(third.id)[0].state == "paused"
+
+
+def test_pre_tool_use_denies_a_zombie_within_seconds_of_the_loss(afk, queue, sql):
+    queue.enqueue("A", [NewTask("t")])
+    task = queue.claim("A", runner="a-supervisor", lease_seconds=60)
+    env = supervised(task)
+    assert hook(afk, tool("PreToolUse"), env)[0] is None  # held: allowed
+    sql.expire(task.id)
+    queue.reclaim()
+    lost_at = time.monotonic()
+    denied = poll(lambda: hook(afk, tool("PreToolUse"), env)[0], interval=0.2)
+    assert time.monotonic() - lost_at < 3.5
+    decision = denied["hookSpecificOutput"]
+    assert decision["hookEventName"] == "PreToolUse"
+    assert decision["permissionDecision"] == "deny"
+    assert str(task.id) in decision["permissionDecisionReason"]
+    # the agent may still talk to the queue (every afk write is fenced)
+    assert hook(afk, tool("PreToolUse", command="afk status"), env)[0] is None
+    assert hook(afk, tool("PreToolUse", command="afk status; rm -rf x"), env)[0] is not None
+    assert queue.show(task.id)[0].state == "paused"  # the hook changed nothing
+
+
+def test_post_tool_use_records_edited_files_fenced_and_renews_only_the_sessions_own_lease(
+        afk, queue, sql):
+    queue.enqueue("A", [NewTask("mine"), NewTask("supervised")])
+    own = queue.claim("A", runner=SESSION, lease_seconds=30)
+    theirs = queue.claim("A", runner="a-supervisor", lease_seconds=30)
+    sql("UPDATE afk_task SET lease_until = now() + interval '5 seconds'")
+    for name, path in [("Write", "/w/a.py"), ("Edit", "/w/b.py"), ("Write", "/w/a.py"),
+                       ("Bash", None)]:
+        fields = {"file_path": path} if path else {"command": "make"}
+        hook(afk, tool("PostToolUse", name, **fields))
+        hook(afk, tool("PostToolUse", name, **fields), supervised(theirs))
+    hook(afk, tool("PostToolUse", "NotebookEdit", notebook_path="/w/n.ipynb"))
+    left = {r["id"]: r["left"] for r in sql(
+        "SELECT id, extract(epoch FROM lease_until - now()) AS left FROM afk_task")}
+    assert left[own.id] > 20  # the session's own claim: renewed by its lease (30 s)
+    assert left[theirs.id] < 6  # the supervisor's: the supervisor keeps it, not the agent
+    assert queue.show(own.id)[0].checkpoint["files_touched"] == ["/w/b.py", "/w/a.py",
+                                                                 "/w/n.ipynb"]
+    assert queue.show(theirs.id)[0].checkpoint["files_touched"] == ["/w/b.py", "/w/a.py"]
+    # a stale token records nothing
+    queue.pause_task(theirs)
+    before = sql.fingerprint()
+    hook(afk, tool("PostToolUse", "Write", file_path="/w/late.py"), supervised(theirs))
+    assert sql.fingerprint() == before
+
+
+def test_session_start_injects_the_brief_and_exports_the_runner(afk, queue, tmp_path):
+    queue.enqueue("A", [NewTask("Fix the login", {"issue": 77})])
+    env_file = tmp_path / "env"
+    out, _ = hook(afk, event("SessionStart", source="startup"), {"CLAUDE_ENV_FILE": str(env_file)})
+    assert out is None  # nothing claimed yet: nothing to tell
+    assert env_file.read_text() == f"export AFK_RUNNER_ID={SESSION}\n"
+    task = queue.claim("A", runner=SESSION)
+    queue.checkpoint(task, {"step": "reproduced"})
+    out, _ = hook(afk, event("SessionStart", source="compact"), {"CLAUDE_ENV_FILE": str(env_file)})
+    context = out["hookSpecificOutput"]["additionalContext"]
+    assert out["hookSpecificOutput"]["hookEventName"] == "SessionStart"
+    for expected in ("compacted", "Fix the login", '"issue": 77', "reproduced", str(task.id)):
+        assert expected in context, expected
+    assert f"export AFK_TASK_ID={task.id}" in env_file.read_text()
+
+
+def test_the_stop_gate_blocks_a_bounded_number_of_times(afk, queue):
+    queue.enqueue("A", [NewTask("t")])
+    task = queue.claim("A", runner=SESSION)
+    blocked, _ = hook(afk, event("Stop", stop_hook_active=False), None, "--gate")
+    assert blocked["decision"] == "block" and f"afk done {task.id}" in blocked["reason"]
+    assert hook(afk, event("Stop", stop_hook_active=True), None, "--gate")[0] is None
+    outcomes = [hook(afk, event("Stop", stop_hook_active=False), None, "--gate")[0]
+                for _ in range(4)]
+    assert [o is not None for o in outcomes] == [True, True, False, False]  # 3 in all
+    assert queue.show(task.id)[0].state == "running"  # a Stop never pauses
+
+
+def test_hooks_never_act_on_a_session_id_as_sql(afk, queue, sql):
+    queue.enqueue("A", [NewTask("a"), NewTask("b")])
+    queue.claim("A", runner="victim")
+    evil = "x' OR lease_owner <> 'x"
+    queue.claim("A", runner="other")
+    before = sql.fingerprint()
+    for name in ("SessionEnd", "PostToolUse", "Stop"):
+        hook(afk, {**tool(name, "Write", file_path="/f"), "session_id": evil, "reason": "x"})
+    assert sql.fingerprint() == before
+
+
+HOSTILE = [
+    b"", b"not json", b"[1, 2]", b'"a string"', b"\xff\xfe\x00garbage",
+    b'{"hook_event_name": 5, "session_id": "s"}',
+    b'{"hook_event_name": "SessionEnd", "session_id": 5}',
+    b'{"hook_event_name": "SessionEnd", "session_id": ""}',
+    b'{"hook_event_name": "SessionEnd", "session_id": "a\\u0000b"}',
+    b'{"hook_event_name": "SessionEnd", "session_id": "\\ud800"}',
+    b'{"hook_event_name": "PostToolUse", "session_id": "S", "tool_name": "Write",'
+    b' "tool_input": "not an object"}',
+    b'{"hook_event_name": "PostToolUse", "session_id": "S", "tool_name": "Write",'
+    b' "tool_input": {"file_path": ["a"]}}',
+    b'{"hook_event_name": "Notification", "session_id": "S"}',
+    b'{"hook_event_name": "SessionEnd", "session_id": "' + b"x" * 100_000 + b'"}',
+    b'{"hook_event_name": "SessionEnd", "session_id": "S", "reason": "x", "pad": "'
+    + b"y" * (17 * 1024 * 1024) + b'"}',
+]
+
+
+@pytest.mark.parametrize("payload", HOSTILE, ids=range(len(HOSTILE)))
+def test_malformed_and_hostile_payloads_change_nothing_and_exit_0(afk, queue, sql, payload):
+    queue.enqueue("A", [NewTask("t")])
+    task = queue.claim("A", runner="S")
+    before = sql.fingerprint()
+    out, err = hook(afk, payload, supervised(task) if b"Write" in payload else None)
+    assert out is None and len(err.strip().splitlines()) <= 1
+    assert "Traceback" not in err
+    assert sql.fingerprint() == before
+
+
+def test_a_hook_with_the_database_down_exits_0_quickly_with_a_warning(afk):
+    started = time.monotonic()
+    out, err = hook(afk, tool("PreToolUse"), {"AFK_DSN": "postgresql://afk:pw@127.0.0.1:1/afk"})
+    assert out is None and "warning" in err and "pw" not in err
+    assert time.monotonic() - started < 5
+
+
+def test_a_hook_with_no_embedded_server_running_says_so(afk, tmp_path):
+    env = {"AFK_HOME": str(tmp_path / "home")}
+    env_without_dsn = {k: v for k, v in afk.env.items() if k != "AFK_DSN"}
+    proc = subprocess.run(afk.command("hook"), input=json.dumps(event("SessionEnd")), text=True,
+                          capture_output=True, env={**env_without_dsn, **env}, timeout=30)
+    assert proc.returncode == 0 and "not running" in proc.stderr
+    assert embedded.running(tmp_path / "home" / "pgdata") is None  # and it started none
+
+
+def test_cli_commands_take_the_task_from_the_environment(afk, queue):
+    queue.enqueue("A", [NewTask("t")])
+    task = queue.claim("A", runner="sup")
+    env = supervised(task)
+    assert afk.json("checkpoint", "--patch", '{"step": "one"}', env=env)["checkpoint"] == \
+        {"step": "one"}
+    assert afk("heartbeat", env=env).returncode == 0
+    assert afk("resume-brief", env=env).stdout.startswith("# Resume: t")
+    assert afk("done", env=env).returncode == 0
+    assert afk("done", env=env).returncode == 0  # a replay by the same token
+    assert afk("checkpoint", "--patch", "{}").returncode == 2  # no id anywhere
+    assert afk("checkpoint", "--patch", "{}", env=env).returncode == 4  # not held any more
+
+
+def test_default_runner_ids_differ_per_thread(queue):
+    import threading
+
+    queue.enqueue("A", [NewTask("a"), NewTask("b")])
+    owners: list[str | None] = []
+
+    def claim() -> None:
+        task = queue.claim("A")
+        owners.append(task.lease_owner if task else None)
+
+    threads = [threading.Thread(target=claim) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(owners)) == 2 and None not in owners
+    assert all(o.startswith(f"{os.uname().nodename}:{os.getpid()}:") for o in owners if o)
+
+
+def test_leased_keeps_a_short_lease_alive_and_lets_it_run_out_after(queue, sql):
+    queue.enqueue("A", [NewTask("t")])
+    task = queue.claim("A", runner="r", lease_seconds=1)
+    with queue.leased(task) as lease:
+        deadline = time.monotonic() + 3.5
+        while time.monotonic() < deadline:  # three leases' worth of reclaims
+            assert queue.reclaim().total == 0
+            time.sleep(0.1)
+        assert lease.beats >= 5 and not lease.lost.is_set()
+    poll(lambda: queue.reclaim().total == 1, timeout=5)
+    assert queue.show(task.id)[0].state == "paused"
+
+
+def test_leased_reports_a_lost_lease(queue, sql):
+    queue.enqueue("A", [NewTask("t")])
+    task = queue.claim("A", runner="r", lease_seconds=30)
+    with queue.leased(task, interval=0.05) as lease:
+        queue.pause("A", runner="r")
+        assert lease.lost.wait(5) and "lease lost" in str(lease.error)

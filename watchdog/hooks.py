@@ -1,0 +1,517 @@
+"""Agent hooks: ``afk hook`` reads one hook payload on stdin and acts on its
+``hook_event_name``; ``afk hooks claude|codex`` writes the settings that run it.
+
+Events and fields follow Claude Code's hooks reference
+(https://code.claude.com/docs/en/hooks); Codex CLI's hooks
+(https://developers.openai.com/codex/hooks) use the same payload and decision
+shapes for the events they share. What each event does here:
+
+- ``SessionStart`` (every source, ``compact`` included): the resume brief of
+  the session's task as ``additionalContext``; with ``CLAUDE_ENV_FILE``, the
+  session's runner id (and its own claim) exported to later Bash calls.
+- ``PreToolUse``: denies the call once the session's task is no longer held
+  under its token (a zombie stops at its next tool call). A verdict is cached
+  for at most :data:`CHECK_TTL` seconds, and never past the lease's expiry.
+- ``PostToolUse``: edited files go to ``checkpoint.files_touched``; the lease
+  of a task the session claimed itself is refreshed.
+- ``PreCompact``: the same refresh.
+- ``Stop``: an end of turn, never a pause; with ``--gate``, blocks a session
+  that still holds its own claim, honouring ``stop_hook_active``, at most
+  :data:`GATE_CAP` times.
+- ``SessionEnd``: pauses the task the session claimed itself (the attempt is
+  given back), with the reason ``session ended: <reason>``.
+
+"The session's task" is the supervisor's (``AFK_TASK_ID`` and
+``AFK_TASK_TOKEN`` in the agent's environment), else the one whose runner is
+the payload's ``session_id``. A hook never finishes, fails or pauses a
+supervisor's task, and never extends its lease: the supervisor keeps that, so
+a dead supervisor's task runs out and is reclaimed even while its orphaned
+agent goes on calling tools.
+
+A hook must never wedge the agent: whatever goes wrong (bad payload, database
+down or slow, no server) it exits 0 within its timeout with one line on
+stderr; the only refusal is a deliberate deny or block.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import select
+import shlex
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import BadInput
+
+#: seconds a PreToolUse verdict is reused without asking the database
+CHECK_TTL = 2.0
+#: times the completion gate blocks one session's Stop
+GATE_CAP = 3
+#: entries kept in checkpoint.files_touched
+MAX_FILES = 200
+#: bytes of payload read; a larger one is refused as malformed
+MAX_PAYLOAD = 16 * 1024 * 1024
+#: seconds to wait for the payload on stdin
+STDIN_WAIT = 5.0
+#: tools whose tool_input names a file they edit
+EDIT_TOOLS = {"Edit": "file_path", "Write": "file_path", "MultiEdit": "file_path",
+              "NotebookEdit": "notebook_path"}
+EVENTS = ("SessionStart", "PreToolUse", "PostToolUse", "PreCompact", "Stop", "SessionEnd")
+#: per-hook timeouts in the settings written by `afk hooks`, seconds
+TIMEOUTS = {"SessionStart": 20, "PreToolUse": 10, "PostToolUse": 10, "PreCompact": 10,
+            "Stop": 10, "SessionEnd": 10}
+
+
+class Malformed(BadInput):
+    """The hook payload is not usable; nothing was changed."""
+
+
+# -- settings written by `afk hooks` -------------------------------------------
+
+
+def hook_command(afk: str, gate: bool = False) -> str:
+    return f"{shlex.quote(afk)} hook" + (" --gate" if gate else "")
+
+
+def claude_settings(afk: str, gate: bool = False) -> dict[str, Any]:
+    """Claude Code hook settings: one ``afk hook`` entry per event handled,
+    with matchers for the tool and session events and a timeout each."""
+    hooks: dict[str, Any] = {}
+    for event in EVENTS:
+        entry = {"type": "command", "command": hook_command(afk, gate and event == "Stop"),
+                 "timeout": TIMEOUTS[event]}
+        group: dict[str, Any] = {"hooks": [entry]}
+        if event in ("PreToolUse", "PostToolUse"):
+            group = {"matcher": "*", **group}
+        elif event == "SessionStart":
+            group = {"matcher": "startup|resume|clear|compact", **group}
+        hooks[event] = [group]
+    return {"hooks": hooks}
+
+
+def codex_settings(afk: str, gate: bool = False) -> dict[str, Any]:
+    """Codex CLI's hooks.json: the events it shares with Claude Code (it has
+    no SessionEnd: a session's own claim then runs out and is reclaimed)."""
+    ours = claude_settings(afk, gate)["hooks"]
+    return {"hooks": {e: ours[e] for e in ("SessionStart", "PreToolUse", "PostToolUse",
+                                           "Stop")}}
+
+
+def _is_ours(command: Any) -> bool:
+    """An ``afk hook`` command written by any version of `afk hooks`."""
+    if not isinstance(command, str):
+        return False
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return False
+    return len(words) >= 2 and Path(words[0]).name == "afk" and words[1] == "hook"
+
+
+def merge_settings(path: Path, ours: dict[str, Any]) -> dict[str, Any]:
+    """Our hook entries merged into a settings file, everything else kept.
+    Entries an earlier `afk hooks` wrote are replaced, so installing twice (or
+    after an upgrade) leaves one entry per event."""
+    current: dict[str, Any] = {}
+    if path.exists():
+        try:
+            current = json.loads(path.read_text("utf-8") or "{}")
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise BadInput(f"{path} is not valid JSON ({exc}); it was left unchanged") from None
+        except OSError as exc:
+            raise BadInput(f"cannot read {path}: {exc.strerror}; it was left unchanged") from None
+        if not isinstance(current, dict):
+            raise BadInput(f"{path} does not hold a JSON object; it was left unchanged")
+    hooks = current.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        raise BadInput(f"{path}: 'hooks' is not an object; it was left unchanged")
+    for event, groups in hooks.items():
+        if not isinstance(groups, list):
+            raise BadInput(f"{path}: hooks.{event} is not a list; it was left unchanged")
+    for event in list(hooks):
+        kept = []
+        for group in hooks[event]:
+            entries = group.get("hooks") if isinstance(group, dict) else None
+            if isinstance(entries, list):
+                mine = [h for h in entries if isinstance(h, dict) and _is_ours(h.get("command"))]
+                if mine:
+                    rest = [h for h in entries if h not in mine]
+                    if not rest:
+                        continue
+                    group = {**group, "hooks": rest}
+            kept.append(group)
+        hooks[event] = kept
+        if not kept:
+            del hooks[event]
+    for event, groups in ours["hooks"].items():
+        hooks.setdefault(event, []).extend(groups)
+    return current
+
+
+def install(path: Path, ours: dict[str, Any]) -> Path:
+    """Write the merged settings atomically. A symlinked settings file is
+    followed (its target is rewritten, the link stays); returns the file
+    written."""
+    target = path.resolve() if path.is_symlink() else path
+    if target.is_dir():
+        raise BadInput(f"{path} is a directory, not a settings file")
+    merged = merge_settings(target, ours)
+    text = json.dumps(merged, indent=2, ensure_ascii=False) + "\n"
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.afk-{os.getpid()}")
+        tmp.write_text(text, "utf-8")
+        try:
+            if target.exists():
+                os.chmod(tmp, target.stat().st_mode & 0o7777)
+            tmp.replace(target)
+        finally:
+            tmp.unlink(missing_ok=True)
+    except OSError as exc:
+        raise BadInput(f"cannot write {path}: {exc.strerror or exc}; it was left "
+                       "unchanged") from None
+    return target
+
+
+# -- the payload ------------------------------------------------------------
+
+
+def read_payload(stream: Any = None, wait: float = STDIN_WAIT) -> dict[str, Any]:
+    """One JSON object from stdin. Waits at most ``wait`` seconds for it (an
+    agent that never closes stdin must not hang the hook) and reads at most
+    :data:`MAX_PAYLOAD` bytes."""
+    stream = stream or sys.stdin.buffer
+    chunks: list[bytes] = []
+    size = 0
+    deadline = time.monotonic() + wait
+    fd = stream.fileno()
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            break
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > MAX_PAYLOAD:
+            raise Malformed(f"the payload is larger than {MAX_PAYLOAD} bytes")
+    raw = b"".join(chunks)
+    if not raw.strip():
+        raise Malformed("no payload on stdin")
+    try:
+        payload = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise Malformed("the payload is not UTF-8") from None
+    except ValueError as exc:
+        raise Malformed(f"the payload is not JSON ({exc})") from None
+    if not isinstance(payload, dict):
+        raise Malformed(f"the payload is a JSON {type(payload).__name__}, not an object")
+    return payload
+
+
+def _text(payload: dict[str, Any], key: str, limit: int = 256) -> str:
+    value = payload.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise Malformed(f"the payload has no {key} string")
+    if len(value) > limit or any(ord(c) < 32 or 0xD800 <= ord(c) <= 0xDFFF for c in value):
+        raise Malformed(f"the payload's {key} is not a usable id")
+    return value
+
+
+@dataclass
+class Context:
+    """What one hook run knows: the event, the session, and the task."""
+
+    event: str
+    session: str
+    payload: dict[str, Any]
+    #: the supervisor's task from AFK_TASK_ID / AFK_TASK_TOKEN, if any
+    supervised: tuple[uuid.UUID, int] | None
+    gate: bool = False
+    out: dict[str, Any] = field(default_factory=dict)
+
+
+def supervised_task(env: dict[str, str]) -> tuple[uuid.UUID, int] | None:
+    task_id, token = env.get("AFK_TASK_ID"), env.get("AFK_TASK_TOKEN")
+    if not task_id and not token:
+        return None
+    try:
+        return uuid.UUID(str(task_id)), int(str(token))
+    except ValueError:
+        raise BadInput("AFK_TASK_ID / AFK_TASK_TOKEN in the environment are not a task id "
+                       "and a token") from None
+
+
+# -- the local cache of the session's task -------------------------------------
+
+
+class SessionCache:
+    """A small file per session (and supervisor task): which task the session
+    holds, the last verdict on it, and how often the gate blocked."""
+
+    def __init__(self, key: str) -> None:
+        folder = Path(tempfile.gettempdir()) / f"afk-hooks-{os.getuid()}"
+        folder.mkdir(mode=0o700, exist_ok=True)
+        self.path = folder / (hashlib.sha256(key.encode("utf-8", "surrogatepass"))
+                              .hexdigest()[:32] + ".json")
+        try:
+            data = json.loads(self.path.read_text("utf-8"))
+            self.data: dict[str, Any] = data if isinstance(data, dict) else {}
+        except (OSError, ValueError):
+            self.data = {}
+
+    def save(self) -> None:
+        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}")
+        tmp.write_text(json.dumps(self.data), "utf-8")
+        tmp.replace(self.path)
+
+    def forget(self) -> None:
+        self.data = {}
+        self.path.unlink(missing_ok=True)
+
+
+# -- acting on one event ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Look:
+    """The session's task as the database sees it now."""
+
+    task_id: uuid.UUID
+    token: int
+    state: str
+    current_token: int
+    lease_left: float
+
+    @property
+    def held(self) -> bool:
+        return self.state == "running" and self.current_token == self.token
+
+    @property
+    def finished_by_us(self) -> bool:
+        return self.state in ("done", "failed") and self.current_token == self.token
+
+    def why_lost(self) -> str:
+        if self.current_token != self.token:
+            return f"it was claimed again since (token {self.current_token} replaced {self.token})"
+        if self.state == "running":
+            return "its lease ran out: your supervisor is gone, and it will be reclaimed"
+        if self.state in ("done", "failed"):
+            return f"it is {self.state}"
+        return f"it is {self.state} (its lease ran out and it was reclaimed, or it was paused)"
+
+
+class Hook:
+    """One ``afk hook`` run against a queue."""
+
+    def __init__(self, queue: Any, ctx: Context) -> None:
+        self.q = queue
+        self.ctx = ctx
+        key = f"{queue.db.conninfo}|{ctx.session}"
+        if ctx.supervised is not None:
+            key += f"|{ctx.supervised[0]}|{ctx.supervised[1]}"
+        self.cache = SessionCache(key)
+
+    def look(self, files: list[str] | None = None, renew: bool | None = None) -> Look | None:
+        """One round trip: touch the session's task (fenced) and read it."""
+        task_id: uuid.UUID | None
+        token: int | None
+        if self.ctx.supervised is not None:
+            task_id, token = self.ctx.supervised
+        elif self.cache.data.get("task") and not self.cache.data.get("lost"):
+            task_id, token = uuid.UUID(self.cache.data["task"]), int(self.cache.data["token"])
+        else:
+            task_id, token = None, None
+        rows = self.q.db.fetch("hook_touch", {
+            "id": task_id, "token": token, "runner": self.ctx.session,
+            "renew": self.ctx.supervised is None if renew is None else renew,
+            "files": files or [], "max_files": MAX_FILES,
+            "lease_seconds": self.q.settings.lease_seconds,
+        })
+        if not rows:
+            return None
+        row = rows[0]
+        found = Look(row["id"], row["token"], row["cur_state"], row["cur_token"],
+                     float(row["lease_left"] if row["lease_left"] is not None else -1))
+        if self.ctx.supervised is None and self.cache.data.get("task") != str(found.task_id):
+            self.cache.data.update({"task": str(found.task_id), "token": found.token,
+                                    "lost": None})
+        return found
+
+    def verdict(self, found: Look | None) -> str | None:
+        """None while the session may go on; else why it must stop."""
+        if found is None:
+            return None
+        if found.held and (found.lease_left > 0 or self.ctx.supervised is None):
+            return None
+        if found.finished_by_us and self.ctx.supervised is None:
+            return None  # the session finished its own claim: it may claim the next
+        return (f"afk: task {found.task_id} is no longer yours: {found.why_lost()}. "
+                "Stop working on it now: do not edit files, run commands or post anything "
+                "for it; end your turn. (Commands that start with `afk` are still allowed.)")
+
+    def check(self, files: list[str] | None = None) -> str | None:
+        """Touch and judge the session's task; remember the verdict. A session
+        whose own claim was lost stays stopped until it holds a new claim."""
+        found = self.look(files)
+        if found is None:
+            return self.cache.data.get("lost") if self.ctx.supervised is None else None
+        reason = self.verdict(found)
+        self.remember(found, reason)
+        return reason
+
+    def remember(self, found: Look | None, reason: str | None) -> None:
+        if found is None:
+            return
+        if self.ctx.supervised is None and found.finished_by_us:
+            self.cache.forget()
+            return
+        ttl = min(CHECK_TTL, found.lease_left - 0.5) if reason is None else 0
+        self.cache.data.update({"task": str(found.task_id), "token": found.token,
+                                "lost": reason, "until": time.time() + max(ttl, 0)})
+        self.cache.save()
+
+    # -- events ---------------------------------------------------------
+
+    def session_start(self) -> None:
+        found = self.look(renew=False)
+        env_file = os.environ.get("CLAUDE_ENV_FILE")
+        if env_file and self.ctx.supervised is None:
+            lines = [f"export AFK_RUNNER_ID={shlex.quote(self.ctx.session)}"]
+            if found is not None and found.held:
+                lines += [f"export AFK_TASK_ID={found.task_id}",
+                          f"export AFK_TASK_TOKEN={found.token}"]
+            with open(env_file, "a", encoding="utf-8") as out:
+                out.write("\n".join(lines) + "\n")
+        if found is None:
+            return
+        reason = self.verdict(found)
+        self.remember(found, reason)
+        from .agent import resume_brief
+
+        source = self.ctx.payload.get("source")
+        head = ["# afk: the task this session works on"]
+        if source == "compact":
+            head.append("(Your context was just compacted: this is where the task stands.)")
+        if reason is not None:
+            head.append(reason)
+        elif self.ctx.supervised is not None:
+            head.append(f"Task id {found.task_id}, token {found.token} (also in AFK_TASK_ID "
+                        "and AFK_TASK_TOKEN). Record progress with `afk checkpoint --patch "
+                        "'{\"step\": \"...\"}'` and run outside effects with `afk once --name "
+                        "NAME -- COMMAND`. Exit when the task is done: your supervisor "
+                        "finishes it. If it cannot be done, run `afk fail --error '...'`.")
+        else:
+            head.append(f"You claimed task {found.task_id} with token {found.token}. Record "
+                        "progress with `afk checkpoint`, and finish it with `afk done` (or "
+                        "`afk fail --error '...'`).")
+        brief = resume_brief(self.q, str(found.task_id))
+        self.ctx.out = {"hookSpecificOutput": {"hookEventName": "SessionStart",
+                                               "additionalContext": "\n".join(head) + "\n\n"
+                                               + brief}}
+
+    def pre_tool_use(self) -> None:
+        cached = self.cache.data
+        if cached.get("lost") is None and cached.get("task") and \
+                time.time() < float(cached.get("until", 0)):
+            return  # held a moment ago, and the lease has not run out since
+        reason = self.check()
+        if reason is not None and not self._is_afk_command():
+            self.ctx.out = {"hookSpecificOutput": {
+                "hookEventName": "PreToolUse", "permissionDecision": "deny",
+                "permissionDecisionReason": reason}}
+
+    def _is_afk_command(self) -> bool:
+        tool_input = self.ctx.payload.get("tool_input")
+        if self.ctx.payload.get("tool_name") != "Bash" or not isinstance(tool_input, dict):
+            return False
+        command = tool_input.get("command")
+        if not isinstance(command, str):
+            return False
+        try:
+            words = shlex.split(command)
+        except ValueError:
+            return False
+        shell_ops = {";", "&&", "||", "|", "&", "`", "$("}
+        return bool(words) and Path(words[0]).name == "afk" and \
+            not any(op in command for op in shell_ops)
+
+    def post_tool_use(self) -> None:
+        reason = self.check(self._edited_files())
+        if reason is not None:
+            self.ctx.out = {"hookSpecificOutput": {"hookEventName": "PostToolUse",
+                                                   "additionalContext": reason}}
+
+    def _edited_files(self) -> list[str]:
+        key = EDIT_TOOLS.get(str(self.ctx.payload.get("tool_name")))
+        tool_input = self.ctx.payload.get("tool_input")
+        if key is None or not isinstance(tool_input, dict):
+            return []
+        path = tool_input.get(key)
+        if not isinstance(path, str) or not path or len(path) > 4096 or "\x00" in path:
+            return []
+        return [path]
+
+    def pre_compact(self) -> None:
+        self.check()
+
+    def stop(self) -> None:
+        """An end of turn: nothing is paused. The gate keeps a session that
+        still holds its own claim working on it, a bounded number of times."""
+        if not self.ctx.gate or self.ctx.supervised is not None:
+            return
+        if self.ctx.payload.get("stop_hook_active") is True:
+            return
+        found = self.look()
+        if found is None or not found.held:
+            self.remember(found, self.verdict(found))
+            return
+        blocks = int(self.cache.data.get("gate_blocks", 0))
+        if blocks >= GATE_CAP:
+            return
+        self.cache.data["gate_blocks"] = blocks + 1
+        self.remember(found, None)
+        self.ctx.out = {"decision": "block", "reason": (
+            f"afk: task {found.task_id} is still running under your claim. Finish it with "
+            f"`afk done {found.task_id} --token {found.token}`, or give up with `afk fail "
+            f"{found.task_id} --token {found.token} --error '...'` saying why.")}
+
+    def session_end(self) -> None:
+        """Pause the session's own claim; a supervisor's task is not touched."""
+        self.cache.forget()
+        if self.ctx.supervised is not None:
+            return
+        reason = self.ctx.payload.get("reason")
+        reason = reason if isinstance(reason, str) and reason.isprintable() else "other"
+        paused = self.q.pause(None, runner=self.ctx.session,
+                              reason=f"session ended: {reason[:100]}")
+        if paused:
+            print(f"afk hook: paused {len(paused)} task(s) of session {self.ctx.session}",
+                  file=sys.stderr)
+
+    def run(self) -> None:
+        handler = {"SessionStart": self.session_start, "PreToolUse": self.pre_tool_use,
+                   "PostToolUse": self.post_tool_use, "PreCompact": self.pre_compact,
+                   "Stop": self.stop, "SessionEnd": self.session_end}[self.ctx.event]
+        handler()
+
+
+def context(payload: dict[str, Any], gate: bool, alias: str | None) -> Context | None:
+    """The context of a payload; None for an event we do not handle."""
+    event = payload.get("hook_event_name")
+    if event is None and alias == "stop":
+        event = "Stop"  # settings written by an old `afk hooks` sent no event name
+    if not isinstance(event, str):
+        raise Malformed("the payload has no hook_event_name string")
+    if event not in EVENTS:
+        return None
+    session = _text(payload, "session_id")
+    return Context(event, session, payload, supervised_task(dict(os.environ)), gate)
