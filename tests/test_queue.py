@@ -204,14 +204,20 @@ def test_retry_is_all_or_nothing(queue, sql):
     assert sql.fingerprint() == before
 
 
-def test_done_and_fail_on_a_task_that_is_not_running(queue, sql):
+def test_done_again_is_a_replay_and_any_other_write_after_it_is_a_lost_lease(queue, sql):
     queue.enqueue("a", plan(2))
     task = queue.claim("a", runner="r")
     queue.done(task, {"ok": True})
     todo_id = sql.one("SELECT id FROM afk_task WHERE state = 'todo'")
     before = sql.fingerprint()
-    with pytest.raises(NotRunning):
-        queue.done(task)
+    # the worker lost the reply to its done and sends it again: the same outcome
+    again = queue.done(task, {"ok": True})
+    assert (again.state, again.result) == ("done", {"ok": True})
+    # exit 4 means "you no longer hold this task", whatever the reason
+    for write in (lambda: queue.fail(task, "late"), lambda: queue.heartbeat(task),
+                  lambda: queue.checkpoint(task, {"x": 1}), lambda: queue.pause_task(task)):
+        with pytest.raises(LeaseLost):
+            write()
     with pytest.raises(BadInput):
         queue.fail(todo_id, "x", token=task.token)
     with pytest.raises(TaskNotFound):
