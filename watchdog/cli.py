@@ -355,8 +355,6 @@ def cmd_hook(args: argparse.Namespace) -> int:
             print("afk hook: ignored: not an event afk handles", file=sys.stderr)
             return EXIT_OK
         from .config import load_all, resolve_dsn
-        from .db import Database
-        from .queue import Queue
 
         settings = load_all(args.config)
         dsn = resolve_dsn(args.dsn, settings=settings, start=False)
@@ -364,9 +362,11 @@ def cmd_hook(args: argparse.Namespace) -> int:
             print("afk hook: warning: no database: the embedded server is not running "
                   "(`afk db start`) and no DSN is set; nothing was recorded", file=sys.stderr)
             return EXIT_OK
-        db = Database(dsn, connect_timeout=2, statement_timeout=3, application_name="afk-hook")
-        with Queue(db, settings=settings.queue) as q:
-            hooks.Hook(q, ctx).run()
+        hook = hooks.Hook(dsn, settings.queue, ctx)
+        try:
+            hook.run()
+        finally:
+            hook.close()
         if ctx.out:
             emit(ctx.out)
     except AfkError as exc:

@@ -310,15 +310,41 @@ class Look:
 
 
 class Hook:
-    """One ``afk hook`` run against a queue."""
+    """One ``afk hook`` run against the database at ``conninfo``. The queue is
+    opened on first use only: a PreToolUse answered from the cache never loads
+    the driver."""
 
-    def __init__(self, queue: Any, ctx: Context) -> None:
-        self.q = queue
-        self.ctx = ctx
-        key = f"{queue.db.conninfo}|{ctx.session}"
+    def __init__(self, conninfo: str, settings: Any, ctx: Context) -> None:
+        self.conninfo, self.settings, self.ctx = conninfo, settings, ctx
+        self._db: Any = None
+        self._queue: Any = None
+        key = f"{conninfo}|{ctx.session}"
         if ctx.supervised is not None:
             key += f"|{ctx.supervised[0]}|{ctx.supervised[1]}"
         self.cache = SessionCache(key)
+
+    @property
+    def db(self) -> Any:
+        """The database, connected on first use (the tool-call events need only this)."""
+        if self._db is None:
+            from .db import Database
+
+            self._db = Database(self.conninfo, connect_timeout=2, statement_timeout=3,
+                                application_name="afk-hook")
+        return self._db
+
+    @property
+    def q(self) -> Any:
+        """The queue API, for the session events (the brief, the pause)."""
+        if self._queue is None:
+            from .queue import Queue
+
+            self._queue = Queue(self.db, settings=self.settings)
+        return self._queue
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
 
     def look(self, files: list[str] | None = None, renew: bool | None = None) -> Look | None:
         """One round trip: touch the session's task (fenced) and read it."""
@@ -330,11 +356,11 @@ class Hook:
             task_id, token = uuid.UUID(self.cache.data["task"]), int(self.cache.data["token"])
         else:
             task_id, token = None, None
-        rows = self.q.db.fetch("hook_touch", {
+        rows = self.db.fetch("hook_touch", {
             "id": task_id, "token": token, "runner": self.ctx.session,
             "renew": self.ctx.supervised is None if renew is None else renew,
             "files": files or [], "max_files": MAX_FILES,
-            "lease_seconds": self.q.settings.lease_seconds,
+            "lease_seconds": self.settings.lease_seconds,
         })
         if not rows:
             return None
