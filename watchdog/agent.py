@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import os
+import shutil
 import subprocess
 from typing import TYPE_CHECKING, Any
 
@@ -82,39 +85,57 @@ def _one_line(text: str, limit: int = 300) -> str:
 
 
 def run_once(queue: Queue, task_id: str, token: int, name: str, command: list[str],
-             env: dict[str, str]) -> tuple[int, bytes]:
+             env: dict[str, str]) -> tuple[int, bytes, str | None]:
     """``afk once``: run ``command`` unless effect ``name`` is recorded; record
-    its stdout and exit status when it succeeds. Returns (status, stdout)."""
+    its exit status and stdout when it exits 0. Returns (status, stdout, note).
+
+    Once the command has run and exited 0 its effect is recorded whatever it
+    printed: output over a quarter of the JSON cap is recorded as a prefix,
+    and a replay says it was cut. A program that cannot be found is refused
+    before anything is recorded."""
     if not command:
         raise BadInput("no command given after --")
+    program = command[0]
+    found = (program if "/" in program and os.access(program, os.X_OK)
+             and os.path.isfile(program) else shutil.which(program, path=env.get("PATH")))
+    if not found:
+        raise BadInput(f"cannot run {program!r}: no such program (nothing was recorded)")
+    budget = max(queue.settings.max_json_bytes // 4, 1)
     ran: dict[str, Any] = {}
 
     def call(ctx: Any) -> dict[str, Any]:
         proc = subprocess.run(command, stdout=subprocess.PIPE,
                               env={**env, "AFK_EFFECT_KEY": ctx.key, "AFK_TASK_ID": task_id})
-        ran["status"] = proc.returncode
-        ran["stdout"] = proc.stdout
-        if proc.returncode != 0:
-            raise _CommandFailed(proc.returncode)
+        status = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
+        ran["status"], ran["stdout"] = status, proc.stdout
+        if status != 0:
+            raise _CommandFailed(status)
+        out = proc.stdout[:budget]
+        record: dict[str, Any] = {"exit": 0}
+        if len(proc.stdout) > budget:
+            record["stdout_bytes"] = len(proc.stdout)
         try:
-            return {"exit": 0, "stdout": proc.stdout.decode("utf-8")}
+            record["stdout"] = out.decode("utf-8")
         except UnicodeDecodeError:
-            import base64
-
-            return {"exit": 0, "stdout_b64": base64.b64encode(proc.stdout).decode()}
+            record["stdout_b64"] = base64.b64encode(out).decode()
+        return record
 
     try:
         recorded = queue.effect(task_id, name, call, token=token)
     except _CommandFailed as failed:
-        return failed.status, ran["stdout"]
+        return failed.status, ran["stdout"], None
     except LeaseLost as lost:
         lost.stdout = ran.get("stdout")
         raise
-    if "stdout_b64" in recorded:
-        import base64
-
-        return int(recorded["exit"]), base64.b64decode(recorded["stdout_b64"])
-    return int(recorded["exit"]), str(recorded["stdout"]).encode("utf-8")
+    if "stdout" in ran:  # it ran just now: pass its whole output through
+        return 0, ran["stdout"], None
+    out = base64.b64decode(recorded["stdout_b64"]) if "stdout_b64" in recorded else \
+        str(recorded["stdout"]).encode("utf-8")
+    note = None
+    if "stdout_bytes" in recorded:
+        note = (f"the recorded output was cut to its first {len(out)} of "
+                f"{recorded['stdout_bytes']} bytes")
+    return int(recorded["exit"]), out, note
 
 
 class _CommandFailed(Exception):

@@ -22,6 +22,7 @@ from .errors import AfkError, BadInput
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_EMPTY, EXIT_LEASE_LOST = 0, 1, 2, 3, 4
 #: seconds after which `afk hook` gives up and exits 0 (its hook timeouts are 10 s)
 HOOK_DEADLINE = 8
+MAX_SINCE = 100 * 365 * 86400
 
 logger = logging.getLogger(__name__)
 
@@ -230,6 +231,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_dead(args: argparse.Namespace) -> int:
     since = parse_duration(args.since) if args.since is not None else None
+    if since is not None and since > MAX_SINCE:
+        raise BadInput(f"--since {args.since} is longer than 100 years")
     with open_queue(args) as q:
         emit([t.to_json() for t in q.dead(agent_of(args, required=False), since_seconds=since)])
     return EXIT_OK
@@ -273,8 +276,9 @@ def cmd_watchdog(args: argparse.Namespace) -> int:
 
     settings = load_all(args.config)
     settings.check_service()
-    logs.configure(os.environ.get("AFK_LOG_LEVEL", "INFO"), settings.service.log_format)
-    watchdog = Watchdog(str(resolve_dsn(args.dsn, settings=settings)), settings)
+    dsn = str(resolve_dsn(args.dsn, settings=settings))
+    logs.configure(os.environ.get("AFK_LOG_LEVEL", "INFO"), settings.service.log_format, dsn)
+    watchdog = Watchdog(dsn, settings)
     if args.action == "tick":
         outcome = watchdog.run_job(args.job)
         watchdog.close()
@@ -303,7 +307,8 @@ def cmd_once(args: argparse.Namespace) -> int:
     task_id, token = task_of(args)
     with open_queue(args) as q:
         try:
-            status, out = run_once(q, task_id, token, args.name, command, dict(os.environ))
+            status, out, note = run_once(q, task_id, token, args.name, command,
+                                         dict(os.environ))
         except LeaseLost as lost:
             if lost.stdout:
                 sys.stdout.buffer.write(lost.stdout)
@@ -311,6 +316,8 @@ def cmd_once(args: argparse.Namespace) -> int:
             raise
     sys.stdout.buffer.write(out)
     sys.stdout.flush()
+    if note:
+        print(f"afk: {note}", file=sys.stderr)
     return status
 
 
@@ -569,6 +576,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=level_of(os.environ.get("AFK_LOG_LEVEL"), "WARNING"),
                         format="afk: %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     argv = list(sys.argv[1:] if argv is None else argv)
+    for number, arg in enumerate(argv, 1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            print(f"afk: argument {number} is not valid UTF-8; nothing was changed",
+                  file=sys.stderr)
+            return EXIT_USAGE
+    level = os.environ.get("AFK_LOG_LEVEL")
+    if level and not isinstance(logging.getLevelName(level.strip().upper()), int):
+        print(f"afk: AFK_LOG_LEVEL={level!r} is not a log level (DEBUG, INFO, WARNING, "
+              "ERROR)", file=sys.stderr)
+        return EXIT_USAGE
     command: list[str] = []
     if "--" in argv and "once" in argv[: argv.index("--")]:
         # afk once ... -- COMMAND ARGS: everything after -- is the command

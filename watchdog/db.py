@@ -18,7 +18,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from . import sql
-from .errors import DatabaseError, SchemaMissing, redact
+from .errors import BadInput, DatabaseError, SchemaMissing, redact, scrub
 
 if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
@@ -36,23 +36,37 @@ def json_param(value: Any) -> Jsonb:
 
 
 @contextmanager
-def translate_errors() -> Iterator[None]:
-    """Driver errors become ours, with a one-line reason and no secrets."""
+def translate_errors(conninfo: str | None = None) -> Iterator[None]:
+    """Driver errors become ours, with a one-line reason and no secrets: the
+    password of ``conninfo`` is scrubbed from whatever libpq or psycopg said."""
     try:
         yield
     except (pg_errors.UndefinedTable, pg_errors.UndefinedObject) as exc:
         raise SchemaMissing(
-            f"the afk schema is missing or outdated ({first_line(exc)}): run `afk migrate`"
-        ) from exc
+            f"the afk schema is missing or outdated ({first_line(exc, conninfo)}): "
+            "run `afk migrate`") from exc
     except psycopg.OperationalError as exc:
-        raise DatabaseError(f"database unreachable: {first_line(exc)}") from exc
+        raise DatabaseError(f"database unreachable: {first_line(exc, conninfo)}") from exc
     except psycopg.Error as exc:
-        raise DatabaseError(f"database error: {first_line(exc)}") from exc
+        raise DatabaseError(f"database error: {first_line(exc, conninfo)}") from exc
 
 
-def first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException, conninfo: str | None = None) -> str:
     text = str(exc).strip().splitlines()
-    return redact(text[0]) if text else type(exc).__name__
+    return scrub(text[0], conninfo) if text else type(exc).__name__
+
+
+def check_conninfo(conninfo: str) -> None:
+    """Refuse a connection string libpq cannot parse, without repeating it:
+    libpq's own message quotes the token it choked on, which may be the
+    password."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        conninfo_to_dict(conninfo)
+    except psycopg.Error:
+        raise BadInput("the DSN is not a valid connection string (check its quoting; a % in "
+                       "a URL must be written %25)") from None
 
 
 class Database:
@@ -67,6 +81,7 @@ class Database:
     def __init__(self, conninfo: str, *, pool_size: int | None = None,
                  connect_timeout: float = 10, statement_timeout: float | None = None,
                  application_name: str = "afk") -> None:
+        check_conninfo(conninfo)
         self.conninfo = conninfo
         self._pool_size = pool_size
         self._connect_timeout = connect_timeout
@@ -81,7 +96,7 @@ class Database:
 
     def connect(self, *, autocommit: bool = True) -> Connection:
         """A new connection of its own (the caller closes it)."""
-        with translate_errors():
+        with translate_errors(self.conninfo):
             return psycopg.connect(self.conninfo, autocommit=autocommit, row_factory=dict_row,
                                    connect_timeout=max(1, int(self._connect_timeout)),
                                    **self._kwargs)
@@ -106,16 +121,16 @@ class Database:
                 # a connection broken by a server restart is replaced, not handed out
                 check=ConnectionPool.check_connection,
             )
-            with translate_errors():
+            with translate_errors(self.conninfo):
                 self._pool.open(wait=False)
-        with translate_errors(), self._pool.connection() as pooled:
+        with translate_errors(self.conninfo), self._pool.connection() as pooled:
             yield pooled
 
     def fetch(self, name: str, params: Mapping[str, Any] | None = None,
               conn: Connection | None = None) -> list[Row]:
         """Run the named statement in one round trip; return its rows as dicts."""
         statement = sql.query(name)
-        with translate_errors(), self.connection(conn) as c:
+        with translate_errors(self.conninfo), self.connection(conn) as c:
             cur = c.cursor(row_factory=dict_row)
             cur.execute(statement, params or {})
             # (rownumber, not description: description builds column objects each time)
@@ -125,7 +140,7 @@ class Database:
     def transaction(self) -> Iterator[Connection]:
         """A connection inside a transaction: committed when the block ends,
         rolled back if it raises."""
-        with translate_errors(), self.connection() as conn, conn.transaction():
+        with translate_errors(self.conninfo), self.connection() as conn, conn.transaction():
             yield conn
 
     def close(self) -> None:
@@ -145,7 +160,7 @@ class Database:
         finds nothing left to do.
         """
         applied: list[str] = []
-        with translate_errors(), self.connect(autocommit=False) as conn:
+        with translate_errors(self.conninfo), self.connect(autocommit=False) as conn:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS afk_schema_version ("
@@ -167,7 +182,7 @@ class Database:
         return applied
 
     def schema_version(self) -> int:
-        with translate_errors(), self.connection() as c:
+        with translate_errors(self.conninfo), self.connection() as c:
             found = c.execute("SELECT to_regclass('afk_schema_version') AS t").fetchone()
             if not found or found["t"] is None:
                 return 0
@@ -207,7 +222,7 @@ class LeaderLock:
                 self.held = bool(row and row["ok"])
         except psycopg.Error as exc:
             self.release()
-            raise DatabaseError(f"leader lock: {first_line(exc)}") from exc
+            raise DatabaseError(f"leader lock: {first_line(exc, self._db.conninfo)}") from exc
         except DatabaseError:
             self.release()
             raise

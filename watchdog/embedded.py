@@ -12,6 +12,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import socket
 import subprocess
 import warnings
 from collections.abc import Iterator
@@ -19,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import DatabaseError
+from .errors import BadInput, DatabaseError
 
 logger = logging.getLogger(__name__)
 
@@ -48,24 +49,39 @@ class ServerInfo:
 
 
 def running(pgdata: Path) -> ServerInfo | None:
-    """The server running on ``pgdata``, read from its postmaster.pid, or None."""
+    """The server running on ``pgdata``, or None. postmaster.pid says where to
+    look, but after a crash or a reboot it may be stale and its pid another
+    process's: the server counts as running only if that process is a
+    postgres server and its socket answers."""
     try:
         lines = (pgdata / "postmaster.pid").read_text().splitlines()
         pid, port, socket_dir, status = int(lines[0]), int(lines[3]), lines[4], lines[7].strip()
     except (OSError, ValueError, IndexError):
         return None
-    if status != "ready" or not socket_dir or not _alive(pid):
+    if status != "ready" or not socket_dir or not _is_postgres(pid):
+        return None
+    if not _answers(Path(socket_dir) / f".s.PGSQL.{port}"):
         return None
     return ServerInfo(pid, pgdata, port, Path(socket_dir))
 
 
-def _alive(pid: int) -> bool:
+def _is_postgres(pid: int) -> bool:
+    """Whether ``pid`` is a live postgres process (not a reused pid)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        name = Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
         return False
-    except PermissionError:
-        return True  # alive, owned by the server's own user (we run as root)
+    return name.startswith("postgres")
+
+
+def _answers(path: Path) -> bool:
+    """Whether a server accepts connections on this Unix socket."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(2)
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
     return True
 
 
@@ -80,11 +96,18 @@ def ensure_running(afk_home: Path) -> ServerInfo:
     info = running(pgdata)
     if info is not None:
         return info
-    afk_home.mkdir(parents=True, exist_ok=True)
-    with _lock(afk_home):
-        info = running(pgdata)
-        if info is None:
-            info = _start(pgdata)
+    try:
+        afk_home.mkdir(parents=True, exist_ok=True)
+        with _lock(afk_home):
+            info = running(pgdata)
+            if info is None:
+                # a postmaster.pid left by a crash names no server of ours: the
+                # server would refuse to start while it names a live process
+                (pgdata / "postmaster.pid").unlink(missing_ok=True)
+                info = _start(pgdata)
+    except (NotADirectoryError, FileExistsError, PermissionError, IsADirectoryError) as exc:
+        raise BadInput(f"AFK_HOME {afk_home} is not a usable folder: "
+                       f"{exc.strerror or exc}") from None
     return info
 
 

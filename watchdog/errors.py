@@ -52,6 +52,32 @@ class SchemaMissing(DatabaseError):
 _PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)|(://[^:/@]*:)([^@]*)(@)", re.I)
 
 
+def dsn_secrets(conninfo: str) -> list[str]:
+    """The password of a connection string in every form a message may repeat
+    it: as written, percent-decoded and percent-encoded. Longest first."""
+    from urllib.parse import quote, unquote
+
+    found: list[str] = []
+    if "://" in conninfo:
+        rest = conninfo.split("://", 1)[1]
+        userinfo = rest.rsplit("@", 1)[0] if "@" in rest else ""
+        if ":" in userinfo:
+            found.append(userinfo.split(":", 1)[1])
+    found += [m.group(1).strip("'") for m in re.finditer(
+        r"password\s*=\s*('(?:[^'\\]|\\.)*'|[^&\s]+)", conninfo, re.I)]
+    forms = {form for raw in found for form in (raw, unquote(raw), quote(unquote(raw), safe=""))}
+    return sorted((f for f in forms if f), key=len, reverse=True)
+
+
+def scrub(text: str, conninfo: str | None) -> str:
+    """``text`` with the password of ``conninfo`` (in any form) and any DSN
+    password pattern replaced by ``***``: for every message a driver error
+    turns into."""
+    for secret in dsn_secrets(conninfo) if conninfo else []:
+        text = text.replace(secret, "***")
+    return redact(text)
+
+
 def redact(conninfo: str) -> str:
     """The connection string with any password replaced by ``***``."""
 

@@ -7,7 +7,10 @@ import logging
 import sys
 from datetime import UTC, datetime
 
-from .errors import redact
+from .errors import scrub
+
+#: the connection string of this process, whose password no log line may show
+_conninfo: str | None = None
 
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
 
@@ -21,13 +24,13 @@ class JsonFormatter(logging.Formatter):
             "ts": datetime.fromtimestamp(record.created, UTC).isoformat(),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "msg": redact(record.getMessage()),
+            "msg": scrub(record.getMessage(), _conninfo),
         }
         for key, value in record.__dict__.items():
             if key not in _STANDARD and not key.startswith("_"):
                 out[key] = value
         if record.exc_info:
-            out["exc"] = redact(self.formatException(record.exc_info))
+            out["exc"] = scrub(self.formatException(record.exc_info), _conninfo)
         return json.dumps(out, default=str, ensure_ascii=False)
 
 
@@ -38,7 +41,7 @@ class TextFormatter(logging.Formatter):
                   if k not in _STANDARD and not k.startswith("_")}
         if fields:
             text += " " + " ".join(f"{k}={json.dumps(v, default=str)}" for k, v in fields.items())
-        return redact(text)
+        return scrub(text, _conninfo)
 
 
 def level_of(name: str | None, default: str = "INFO") -> int:
@@ -47,7 +50,9 @@ def level_of(name: str | None, default: str = "INFO") -> int:
     return value if isinstance(value, int) else int(logging.getLevelName(default))
 
 
-def configure(level: str = "INFO", fmt: str = "text") -> None:
+def configure(level: str = "INFO", fmt: str = "text", conninfo: str | None = None) -> None:
+    global _conninfo
+    _conninfo = conninfo
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json"
                          else TextFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))

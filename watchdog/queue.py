@@ -25,6 +25,7 @@ logger = logging.getLogger(__name__)
 STATES = ("todo", "running", "paused", "done", "failed")
 MAX_TEXT = 10_000  # characters of a title, an agent id or a key
 MAX_ERROR = 100_000  # characters of last_error kept
+MAX_ATTEMPTS = 1_000  # the largest max_attempts a task may have
 
 
 @dataclass(frozen=True)
@@ -254,9 +255,11 @@ class Queue:
         key = None if task.key is None else check_text(f"{where}: key", task.key)
         max_attempts = task.max_attempts
         if max_attempts is not None and (
-            not isinstance(max_attempts, int) or isinstance(max_attempts, bool) or max_attempts < 1
+            not isinstance(max_attempts, int) or isinstance(max_attempts, bool)
+            or not 1 <= max_attempts <= MAX_ATTEMPTS
         ):
-            raise BadInput(f"{where}: max_attempts must be a whole number >= 1")
+            raise BadInput(f"{where}: max_attempts must be a whole number from 1 to "
+                           f"{MAX_ATTEMPTS}")
         return NewTask(title, spec, key, max_attempts)
 
     # -- workers ----------------------------------------------------------
@@ -514,8 +517,8 @@ class Queue:
         """Failed tasks, newest first."""
         if agent_id is not None:
             agent_id = check_text("agent id", agent_id)
-        if since_seconds is not None and since_seconds <= 0:
-            raise BadInput("since must be positive")
+        if since_seconds is not None and not 0 < since_seconds <= 100 * 365 * 86400:
+            raise BadInput("since must be positive and at most 100 years")
         rows = self.db.fetch("dead", {"agent_id": agent_id, "since_seconds": since_seconds,
                                       "limit": limit})
         return [Task.from_row(r) for r in rows]
@@ -579,6 +582,8 @@ def check_text(what: str, value: Any) -> str:
         raise BadInput(f"{what} must be a non-empty string")
     if "\x00" in value:
         raise BadInput(f"{what} must not contain a NUL character")
+    if not _is_utf8(value):
+        raise BadInput(f"{what} is not valid UTF-8 (a lone surrogate)")
     if len(value) > MAX_TEXT:
         raise BadInput(f"{what} is longer than {MAX_TEXT} characters")
     return value
@@ -596,7 +601,17 @@ def dumps_json(what: str, value: Any) -> str:
         raise BadInput(f"{what} is not JSON-serialisable: {exc}") from None
     if "\\u0000" in text and _NUL_ESCAPE.search(text):
         raise BadInput(f"{what} must not contain a NUL character (\\u0000)")
+    if not _is_utf8(text):
+        raise BadInput(f"{what} is not valid UTF-8 (a lone surrogate such as \\ud800)")
     return text
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def check_json_size(what: str, value: Any, max_bytes: int) -> None:
