@@ -429,9 +429,15 @@ def cmd_digest(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from .config import load_all, resolve_dsn
     from .demo import run
 
-    return run(args.dsn or os.environ.get("AFK_DSN"))
+    settings = load_all(args.config)
+    explicit = args.dsn or os.environ.get("AFK_DSN") or settings.dsn
+    if not explicit:
+        print("No DSN given: using the embedded PostgreSQL server (afk db status shows it).",
+              flush=True)
+    return run(str(resolve_dsn(args.dsn, settings=settings)))
 
 
 # -- parser -----------------------------------------------------------------

@@ -263,6 +263,9 @@ class DigestSettings:
         for f in fields(self):
             if f.metadata.get("duration") and not getattr(self, f.name) > 0:
                 problems.append(f"{f.name} must be positive")
+        if self.templates_dir and not Path(self.templates_dir).is_dir():
+            problems.append(f"templates_dir {self.templates_dir} is not a folder "
+                            "(AFK_TEMPLATES_DIR)")
         if self.retry_cap < self.retry_base:
             problems.append("retry_cap must not be less than retry_base")
         if not 1 <= self.max_groups <= 40:
@@ -325,6 +328,7 @@ def load_all(config_path: str | None = None,
     unknown = sorted(k for k in file_values if k not in known | extra_known)
     if unknown:
         raise BadInput(f"config file {path}: unknown setting(s) {', '.join(unknown)}")
+    warn_unknown_env(env)
     queue = load(QueueSettings, env, file_values)
     service = load(ServiceSettings, env, file_values)
     digest = load_digest(file_values, env)
@@ -332,6 +336,33 @@ def load_all(config_path: str | None = None,
     if dsn is not None and not isinstance(dsn, str):
         raise BadInput(f"config file {path}: dsn must be a string")
     return Settings(queue, service, digest, dsn)
+
+
+#: AFK_* variables that are not settings fields
+OTHER_ENV = ("AFK_DSN", "AFK_CONFIG", "AFK_HOME", "AFK_LOG_LEVEL", "AFK_AGENT_ID",
+             "AFK_RUNNER_ID", "AFK_TASK_ID", "AFK_TASK_TOKEN", "AFK_EFFECT_KEY", "AFK_TEST_DSN")
+
+
+def known_env() -> list[str]:
+    names = list(OTHER_ENV)
+    for cls in (QueueSettings, ServiceSettings, DigestSettings):
+        prefix = getattr(cls, "ENV_PREFIX", "AFK_")
+        names += [f.metadata.get("env") or env_name(f.name, prefix) for f in fields(cls)]
+    return names
+
+
+def warn_unknown_env(env: Mapping[str, str]) -> None:
+    """A typo in a variable name would silently leave a setting at its default:
+    say so, naming the closest known variable (never the value)."""
+    import difflib
+    import logging
+
+    known = known_env()
+    for name in sorted(env):
+        if name.startswith("AFK_") and name not in known:
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            logging.getLogger(__name__).warning("unknown setting %s is ignored%s", name, hint)
 
 
 def credential(name: str, env: Mapping[str, str] | None = None) -> str | None:

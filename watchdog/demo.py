@@ -3,6 +3,7 @@ and a resume that reads the crashed worker's checkpoint."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -23,12 +24,7 @@ def say(text: str) -> None:
     print(text, flush=True)
 
 
-def run(dsn: str | None) -> int:
-    if dsn is None:
-        from .embedded import default_dsn
-
-        say("No DSN given: using the embedded PostgreSQL server (afk db status shows it).")
-        dsn = default_dsn()
+def run(dsn: str) -> int:
     db = Database(dsn)
     db.migrate()
     queue = Queue(db)
@@ -50,8 +46,8 @@ def run(dsn: str | None) -> int:
             return 1
         crashed = uuid.UUID(crash.stdout.strip())
         task, _ = queue.show(crashed)
-        say(f"   '{task.title}' is still {task.state}, checkpoint {task.checkpoint}, "
-            f"lease until {task.lease_until:%H:%M:%S}.")
+        say(f"   '{task.title}' is still {task.state}, checkpoint "
+            f"{json.dumps(task.checkpoint)}, lease until {task.lease_until:%H:%M:%S%z}.")
 
         say(f"3. The lease ({LEASE:g}s) runs out; the watchdog's reclaim pauses the task.")
         reclaimed = 0
@@ -82,9 +78,12 @@ def run(dsn: str | None) -> int:
             say(f"   {event['reason']:<16} {event['from_state'] or '-':>8} -> "
                 f"{event['to_state']:<8} runner={event['runner']}")
         status = queue.status(agent)
-        say(f"6. Final status: {status}")
+        say(f"6. Final status: {json.dumps(status)}")
         return 0 if status["done"] == len(BACKLOG) else 1
     finally:
+        # the demo's tasks are not the user's: leave the queue as it was
+        db.fetch("forget_agent", {"agent_id": agent})
+        say(f"   (the demo's tasks, agent {agent}, were deleted again)")
         queue.close()
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from datetime import UTC, datetime
 
@@ -34,8 +35,24 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, default=str, ensure_ascii=False)
 
 
+#: control characters, and the Unicode line and bidi controls: agent text with
+#: them could forge a separate log line or reorder one
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e"
+                       "\u2066-\u2069]")
+
+
+def escape_controls(text: str) -> str:
+    return _CONTROLS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
 class TextFormatter(logging.Formatter):
+    """One line per record: control characters in the message (agent-written
+    titles and errors reach it) are escaped, so no text can forge a line."""
+
     def format(self, record: logging.LogRecord) -> str:
+        record = logging.makeLogRecord({**record.__dict__,
+                                        "msg": escape_controls(record.getMessage()),
+                                        "args": None})
         text = super().format(record)
         fields = {k: v for k, v in record.__dict__.items()
                   if k not in _STANDARD and not k.startswith("_")}

@@ -12,6 +12,8 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
 
+from .errors import BadInput
+
 JOBS = ("reclaim", "gauges", "poison", "prune", "leader", "digest")
 STATES = ("todo", "running", "paused", "done", "failed")
 
@@ -109,7 +111,11 @@ def serve(metrics: Metrics, host: str, port: int,
         result: Iterable[bytes] = metrics_app(environ, start_response)
         return result
 
-    server = make_server(host, port, app, server_class=_Server, handler_class=_QuietHandler)
+    try:
+        server = make_server(host, port, app, server_class=_Server, handler_class=_QuietHandler)
+    except OSError as exc:
+        raise BadInput(f"cannot serve /metrics on {host}:{port}: {exc.strerror or exc} "
+                       "(another service on that port? set AFK_METRICS_ADDR)") from None
     thread = threading.Thread(target=server.serve_forever, name="afk-metrics", daemon=True)
     thread.start()
     return server, thread

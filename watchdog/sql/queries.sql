@@ -600,3 +600,13 @@ SELECT g.id, g.token, t.state::text AS cur_state, t.lease_token AS cur_token,
        extract(epoch FROM coalesce((SELECT lease_until FROM upd), t.lease_until) - now())::float8
            AS lease_left
   FROM target g JOIN afk_task t ON t.id = g.id;
+
+-- name: forget_agent
+-- Deletes an agent's whole backlog (its history and effects go with it, ON
+-- DELETE CASCADE) and its ordinal counter: what `afk demo` leaves behind.
+WITH gone AS (
+    DELETE FROM afk_task WHERE agent_id = %(agent_id)s RETURNING 1
+), counter AS (
+    DELETE FROM afk_agent WHERE agent_id = %(agent_id)s
+)
+SELECT count(*) AS n FROM gone;
