@@ -45,7 +45,7 @@ def timed(command: list[str], runs: int, stdin: bytes | None = None,
 def row(name: str, ms: list[float], base: float) -> str:
     p50 = statistics.median(ms)
     p95 = sorted(ms)[int(0.95 * (len(ms) - 1))]
-    return f"| {name} | {p50:.1f} | {p95:.1f} | {p50 / base:.1f}× |"
+    return f"| {name} | {p50:.1f} | {p95:.1f} | {p50 / base:.1f}x |"
 
 
 def main() -> None:

@@ -327,3 +327,18 @@ def test_html_digest_renders_in_chromium(tmp_path):
     assert len(colours) > 20, "the rendered digest is blank"
     dark = sum(n for n, value in colours if value < 100)
     assert dark > 500, "no text was drawn"
+
+
+def test_a_forced_digest_that_hit_a_5xx_is_retried_by_the_job(queue, sql, receiver):
+    failing_task(queue)
+    receiver.script[:] = [(503, {})]
+    settings = due_now(sql, webhook_url=receiver.url(), webhook_secret=SECRET)
+    (forced,) = run_once(queue.db, settings, force=True)
+    assert forced.state == "pending"
+    sql("UPDATE afk_digest_delivery SET next_attempt_at = now() - interval '1 second' "
+        "WHERE kind = 'forced'")
+    outcomes = run_once(queue.db, settings)  # the service's job, not forced
+    assert {(o.state, o.period) for o in outcomes} >= {("delivered", forced.period)}
+    assert sql.one("SELECT count(*) FROM afk_digest_delivery WHERE state = 'pending'") == 0
+    assert any(r.headers["X-Afk-Delivery"].startswith("webhook:forced:")
+               for r in receiver.received)

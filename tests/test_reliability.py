@@ -128,7 +128,6 @@ def test_running_rows_without_a_lease_come_back_after_migrate(empty_dsn, sql_fac
     ["claim", "--agnet", "a"],
 ])
 def test_bad_input_is_one_line_exit_2_and_changes_nothing(afk, sql, argv):
-    sql  # the database exists
     before = sql.fingerprint()
     env = {**afk.env}
     proc = subprocess.run([sys.executable, "-m", "watchdog.cli",

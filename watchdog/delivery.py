@@ -280,19 +280,25 @@ def run_once(db: Database, settings: DigestSettings, *, force: bool = False) -> 
     now: datetime = db.fetch("now")[0]["now"]
     kind = "forced" if force else "digest"
     period = now if force else latest_period(settings, now)
-    if period is None:
-        return []
     tz = timezone_of(settings)
 
     def send(destination: str, row: dict[str, Any]) -> int | None:
         digest = build(db, row["window_start"], row["window_end"], settings, tz)
         if digest.all_clear and not settings.all_clear:
             return None
-        delivery_id = f"{destination}:{kind}:{period.isoformat()}"
+        delivery_id = f"{destination}:{row['kind']}:{row['period'].isoformat()}"
         return deliver(settings, destination, digest, delivery_id)
 
-    outcomes = [claim_and_send(db, settings, d, kind, period, FIRST_WINDOW, send)
-                for d in settings.destinations()]
+    outcomes = [] if period is None else [
+        claim_and_send(db, settings, d, kind, period, FIRST_WINDOW, send)
+        for d in settings.destinations()]
+    if not force:
+        # every pending delivery is retried until it lands or fails for good,
+        # forced ones included (their window is the one they were claimed with)
+        outcomes += [claim_and_send(db, settings, r["destination"], r["kind"], r["period"],
+                                    FIRST_WINDOW, send)
+                     for r in db.fetch("digest_due_retries")
+                     if r["destination"] in settings.destinations()]
     return [o for o in outcomes if o is not None]
 
 

@@ -610,3 +610,11 @@ WITH gone AS (
     DELETE FROM afk_agent WHERE agent_id = %(agent_id)s
 )
 SELECT count(*) AS n FROM gone;
+
+-- name: digest_due_retries
+-- Deliveries that are not the periodic digest's own (a forced send) and whose
+-- retry is due: the job retries them until they land or fail for good.
+SELECT destination, kind, period FROM afk_digest_delivery
+ WHERE state = 'pending' AND kind = 'forced' AND next_attempt_at <= now()
+ ORDER BY period
+ LIMIT 20;
