@@ -216,3 +216,51 @@ def test_templates_are_found_in_a_wheel_install(tmp_path):
                          capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert str(tmp_path / "site" / "watchdog" / "templates") in out.stdout
+
+
+TRACEBACK = """Traceback (most recent call last):
+  File "/w/app.py", line 12, in <module>
+    main()
+  File "/w/app.py", line 9, in main
+    {}
+{}"""
+
+
+@pytest.mark.parametrize(("error", "headline"), [
+    (TRACEBACK.format("d['k']", "KeyError: 'user_42'"), "KeyError: 'user_<n>'"),
+    (TRACEBACK.format("open(p, 'w')", "OSError: [Errno 28] No space left on device"),
+     "OSError: [Errno <n>] No space left on device"),
+    ("===== short test summary info =====\nFAILED tests/test_login.py::test_ok - "
+     "AssertionError: assert 401 == 200\n===== 1 failed in 0.3s =====",
+     "FAILED tests/test_login.py::test_ok - AssertionError: assert <n> == <n>"),
+    ("npm ERR! code ERESOLVE\nnpm ERR! ERESOLVE unable to resolve dependency tree",
+     "npm ERR! code ERESOLVE"),
+    ("To github.com:acme/web.git\n ! [rejected]        main -> main (fetch first)\n"
+     "error: failed to push some refs", "! [rejected] main -> main (fetch first)"),
+    ("HTTP 503 from https://api.example.com/v1/jobs/8f3a9c1e2b", "HTTP <n> from "
+     "https://api.example.com/v<n>/jobs/<hex>"),
+])
+def test_errors_are_grouped_by_what_failed(error, headline):
+    from watchdog.digest import normalise_error
+
+    assert normalise_error(error) == headline
+
+
+def test_a_keyerror_and_a_full_disk_are_two_groups_and_a_long_traceback_keeps_its_tail(
+        queue, sql):
+    from watchdog.config import DigestSettings
+    from watchdog.digest import build
+
+    frames = "".join(f'  File "/w/m{i}.py", line {i}, in f{i}\n    f{i + 1}()\n'
+                     for i in range(400))
+    errors = [TRACEBACK.format("d['k']", "KeyError: 'k'"),
+              "Traceback (most recent call last):\n" + frames + "OSError: [Errno 28] No space "
+              "left on device"]
+    for i, error in enumerate(errors):
+        queue.enqueue("a", [NewTask(f"t{i}", max_attempts=1)])
+        queue.fail(queue.claim("a", runner="r"), error)
+    now = sql.one("SELECT now()")
+    digest = build(queue.db, now - timedelta(hours=1), now + timedelta(seconds=1),
+                   DigestSettings(), UTC)
+    titles = sorted(g.error for g in digest.groups)
+    assert titles == ["KeyError: 'k'", "OSError: [Errno <n>] No space left on device"]

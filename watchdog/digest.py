@@ -34,10 +34,42 @@ class RenderError(AfkError):
     """A template produced something that cannot be sent."""
 
 
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Failure)\b")
+#: the line that names a failure, in the shapes coding agents' errors take
+_HEADLINES = [
+    re.compile(r"^FAILED \S+.*$"),  # pytest's short summary
+    re.compile(r"^E\s+\S.*$"),  # pytest's assertion detail
+    re.compile(r"^npm ERR! code \S+.*$"),
+    re.compile(r"^npm ERR! .*\S.*$"),
+    re.compile(r"^\s*! \[(remote )?rejected\].*$"),  # git push
+    re.compile(r"^(error|fatal): .*$"),  # git and most CLIs
+]
+
+
+def error_headline(text: str | None) -> str:
+    """The one line that says what failed. A Python traceback is named by its
+    exception (its last line, ``OSError: [Errno 28] No space left on device``),
+    not by "Traceback (most recent call last):"; pytest summaries, npm, git and
+    CLI errors by their own telling line; anything else by its first line."""
+    lines = [line.rstrip() for line in (text or "").strip().splitlines() if line.strip()]
+    if not lines:
+        return "(no error text)"
+    if any(line.startswith("Traceback (most recent call last)") for line in lines):
+        exceptions = [line for line in lines if _EXCEPTION_LINE.match(line)]
+        if exceptions:
+            return exceptions[-1]
+        return lines[-1].strip()
+    for pattern in _HEADLINES:
+        for line in lines:
+            if pattern.match(line):
+                return line.strip()
+    return lines[0].strip()
+
+
 def normalise_error(text: str | None) -> str:
-    """The error's first line with ids and numbers masked, so that the same
+    """The error's headline with ids and numbers masked, so that the same
     failure in fifty tasks reads as one group."""
-    first = (text or "").strip().splitlines()[0] if (text or "").strip() else "(no error text)"
+    first = error_headline(text)
     first = _UUID.sub("<id>", first)
     first = _HEX.sub("<hex>", first)
     first = _NUMBER.sub("<n>", first)

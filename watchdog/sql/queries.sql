@@ -469,7 +469,11 @@ SELECT destination, kind, period, state, attempts, last_status, last_error,
 -- Everything one digest shows, for a window, in one statement.
 WITH failed AS (
     SELECT id, agent_id, ordinal, title, attempts, max_attempts, idem_key, updated_at,
-           left(coalesce(last_error, ''), 2000) AS last_error,
+           -- the head and the tail of a long error: a traceback names its
+           -- exception on its last line
+           CASE WHEN length(last_error) > 2000
+                THEN left(last_error, 497) || E'\n…\n' || right(last_error, 1500)
+                ELSE coalesce(last_error, '') END AS last_error,
            (SELECT coalesce(jsonb_agg(k ORDER BY k), '[]'::jsonb)
               FROM jsonb_object_keys(checkpoint) AS k) AS checkpoint_keys
       FROM afk_task
