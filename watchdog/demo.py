@@ -66,8 +66,8 @@ def run(dsn: str) -> int:
             done_steps = list(claimed.checkpoint.get("steps_done", []))
             todo = [s for s in STEPS if s not in done_steps]
             if done_steps:
-                say(f"   '{claimed.title}' (attempt {claimed.attempts}): skipping {done_steps}, "
-                    f"doing {todo}")
+                say(f"   '{claimed.title}' (attempt {claimed.attempts}): skipping "
+                    f"{json.dumps(done_steps)}, doing {json.dumps(todo)}")
             for step in todo:
                 done_steps.append(step)
                 queue.checkpoint(claimed, {"steps_done": done_steps})
