@@ -9,6 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.e2e  # real processes, services and tools
+
 ROOT = Path(__file__).parent.parent
 
 

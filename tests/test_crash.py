@@ -9,9 +9,12 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 from conftest import poll
 
 from watchdog import NewTask
+
+pytestmark = pytest.mark.e2e  # real processes, services and tools
 
 WORKER = textwrap.dedent("""
     import sys, time

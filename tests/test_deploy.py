@@ -10,9 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import require_tool
 
 from watchdog.metrics import Metrics
+
+pytestmark = pytest.mark.e2e  # real processes, services and tools
 
 DEPLOY = Path(__file__).parent.parent / "deploy"
 

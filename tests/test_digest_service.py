@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 from datetime import UTC, timedelta
 
+import pytest
 from conftest import poll
 from service_helpers import Service, run
 
 from watchdog import NewTask
+
+pytestmark = pytest.mark.e2e  # real processes, services and tools
 
 SECRET = "k3y"
 

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.e2e  # real processes, services and tools
+
 
 @pytest.fixture
 def afk_home():

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import multiprocessing as mp
 
+import pytest
+
 from watchdog import NewTask, Queue
+
+pytestmark = pytest.mark.e2e  # real processes, services and tools
 
 CTX = mp.get_context("spawn")
 

@@ -17,6 +17,8 @@ from service_helpers import Service, run
 
 from watchdog import NewTask, embedded
 
+pytestmark = pytest.mark.e2e  # real processes, services and tools
+
 
 @pytest.fixture
 def services():

@@ -14,9 +14,12 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+import pytest
 from service_helpers import Service
 
 from watchdog import NewTask
+
+pytestmark = pytest.mark.e2e  # real processes, services and tools
 
 TASKS, WORKERS = 300, 4
 WORKER = str(Path(__file__).parent / "torture_worker.py")
