@@ -86,6 +86,7 @@ def test_stuck_and_all_clear(queue, sql):
     queue.claim("a", runner="r2")
     queue.pause("a", runner="r2")
     sql("UPDATE afk_task SET updated_at = now() - interval '7 hours' WHERE title = 'paused'")
+    sql("UPDATE afk_task SET created_at = now() - interval '7 hours' WHERE title = 'waiting'")
     d = build(queue.db, start, end, DigestSettings(), UTC)
     assert not d.all_clear and d.failed_total == 0
     assert [t["title"] for t in d.expired] == ["stalled"]
@@ -264,3 +265,36 @@ def test_a_keyerror_and_a_full_disk_are_two_groups_and_a_long_traceback_keeps_it
                    DigestSettings(), UTC)
     titles = sorted(g.error for g in digest.groups)
     assert titles == ["KeyError: 'k'", "OSError: [Errno <n>] No space left on device"]
+
+
+def test_the_digest_reads_right_at_breakfast(queue, sql):
+    """Item 15: only late todos are 'stuck', an agent's groups stay together,
+    times carry their zone, bidi controls cannot reverse agent text, long
+    strings wrap, and the `afk dead --agent` hint is shell-quoted."""
+    from watchdog.config import DigestSettings
+    from watchdog.digest import build
+
+    queue.enqueue("fresh", [NewTask("just enqueued")])  # not late: not listed
+    queue.enqueue("late", [NewTask("waiting since yesterday")])
+    sql("UPDATE afk_task SET created_at = now() - interval '2 days' WHERE agent_id = 'late'")
+    agent = "b; rm -rf ~"
+    for i, error in enumerate(["E1", "E1", "E1", "E2", "E3", "E3"]):
+        who = agent if i != 4 else "a"
+        queue.enqueue(who, [NewTask(f"t{i} \u202eevil", max_attempts=1)])
+        queue.fail(queue.claim(who, runner="r"), error)
+    now = sql.one("SELECT now()")
+    digest = build(queue.db, now - timedelta(hours=1), now + timedelta(seconds=1),
+                   DigestSettings(), UTC)
+    assert [t["agent_id"] for t in digest.oldest_todo] == ["late"]
+    agents = [g.agent_id for g in digest.groups]
+    assert agents == sorted(agents, key=agents.index)  # each agent's groups together
+    assert agents.index("a") in (0, len(agents) - 1)
+    for fmt in ("text", "html", "slack"):
+        text = render(digest, fmt, DigestSettings())
+        assert "\u202e" not in text, fmt
+        assert "UTC" in text, fmt
+    html_text = render(digest, "html", DigestSettings())
+    assert "overflow-wrap:anywhere" in html_text and "<bdi>" in html_text
+    first = next(g for g in digest.groups if g.agent_id == agent)
+    many = Digest(**{**digest.__dict__, "groups": [Group(agent, "E", 9, first.tasks)]})
+    assert "afk dead --agent 'b; rm -rf ~'" in render(many, "text", DigestSettings())

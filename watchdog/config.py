@@ -216,11 +216,14 @@ class DigestSettings:
     email_to: str = _field("", "recipients, comma-separated")
     email_from: str = _field("", "sender address")
     at: str = _field("08:00", "time of day of the digest (HH:MM)")
-    tz: str = _field("", "IANA time zone of --at (default: the system's)")
+    tz: str = _field("", "IANA time zone of AFK_DIGEST_AT and of the times shown "
+                     "(default: the system's)")
     cron: str = _field("", "a crontab expression instead of --at (e.g. '0 8 * * 1-5')")
     all_clear: bool = _field(True, "send a short all-clear when there is nothing to report")
     link_template: str = _field("", "per-task link, e.g. https://tracker/{agent_id}/{task_id}")
     paused_after: float = _field(6 * 3600.0, "a task paused this long counts as stuck", True)
+    todo_late_after: float = _field(6 * 3600.0, "an agent's oldest todo this old counts as "
+                                    "waiting too long", True)
     max_groups: int = _field(20, "error groups shown in full; the rest are counted")
     check_interval: float = _field(60.0, "how often the service checks for a due digest", True)
     timeout: float = _field(10.0, "HTTP and SMTP timeout", True)

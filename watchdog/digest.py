@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import urllib.parse
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -173,6 +174,7 @@ def build(db: Database, start: datetime, end: datetime, settings: DigestSettings
 
     row = db.fetch("digest_data", {"start": start, "end": end, "limit": FAILED_ROWS,
                                    "paused_after": settings.paused_after,
+                                   "todo_late_after": settings.todo_late_after,
                                    "exact_below": EXACT_BELOW})[0]
     groups: dict[tuple[str, str], list[FailedTask]] = defaultdict(list)
     for f in row["failed"]:
@@ -186,7 +188,12 @@ def build(db: Database, start: datetime, end: datetime, settings: DigestSettings
             max_attempts=f["max_attempts"], when=datetime.fromisoformat(f["updated_at"]),
             error=f["last_error"], checkpoint_keys=list(f["checkpoint_keys"]), link=link)
         groups[(task.agent_id, normalise_error(task.error))].append(task)
-    ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    # an agent's groups stay together: agents by their failures, then groups by size
+    per_agent: dict[str, int] = defaultdict(int)
+    for (agent, _), tasks in groups.items():
+        per_agent[agent] += len(tasks)
+    ordered = sorted(groups.items(), key=lambda kv: (-per_agent[kv[0][0]], kv[0][0],
+                                                     -len(kv[1]), kv[0][1]))
     shown = [Group(agent, error, len(tasks), tasks[:TASKS_PER_GROUP])
              for (agent, error), tasks in ordered[: settings.max_groups]]
     hidden = ordered[settings.max_groups:]
@@ -217,9 +224,21 @@ def slack_url(url: str) -> str:
     return urllib.parse.quote(url, safe=":/?#[]@!$&'()*+,;=%~-._")
 
 
+#: bidi controls: a right-to-left override in a title would reverse the text after it
+_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
 def truncate(text: Any, limit: int = 300) -> str:
-    value = str(text)
+    """Agent text for a digest: bidi controls removed, cut at ``limit``."""
+    value = _BIDI.sub("", str(text))
     return value if len(value) <= limit else value[: max(0, limit - 1)] + "…"
+
+
+def local_time(digest: Digest, value: datetime | str, fmt: str = "%Y-%m-%d %H:%M") -> str:
+    """A time in the digest's zone, always with the zone's name."""
+    if "%Z" not in fmt and "%z" not in fmt:
+        fmt += " %Z"
+    return digest.local(value).strftime(fmt)
 
 
 def template_dirs(settings: DigestSettings) -> list[str]:
@@ -242,7 +261,8 @@ def render(digest: Digest, fmt: str, settings: DigestSettings) -> str:
         extensions=["jinja2.ext.do"],
     )
     env.filters.update(slack=slack_escape, slack_url=slack_url, truncate_text=truncate,
-                       local=lambda v, fmt="%Y-%m-%d %H:%M": digest.local(v).strftime(fmt))
+                       local=lambda v, fmt="%Y-%m-%d %H:%M": local_time(digest, v, fmt),
+                       shell_quote=lambda v: shlex.quote(truncate(v, 100)))
     try:
         text = env.get_template(FORMATS[fmt]).render(d=digest, max_text=SLACK_MAX_TEXT)
     except jinja2.TemplateError as exc:
