@@ -235,3 +235,39 @@ def test_the_demo_leaves_the_users_queue_as_it_found_it(short_home):
     assert json.loads(run("status", **env).stdout) == before  # and took it away again
     assert "Task(" not in demo.stdout and "['" not in demo.stdout and "{'" not in demo.stdout
 
+
+
+def test_small_things_a_user_trips_over(afk, dsn, tmp_path):
+    # JSON's words for types, not Python's
+    proc = afk("enqueue", "--agent", "a", "--title", "t", "--spec", "null")
+    assert proc.returncode == 2 and "not null" in proc.stderr and "NoneType" not in proc.stderr
+    # one "nothing was enqueued", not two
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"title": "a", "spec": [1]}\n')
+    proc = afk("enqueue", "--agent", "a", "--file", str(bad))
+    assert proc.returncode == 2 and proc.stderr.count("nothing was enqueued") == 1
+    # --force is about send, not --dry-run
+    proc = afk("digest", "--force")
+    assert proc.returncode == 2 and "send" in proc.stderr and "dry-run" not in proc.stderr
+    # @- reads standard input
+    task = afk.json("enqueue", "--agent", "a", "--title", "t", "--spec", "@-",
+                    input='{"from": "stdin"}')
+    assert len(task["enqueued"]) == 1
+    # a one-shot tick does not announce its leadership at INFO on every cron run
+    tick = run("watchdog", "tick", "poison", AFK_DSN=dsn, AFK_LOG_FORMAT="text")
+    assert tick.returncode == 0 and "leader" not in tick.stderr
+
+
+def test_metrics_answer_on_metrics_only(dsn):
+    from service_helpers import Service
+
+    service = Service(dsn)
+    try:
+        from conftest import poll
+
+        poll(lambda: service.health() == 200)
+        assert service.get("/metrics").status_code == 200
+        assert service.get("/anything").status_code == 404
+        assert service.get("/").status_code == 404
+    finally:
+        service.cleanup()

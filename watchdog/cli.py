@@ -41,8 +41,14 @@ def emit(data: Any) -> None:
 
 
 def parse_json(text: str, what: str) -> Any:
-    """JSON from an argument, or from a file named as ``@PATH`` (for large values)."""
-    if text.startswith("@"):
+    """JSON from an argument, from a file named as ``@PATH`` (for large values),
+    or from standard input as ``@-``."""
+    if text == "@-":
+        try:
+            text = sys.stdin.buffer.read().decode("utf-8")
+        except UnicodeDecodeError:
+            raise BadInput(f"{what}: standard input is not UTF-8") from None
+    elif text.startswith("@"):
         try:
             text = Path(text[1:]).read_text("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
@@ -60,7 +66,9 @@ def parse_json(text: str, what: str) -> Any:
 def parse_object(text: str, what: str) -> dict[str, Any]:
     value = parse_json(text, what)
     if not isinstance(value, dict):
-        raise BadInput(f"{what} must be a JSON object, not {type(value).__name__}")
+        from .queue import json_type
+
+        raise BadInput(f"{what} must be a JSON object, not {json_type(value)}")
     return value
 
 
@@ -153,7 +161,8 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
             result = q.enqueue(agent, tasks)
         except BadInput as exc:
             if args.file is not None:
-                raise BadInput(f"{args.file}: {exc}; nothing was enqueued") from None
+                tail = "" if "nothing was enqueued" in str(exc) else "; nothing was enqueued"
+                raise BadInput(f"{args.file}: {exc}{tail}") from None
             raise
         emit(result.to_json())
     return EXIT_OK
@@ -405,8 +414,10 @@ def cmd_digest(args: argparse.Namespace) -> int:
     settings = load_all(args.config)
     db = Database(str(resolve_dsn(args.dsn, settings=settings)))
     try:
+        if args.force and args.action != "send":
+            raise BadInput("--force goes with `afk digest send`")
         if args.dry_run or args.action is None:
-            if args.action is not None or args.force:
+            if args.action is not None:
                 raise BadInput("--dry-run prints a digest; it cannot be combined with "
                                "send, status or --force")
             sys.stdout.write(delivery.dry_run(db, settings.digest, args.format))

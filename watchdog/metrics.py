@@ -108,6 +108,9 @@ def serve(metrics: Metrics, host: str, port: int,
             start_response("200 OK" if ok else "503 Service Unavailable",
                            [("Content-Type", "text/plain; charset=utf-8")])
             return [b"ok\n" if ok else b"database unreachable\n"]
+        if environ.get("PATH_INFO") != "/metrics":
+            start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
+            return [b"not found: /metrics and /healthz are served here\n"]
         result: Iterable[bytes] = metrics_app(environ, start_response)
         return result
 

@@ -249,8 +249,7 @@ class Queue:
                            key=task.get("key"), max_attempts=task.get("max_attempts"))
         title = check_text(f"{where}: title", task.title)
         if not isinstance(task.spec, Mapping):
-            raise BadInput(f"{where}: spec must be a JSON object, not "
-                           f"{type(task.spec).__name__}")
+            raise BadInput(f"{where}: spec must be a JSON object, not {json_type(task.spec)}")
         spec = task.spec if isinstance(task.spec, dict) else dict(task.spec)
         key = None if task.key is None else check_text(f"{where}: key", task.key)
         max_attempts = task.max_attempts
@@ -534,7 +533,7 @@ class Queue:
 
     def _check_object(self, what: str, value: Any) -> dict[str, Any]:
         if not isinstance(value, Mapping):
-            raise BadInput(f"{what} must be a JSON object, not {type(value).__name__}")
+            raise BadInput(f"{what} must be a JSON object, not {json_type(value)}")
         obj: dict[str, Any] = dict(value)
         check_json_size(what, obj, self.settings.max_json_bytes)
         return obj
@@ -575,6 +574,21 @@ class Keepalive:
             except AfkError as exc:
                 logger.warning("heartbeat of task %s failed: %s", self._task.id, exc,
                                extra={"action": "heartbeat", "task_id": str(self._task.id)})
+
+
+def json_type(value: Any) -> str:
+    """What a value is, in JSON's words (for messages: "null", not "NoneType")."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "an array"
+    return type(value).__name__
 
 
 def check_text(what: str, value: Any) -> str:

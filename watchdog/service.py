@@ -67,6 +67,8 @@ class Watchdog:
                                  LEADER_LOCK_KEY)
         self.metrics = Metrics()
         self.db_ok = False
+        #: True under `afk watchdog run`, False for a one-shot tick
+        self._scheduled = False
         self._jobs: dict[str, Callable[[], Any]] = {
             "reclaim": self._reclaim, "gauges": self._gauges, "poison": self._poison,
             "prune": self._prune, "leader": self._leader, "digest": self._digest,
@@ -133,8 +135,10 @@ class Watchdog:
         finally:
             self.metrics.leader.set(1 if self.leader.held else 0)
         if now != was:
-            logger.info("this replica %s the leader", "is now" if now else "is no longer",
-                        extra={"action": "leader", "leader": now})
+            # a one-shot `afk watchdog tick` takes the lock on every run: not news
+            log = logger.info if self._scheduled else logger.debug
+            log("this replica %s the leader", "is now" if now else "is no longer",
+                extra={"action": "leader", "leader": now})
         return {"leader": now}
 
     def run_job(self, name: str) -> JobOutcome:
@@ -175,6 +179,7 @@ class Watchdog:
         from apscheduler.schedulers.background import BackgroundScheduler
 
         s = self.settings
+        self._scheduled = True
         host, port = s.metrics_host_port()
         server, _ = serve(self.metrics, host, port, healthy=lambda: self.db_ok)
         logger.info("serving /metrics and /healthz on %s:%d", host, server.server_port,
