@@ -36,8 +36,16 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"afk: error: {message}\n")
 
 
+def _json_default(value: Any) -> Any:
+    from datetime import datetime
+
+    if isinstance(value, datetime):
+        return value.isoformat()  # ISO 8601 with its offset, as everywhere else
+    return str(value)
+
+
 def emit(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, ensure_ascii=False, default=str) + "\n")
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, default=_json_default) + "\n")
 
 
 def parse_json(text: str, what: str) -> Any:
@@ -563,7 +571,8 @@ def build_parser() -> argparse.ArgumentParser:
     lines += ["  AFK_CONFIG                   -                a TOML file of the same settings "
               "(lower-case names; env vars win)",
               "  AFK_DSN                      embedded         PostgreSQL connection string",
-              "  AFK_LOG_LEVEL                INFO             log level"]
+              "  AFK_LOG_LEVEL                INFO/WARNING     log level (the service: INFO; "
+              "other commands: WARNING)"]
     p = add("digest", cmd_digest, "the morning digest: print it, send it, or show deliveries")
     p.add_argument("action", nargs="?", choices=["send", "status"],
                    help="send: deliver the due digest now; status: recent deliveries")
