@@ -271,3 +271,42 @@ def test_metrics_answer_on_metrics_only(dsn):
         assert service.get("/").status_code == 404
     finally:
         service.cleanup()
+
+
+def test_every_entry_point_resolves_the_same_database_and_settings(dsn, tmp_path):
+    """Issue 10 §1: one resolver. With AFK_CONFIG naming a file with a dsn and a
+    lease, every command and Queue.connect() reach that database with that lease."""
+    config = tmp_path / "afk.toml"
+    config.write_text(f'dsn = "{dsn}"\nlease_seconds = 77\n')
+    env = {"AFK_CONFIG": str(config), "AFK_HOME": str(tmp_path / "no-server-here")}
+    assert run("enqueue", "--agent", "cfg", "--title", "t", **env).returncode == 0
+    claimed = json.loads(run("claim", "--agent", "cfg", "--runner", "r", **env).stdout)
+    assert claimed["lease_seconds"] == 77
+    assert json.loads(run("status", "--agent", "cfg", **env).stdout)["running"] == 1
+    assert run("digest", "--dry-run", **env).returncode == 0
+    gauges = json.loads(run("watchdog", "tick", "gauges", **env).stdout)
+    assert gauges["ok"] and gauges["result"]["states"]["running"] == 1
+    hook = subprocess.run([sys.executable, "-m", "watchdog.cli", "hook"],
+                          input=json.dumps({"hook_event_name": "PreToolUse", "session_id": "s",
+                                            "tool_name": "Bash", "tool_input": {}}),
+                          text=True, capture_output=True, timeout=30,
+                          env={**_clean_env(), **env, "AFK_TASK_ID": claimed["id"],
+                               "AFK_TASK_TOKEN": str(claimed["token"])})
+    assert hook.returncode == 0 and hook.stdout == "" and hook.stderr == ""
+    script = ("from watchdog import Queue\nq = Queue.connect()\n"
+              "print(q.settings.lease_seconds, q.status('cfg')['running'])")
+    out = subprocess.run([sys.executable, "-c", script], text=True, capture_output=True,
+                         env={**_clean_env(), **env}, timeout=30)
+    assert out.stdout.split() == ["77", "1"], out.stderr
+    # no server was started on the side
+    assert embedded.running(tmp_path / "no-server-here" / "pgdata") is None
+    # an unreachable dsn in the file is an error, not a silent embedded server
+    config.write_text('dsn = "postgresql://u@127.0.0.1:1/db"\n')
+    assert run("status", **env).returncode == 1
+    assert embedded.running(tmp_path / "no-server-here" / "pgdata") is None
+
+
+def _clean_env() -> dict[str, str]:
+    import os
+
+    return {k: v for k, v in os.environ.items() if not k.startswith(("AFK_", "CLAUDE_"))}
