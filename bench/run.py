@@ -430,7 +430,8 @@ def explain_all(dsn: str, slug: str, folder: Path) -> None:
         "gauges": {"top_agents": 20, "poison_window": 3600, "exact_below": jobs.EXACT_BELOW},
         "claim": {"agent_id": "agent-7", "runner": "x", "lease_seconds": 60},
         "digest_data": {"start": now - timedelta(days=1), "end": now, "limit": 5000,
-                        "paused_after": 21600, "exact_below": jobs.EXACT_BELOW},
+                        "paused_after": 21600, "todo_late_after": 21600,
+                        "exact_below": jobs.EXACT_BELOW},
     }
     for name, params in plans.items():
         explain(dsn, name, params, folder / f"explain-{slug}-{name}.txt")
