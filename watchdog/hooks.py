@@ -104,15 +104,21 @@ def codex_settings(afk: str, gate: bool = False) -> dict[str, Any]:
                                            "Stop")}}
 
 
-def _is_ours(command: Any) -> bool:
-    """An ``afk hook`` command written by any version of `afk hooks`."""
-    if not isinstance(command, str):
-        return False
+def afk_words(command: Any) -> list[str]:
+    """The words of a shell command that runs ``afk`` alone (no pipes, lists or
+    substitutions), else []."""
+    if not isinstance(command, str) or any(op in command for op in (";", "&", "|", "`", "$(")):
+        return []
     try:
         words = shlex.split(command)
     except ValueError:
-        return False
-    return len(words) >= 2 and Path(words[0]).name == "afk" and words[1] == "hook"
+        return []
+    return words if words and Path(words[0]).name == "afk" else []
+
+
+def _is_ours(command: Any) -> bool:
+    """An ``afk hook`` command written by any version of `afk hooks`."""
+    return afk_words(command)[1:2] == ["hook"]
 
 
 def merge_settings(path: Path, ours: dict[str, Any]) -> dict[str, Any]:
@@ -459,16 +465,7 @@ class Hook:
         tool_input = self.ctx.payload.get("tool_input")
         if self.ctx.payload.get("tool_name") != "Bash" or not isinstance(tool_input, dict):
             return False
-        command = tool_input.get("command")
-        if not isinstance(command, str):
-            return False
-        try:
-            words = shlex.split(command)
-        except ValueError:
-            return False
-        shell_ops = {";", "&&", "||", "|", "&", "`", "$("}
-        return bool(words) and Path(words[0]).name == "afk" and \
-            not any(op in command for op in shell_ops)
+        return bool(afk_words(tool_input.get("command")))
 
     def post_tool_use(self) -> None:
         reason = self.check(self._edited_files())
