@@ -83,7 +83,7 @@ def test_two_replicas_one_leader_and_failover(dsn, services, queue, sql):
     assert second.value("afk_watchdog_leader") == 0
     # the once-only jobs run on the leader alone
     assert poll(lambda: (first.value("afk_job_runs_total", job="prune") or 0) >= 2)
-    assert "holds the leader lock" in run("watchdog", "tick", "prune", AFK_DSN=dsn).stdout
+    assert "holds the leader lease" in run("watchdog", "tick", "prune", AFK_DSN=dsn).stdout
     pruned_by_second = second.value("afk_job_last_success_timestamp_seconds", job="prune")
     assert pruned_by_second is None
 

@@ -153,8 +153,8 @@ class ServiceSettings:
     prune_interval: float = _field(86400.0, "how often old done tasks are deleted", True)
     retention: float = _field(30 * 86400.0, "done tasks older than this are deleted", True)
     prune_batch: int = _field(1000, "rows per prune statement")
-    leader_interval: float = _field(15.0, "how often a replica checks or takes the leader "
-                                    "lock", True)
+    leader_interval: float = _field(15.0, "how often a replica renews or takes the leader "
+                                    "lease (which lasts three of these)", True)
     metrics_addr: str = _field("127.0.0.1:9464", "host:port of /metrics and /healthz")
     metrics_agents: int = _field(20, "agent_id label for this many largest agents (0: none)")
     misfire_grace: float = _field(30.0, "a job this late still runs", True)

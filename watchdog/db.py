@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -30,6 +30,8 @@ Connection = psycopg.Connection[Any]
 
 # pg_advisory_xact_lock key for migrations: any fixed 64-bit number of our own.
 MIGRATION_LOCK_KEY = 0x61666B5F6D696772  # "afk_migr"
+#: what PgBouncer says when it refuses a startup parameter
+REFUSED_OPTIONS = "unsupported startup parameter"
 
 def json_param(value: Any) -> Jsonb:
     return Jsonb(value)
@@ -90,6 +92,8 @@ class Database:
             self._kwargs["options"] = f"-c statement_timeout={int(statement_timeout * 1000)}"
         self._pool: ConnectionPool[Connection] | None = None
         self._conn: Connection | None = None
+        #: behind a connection pooler (None: not known yet)
+        self.pooled: bool | None = None
 
     def __repr__(self) -> str:
         return f"Database({redact(self.conninfo)!r})"
@@ -97,9 +101,48 @@ class Database:
     def connect(self, *, autocommit: bool = True) -> Connection:
         """A new connection of its own (the caller closes it)."""
         with translate_errors(self.conninfo):
-            return psycopg.connect(self.conninfo, autocommit=autocommit, row_factory=dict_row,
-                                   connect_timeout=max(1, int(self._connect_timeout)),
-                                   **self._kwargs)
+            try:
+                conn = self._connect(autocommit)
+            except psycopg.OperationalError as exc:
+                if "options" not in self._kwargs or REFUSED_OPTIONS not in str(exc):
+                    raise
+                self._options_refused()
+                conn = self._connect(autocommit)
+            # one connection per command: too few repeats for prepared statements
+            # to pay, and none to go wrong behind a pooler
+            conn.prepare_threshold = None
+            return conn
+
+    def _connect(self, autocommit: bool) -> Connection:
+        return psycopg.connect(self.conninfo, autocommit=autocommit, row_factory=dict_row,
+                               connect_timeout=max(1, int(self._connect_timeout)),
+                               **self._kwargs)
+
+    def _options_refused(self) -> None:
+        """PgBouncer (1.18 and most poolers) refuses the ``options`` startup
+        parameter that carries our statement_timeout. Connect without it: the
+        pooler's own ``query_timeout`` or the role's ``statement_timeout``
+        then bounds a statement."""
+        self._kwargs.pop("options", None)
+        self.pooled = True
+        logger.info("the server refused startup options (a connection pooler): "
+                    "connecting without a per-connection statement_timeout",
+                    extra={"action": "pooler"})
+
+    def _configure(self, conn: Connection) -> None:
+        """Prepared statements live on one server connection, and a pooler in
+        transaction mode runs each transaction on any of its server
+        connections, where ``_pg3_0`` is missing or is another client's
+        statement. A pooler hands its clients a backend key of its own, never
+        the server's pid: where the two differ, prepared statements are off."""
+        if self.pooled is None:
+            row = conn.execute("SELECT pg_backend_pid() AS pid").fetchone()
+            self.pooled = row is None or row["pid"] != conn.info.backend_pid
+            if self.pooled:
+                logger.info("connected through a pooler: prepared statements are off",
+                            extra={"action": "pooler"})
+        if self.pooled:
+            conn.prepare_threshold = None
 
     @contextmanager
     def connection(self, conn: Connection | None = None) -> Iterator[Connection]:
@@ -114,17 +157,19 @@ class Database:
         if self._pool is None:
             from psycopg_pool import ConnectionPool
 
+            if "options" in self._kwargs:
+                self.connect().close()  # learn now whether a pooler refuses them
             self._pool = ConnectionPool(
                 self.conninfo, min_size=1, max_size=self._pool_size, open=False,
                 kwargs={"autocommit": True, "row_factory": dict_row, **self._kwargs},
-                timeout=self._connect_timeout,
+                timeout=self._connect_timeout, configure=self._configure,
                 # a connection broken by a server restart is replaced, not handed out
                 check=ConnectionPool.check_connection,
             )
             with translate_errors(self.conninfo):
                 self._pool.open(wait=False)
-        with translate_errors(self.conninfo), self._pool.connection() as pooled:
-            yield pooled
+        with translate_errors(self.conninfo), self._pool.connection() as c:
+            yield c
 
     def fetch(self, name: str, params: Mapping[str, Any] | None = None,
               conn: Connection | None = None) -> list[Row]:
@@ -189,48 +234,3 @@ class Database:
             row = c.execute(
                 "SELECT coalesce(max(version), 0) AS v FROM afk_schema_version").fetchone()
             return int(row["v"]) if row else 0
-
-
-class LeaderLock:
-    """A session-level advisory lock on a connection of its own.
-
-    It is held for as long as that connection lives; when the holder dies or
-    loses its connection, PostgreSQL releases it and another replica's next
-    :meth:`check` takes it. Advisory locks are per database, so replicas
-    compete only with replicas of the same queue.
-    """
-
-    def __init__(self, db: Database, key: int) -> None:
-        self._db = db
-        self._key = key
-        self._conn: Connection | None = None
-        self.held = False
-
-    def check(self) -> bool:
-        """Keep or take the lock; False when another replica holds it.
-        Raises :class:`DatabaseError` (and lets go) when the database cannot
-        be reached."""
-        try:
-            if self._conn is None or self._conn.closed or self._conn.broken:
-                self.held = False
-                self._conn = self._db.connect()
-            if self.held:
-                self._conn.execute("SELECT 1")
-            else:
-                row = self._conn.execute("SELECT pg_try_advisory_lock(%s) AS ok",
-                                         (self._key,)).fetchone()
-                self.held = bool(row and row["ok"])
-        except psycopg.Error as exc:
-            self.release()
-            raise DatabaseError(f"leader lock: {first_line(exc, self._db.conninfo)}") from exc
-        except DatabaseError:
-            self.release()
-            raise
-        return self.held
-
-    def release(self) -> None:
-        self.held = False
-        if self._conn is not None:
-            with suppress(psycopg.Error):
-                self._conn.close()
-            self._conn = None

@@ -9,26 +9,66 @@ exits 0.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from . import jobs, systemd
 from .config import Settings
-from .db import Database, LeaderLock
+from .db import Database
 from .errors import DatabaseError
 from .metrics import Metrics, serve
 from .queue import Queue
 
 logger = logging.getLogger(__name__)
 
-#: pg_try_advisory_lock key of the leader: any fixed 64-bit number of our own
-LEADER_LOCK_KEY = 0x61666B5F6C656164  # "afk_lead"
 #: jobs that must happen once per period: only the leader runs them
 LEADER_ONLY = frozenset({"poison", "prune", "digest"})
+
+
+class LeaderLease:
+    """Which replica runs the once-only jobs: the holder of a lease row.
+
+    :meth:`check` takes the lease when it is free or expired and renews it
+    when held, in one statement; it lasts ``ttl`` seconds (three leader
+    checks), so a replica that dies hands over within that time, and one that
+    stops cleanly hands over at once. Unlike a session advisory lock it works
+    through a pooler in transaction mode. The once-only jobs are idempotent
+    (the digest and alerts have their delivery ledger, prune deletes what is
+    old), so a job that outlives the lease and overlaps its successor's run
+    does nothing twice.
+    """
+
+    NAME = "watchdog"
+
+    def __init__(self, db: Database, ttl: float) -> None:
+        self._db = db
+        self._ttl = ttl
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.held = False
+
+    def check(self) -> bool:
+        """Keep or take the lease; False when another replica holds it.
+        Raises :class:`DatabaseError` (and counts as not held) when the
+        database cannot be reached."""
+        self.held = False
+        rows = self._db.fetch("leader_take", {"name": self.NAME, "holder": self.holder,
+                                              "ttl": self._ttl})
+        self.held = bool(rows)
+        return self.held
+
+    def release(self) -> None:
+        if self.held:
+            with suppress(DatabaseError):
+                self._db.fetch("leader_release", {"name": self.NAME, "holder": self.holder})
+        self.held = False
 
 
 @dataclass(frozen=True)
@@ -51,7 +91,7 @@ class JobOutcome:
 
 
 class Watchdog:
-    """The jobs with their metrics and the leader lock, usable without a
+    """The jobs with their metrics and the leader lease, usable without a
     scheduler (``tick``) or under one (:meth:`run`)."""
 
     def __init__(self, dsn: str, all_settings: Settings) -> None:
@@ -62,9 +102,7 @@ class Watchdog:
         self.db = Database(dsn, pool_size=3, statement_timeout=timeout,
                            application_name="afk-watchdog", connect_timeout=5)
         self.queue = Queue(self.db, settings=queue_settings)
-        self.leader = LeaderLock(Database(dsn, statement_timeout=timeout, connect_timeout=5,
-                                          application_name="afk-watchdog-leader"),
-                                 LEADER_LOCK_KEY)
+        self.leader = LeaderLease(self.db, ttl=3 * settings.leader_interval)
         self.metrics = Metrics()
         self.db_ok = False
         #: True under `afk watchdog run`, False for a one-shot tick
@@ -146,7 +184,7 @@ class Watchdog:
         started = time.monotonic()
         try:
             if name in LEADER_ONLY and not self._leader()["leader"]:
-                return JobOutcome(name, True, skipped="another replica holds the leader lock")
+                return JobOutcome(name, True, skipped="another replica holds the leader lease")
             result = self._jobs[name]()
         except DatabaseError as exc:
             self._set_db_ok(False)

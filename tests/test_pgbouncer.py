@@ -1,0 +1,154 @@
+"""Behind a real PgBouncer 1.18 in transaction pooling: the CLI, the Python
+API, the hooks, the digest and two replicas of the watchdog service, all
+through the pooler, with three server connections shared by everyone."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+
+import pytest
+from conftest import Afk, poll, require_tool
+from service_helpers import Service
+from topology import PgBouncer
+
+from watchdog import NewTask, Queue
+from watchdog.db import Database
+
+pytestmark = pytest.mark.e2e
+
+SESSION = "0b7c4f2e-1d3a-4e5f-8a9b-c0d1e2f3a4b5"
+
+
+@pytest.fixture
+def bouncer(server_dsn):
+    b = PgBouncer(require_tool("pgbouncer"), server_dsn, pool_size=3)
+    yield b
+    b.close()
+
+
+@pytest.fixture
+def replicas():
+    started: list[Service] = []
+
+    def start(dsn: str, **env: str) -> Service:
+        started.append(Service(dsn, **env))
+        return started[-1]
+
+    yield start
+    for s in started:
+        s.cleanup()
+
+
+def test_the_python_api_through_transaction_pooling_many_workers(dsn, bouncer, sql):
+    """Each worker runs every statement far past psycopg's prepare threshold,
+    on client connections that share three server connections."""
+    pooled = bouncer.for_database(dsn)
+    q = Queue(pooled, pool_size=4)
+    q.enqueue("a", [NewTask(f"t{i}") for i in range(300)])
+    errors: list[BaseException] = []
+
+    def work(n: int) -> None:
+        w = Queue(pooled, pool_size=2)
+        try:
+            while (task := w.claim("a", runner=f"w{n}")) is not None:
+                w.checkpoint(task, {"step": 1, "by": n})
+                w.heartbeat(task)
+                w.done(task, {"ok": True})
+        except BaseException as exc:  # reported below, with the pooler's log
+            errors.append(exc)
+        finally:
+            w.close()
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    q.close()
+    assert not errors, (errors, bouncer.log()[-2000:])
+    assert sql("SELECT state, count(*) AS n FROM afk_task GROUP BY state") == [
+        {"state": "done", "n": 300}]
+    # each task was claimed once: no lost or doubled claim through the pooler
+    assert sql.one("SELECT count(*) FROM afk_task_event WHERE to_state = 'running'") == 300
+
+
+def test_a_database_with_a_statement_timeout_connects_through_pgbouncer(dsn, bouncer):
+    """PgBouncer 1.18 refuses the `options` startup parameter that carries
+    the service's and the hooks' statement_timeout."""
+    db = Database(bouncer.for_database(dsn), statement_timeout=3, pool_size=2)
+    try:
+        for _ in range(10):
+            assert db.fetch("status", {"agent_id": None}) is not None
+    finally:
+        db.close()
+
+
+def test_cli_and_hooks_through_pgbouncer(dsn, bouncer, queue):
+    afk = Afk(bouncer.for_database(dsn))
+    assert afk("migrate").returncode == 0
+    afk.json("enqueue", "--agent", "A", "--title", "one")
+    afk.json("enqueue", "--agent", "A", "--title", "two")
+    task = afk.json("claim", "--agent", "A", "--runner", SESSION)
+    env = {"AFK_TASK_ID": task["id"], "AFK_TASK_TOKEN": str(task["token"])}
+    afk.json("checkpoint", "--patch", '{"step": 1}', env=env)
+    payload = {"session_id": SESSION, "cwd": "/w", "hook_event_name": "PostToolUse",
+               "transcript_path": "/tmp/t.jsonl", "tool_name": "Write",
+               "tool_input": {"file_path": "/w/a.py"}}
+    proc = subprocess.run(afk.command("hook"), input=json.dumps(payload), text=True,
+                          capture_output=True, env=afk.env, timeout=30)
+    assert proc.returncode == 0 and "afk:" not in proc.stderr, proc.stderr
+    start = {**payload, "hook_event_name": "SessionStart", "source": "startup"}
+    del start["tool_name"], start["tool_input"]
+    proc = subprocess.run(afk.command("hook"), input=json.dumps(start), text=True,
+                          capture_output=True, env=afk.env, timeout=30)
+    assert proc.returncode == 0 and "afk:" not in proc.stderr, proc.stderr
+    brief = json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "one" in brief
+    shown = queue.show(task["id"])[0]
+    assert shown.checkpoint == {"step": 1, "files_touched": ["/w/a.py"]}
+    afk.json("done", env=env)
+    assert afk.json("status", "--agent", "A")["done"] == 1
+    digest = afk("digest", "--dry-run")
+    assert digest.returncode == 0, digest.stderr
+
+
+def test_two_service_replicas_through_pgbouncer_one_leader_once_only_jobs_once(
+        dsn, bouncer, replicas, queue, sql):
+    pooled = bouncer.for_database(dsn)
+    queue.enqueue("a", [NewTask(f"t{i}") for i in range(4)])
+    queue.enqueue("b", [NewTask("stuck", max_attempts=1)])
+    sql.expire(queue.claim("b", runner="gone").id)
+    first, second = replicas(pooled), replicas(pooled)
+
+    leaders: list[tuple[float | None, float | None]] = []
+
+    def one_leader() -> bool:
+        pair = (first.value("afk_watchdog_leader"), second.value("afk_watchdog_leader"))
+        leaders.append(pair)
+        runs = [s.value("afk_job_runs_total", job="leader") or 0 for s in (first, second)]
+        return min(runs) >= 6 and sorted(v or 0 for v in pair) == [0, 1]
+
+    poll(one_leader, timeout=60)
+    for _ in range(20):  # and it stays that way
+        assert one_leader(), leaders[-1]
+    assert all((a or 0) + (b or 0) <= 1 for a, b in leaders), leaders
+    for s in (first, second):
+        for job in ("reclaim", "gauges", "leader", "poison", "prune"):
+            assert (s.value("afk_job_failures_total", job=job) or 0) == 0, (job, s.log())
+    # the reclaim ran, and the gauges agree with the SQL counts
+    assert poll(lambda: sql.one("SELECT state FROM afk_task WHERE agent_id = 'b'") == "failed")
+    counts = {r["state"]: r["n"] for r in sql(
+        "SELECT state::text, count(*) AS n FROM afk_task GROUP BY state")}
+    for s in (first, second):
+        assert poll(lambda s=s: all(s.value("afk_tasks", state=k) == v
+                                    for k, v in counts.items()))
+    # the once-only prune ran on exactly one replica
+    leader, other = (first, second) if first.value("afk_watchdog_leader") else (second, first)
+    assert poll(lambda: (leader.value("afk_job_last_success_timestamp_seconds",
+                                      job="prune") or 0) > 0)
+    assert other.value("afk_job_last_success_timestamp_seconds", job="prune") is None
+    # a clean stop hands over at once; a SIGKILL, after the leader lease runs out
+    leader.stop()
+    assert poll(lambda: other.value("afk_watchdog_leader") == 1, timeout=20)

@@ -1,0 +1,101 @@
+"""Real production parts started by the tests: PgBouncer in transaction
+pooling in front of the test server, and a primary with a streaming standby.
+
+Everything listens on 127.0.0.1 only, lives in a temporary folder and is
+stopped (SIGKILL if need be) when the test ends.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from service_helpers import free_port
+
+PGBIN = Path("/usr/lib/postgresql/15/bin")
+
+
+def _owner_of(path: str) -> str | None:
+    """The user to run a server as when we are root: the owner of the Unix
+    socket folder it must reach (the embedded server's own user), else nobody.
+    None when we are not root."""
+    if os.geteuid() != 0:
+        return None
+    if path.startswith("/"):
+        return pwd.getpwuid(os.stat(path).st_uid).pw_name
+    return "nobody"
+
+
+class PgBouncer:
+    """pgbouncer in ``pool_mode = transaction`` in front of ``server_dsn``'s
+    server, with a small pool so that clients really share server connections."""
+
+    def __init__(self, pgbouncer: str, server_dsn: str, pool_size: int = 3) -> None:
+        target = conninfo_to_dict(server_dsn)
+        host = str(target.get("host") or "127.0.0.1")
+        user = str(target.get("user") or "postgres")
+        self.port = free_port()
+        self.folder = Path(tempfile.mkdtemp(prefix="afk-pgb-"))
+        run_as = _owner_of(host)
+        (self.folder / "users.txt").write_text(f'"{user}" ""\n')
+        (self.folder / "pgbouncer.ini").write_text(
+            "[databases]\n"
+            f"* = host={host} port={target.get('port') or 5432}\n"
+            "[pgbouncer]\n"
+            f"listen_addr = 127.0.0.1\nlisten_port = {self.port}\n"
+            f"unix_socket_dir = {self.folder}\n"
+            f"auth_type = trust\nauth_file = {self.folder / 'users.txt'}\n"
+            "pool_mode = transaction\n"
+            f"default_pool_size = {pool_size}\nmin_pool_size = 0\nreserve_pool_size = 0\n"
+            "max_client_conn = 500\n"
+            f"logfile = {self.folder / 'log'}\npidfile = {self.folder / 'pid'}\n"
+            "admin_users = " + user + "\n"
+        )
+        os.chmod(self.folder, 0o755)
+        for f in self.folder.iterdir():
+            os.chmod(f, 0o644)
+        if run_as:
+            shutil.chown(self.folder, run_as)
+        command = [pgbouncer, *(["-u", run_as] if run_as else []),
+                   str(self.folder / "pgbouncer.ini")]
+        self.proc = subprocess.Popen(command, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.STDOUT)
+        self.user = user
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                psycopg.connect(self.dsn("pgbouncer"), connect_timeout=2).close()
+                break
+            except psycopg.Error:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError("pgbouncer did not start: " + self.log()) from None
+                time.sleep(0.05)
+
+    def dsn(self, dbname: str) -> str:
+        return make_conninfo(host="127.0.0.1", port=self.port, user=self.user, dbname=dbname)
+
+    def for_database(self, dsn: str) -> str:
+        """The pooled DSN of the database ``dsn`` names."""
+        return self.dsn(str(conninfo_to_dict(dsn)["dbname"]))
+
+    def log(self) -> str:
+        path = self.folder / "log"
+        return path.read_text() if path.exists() else ""
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
