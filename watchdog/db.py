@@ -8,9 +8,12 @@ and the migrations, and turns driver errors into ours.
 from __future__ import annotations
 
 import logging
+import select
+import threading
+import time
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from contextlib import contextmanager, suppress
+from typing import Any
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -19,9 +22,6 @@ from psycopg.types.json import Jsonb
 
 from . import sql
 from .errors import BadInput, DatabaseError, SchemaMissing, redact, scrub
-
-if TYPE_CHECKING:
-    from psycopg_pool import ConnectionPool
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +58,43 @@ def first_line(exc: BaseException, conninfo: str | None = None) -> str:
     return scrub(text[0], conninfo) if text else type(exc).__name__
 
 
+def _run(conn: Connection, statement: str, params: Mapping[str, Any] | None) -> list[Row]:
+    cur = conn.cursor(row_factory=dict_row)
+    cur.execute(statement, params or {})
+    # (rownumber, not description: description builds column objects each time)
+    return cur.fetchall() if cur.rownumber is not None else []
+
+
+def _alive(conn: Connection) -> bool:
+    """Healthy and idle. An idle connection has nothing to read: a readable
+    socket means the server closed it (or said why it will)."""
+    if conn.closed or conn.broken:
+        return False
+    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        return False
+    try:
+        readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    except (OSError, ValueError, psycopg.Error):
+        return False
+    return not readable
+
+
+def _connection_lost(exc: psycopg.Error) -> bool:
+    """The connection failed, as opposed to the statement: class 08, the
+    server shutting down or not accepting connections yet (a restart, a
+    promotion), or a connection psycopg found broken."""
+    state = exc.sqlstate or ""
+    if state.startswith("08") or state in {"57P01", "57P02", "57P03"}:
+        return True
+    return isinstance(exc, psycopg.OperationalError) and not isinstance(
+        exc, pg_errors.QueryCanceled | pg_errors.LockNotAvailable) and not state
+
+
+def _close_quietly(conn: Connection) -> None:
+    with suppress(psycopg.Error, OSError):
+        conn.close()
+
+
 def check_conninfo(conninfo: str) -> None:
     """Refuse a connection string libpq cannot parse, without repeating it:
     libpq's own message quotes the token it choked on, which may be the
@@ -74,24 +111,39 @@ def check_conninfo(conninfo: str) -> None:
 class Database:
     """Connections to one PostgreSQL database.
 
-    ``pool_size=None`` (the CLI) opens one connection on first use and keeps
-    it; a number opens a psycopg_pool pool of that many on first use. Every
-    statement runs in autocommit mode unless the caller passes its own
-    connection, whose transaction it then joins.
+    It keeps up to ``pool_size`` connections (one when None, for a CLI
+    command), opened on first use in the caller's thread. Every statement
+    runs in autocommit mode unless the caller passes its own connection, whose
+    transaction it then joins.
+
+    Connections die: a server restart, a failover, a pooler restart, a
+    flapping network. An idle connection the server has closed is never used
+    (its socket is readable: a check without a round trip). A statement whose
+    connection fails is run again on a new one, without waiting the first
+    time and then with a short backoff, for up to ``retry_for`` seconds: any
+    statement when the failure came before it was sent, and, when it came
+    after, a statement marked ``retry`` in the SQL file (safe to repeat).
+    Anything else surfaces as :class:`DatabaseError`, and so does a database
+    this object has never reached: a wrong DSN fails at once.
     """
 
     def __init__(self, conninfo: str, *, pool_size: int | None = None,
                  connect_timeout: float = 10, statement_timeout: float | None = None,
-                 application_name: str = "afk") -> None:
+                 application_name: str = "afk", retry_for: float = 30) -> None:
         check_conninfo(conninfo)
         self.conninfo = conninfo
-        self._pool_size = pool_size
+        self._single = pool_size is None
+        self._size = 1 if pool_size is None else max(1, pool_size)
         self._connect_timeout = connect_timeout
+        self.retry_for = retry_for
         self._kwargs: dict[str, Any] = {"application_name": application_name}
         if statement_timeout is not None:
             self._kwargs["options"] = f"-c statement_timeout={int(statement_timeout * 1000)}"
-        self._pool: ConnectionPool[Connection] | None = None
-        self._conn: Connection | None = None
+        self._idle: list[Connection] = []
+        self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(self._size)
+        self._closed = False
+        self._reached = False
         #: behind a connection pooler (None: not known yet)
         self.pooled: bool | None = None
 
@@ -101,17 +153,19 @@ class Database:
     def connect(self, *, autocommit: bool = True) -> Connection:
         """A new connection of its own (the caller closes it)."""
         with translate_errors(self.conninfo):
-            try:
-                conn = self._connect(autocommit)
-            except psycopg.OperationalError as exc:
-                if "options" not in self._kwargs or REFUSED_OPTIONS not in str(exc):
-                    raise
-                self._options_refused()
-                conn = self._connect(autocommit)
-            # one connection per command: too few repeats for prepared statements
-            # to pay, and none to go wrong behind a pooler
-            conn.prepare_threshold = None
-            return conn
+            return self._open(autocommit)
+
+    def _open(self, autocommit: bool = True) -> Connection:
+        try:
+            conn = self._connect(autocommit)
+        except psycopg.OperationalError as exc:
+            if "options" not in self._kwargs or REFUSED_OPTIONS not in str(exc):
+                raise
+            self._options_refused()
+            conn = self._connect(autocommit)
+        self._configure(conn)
+        self._reached = True
+        return conn
 
     def _connect(self, autocommit: bool) -> Connection:
         return psycopg.connect(self.conninfo, autocommit=autocommit, row_factory=dict_row,
@@ -134,7 +188,12 @@ class Database:
         transaction mode runs each transaction on any of its server
         connections, where ``_pg3_0`` is missing or is another client's
         statement. A pooler hands its clients a backend key of its own, never
-        the server's pid: where the two differ, prepared statements are off."""
+        the server's pid: where the two differ, prepared statements are off.
+        A one-connection CLI command never repeats a statement enough for
+        them to pay, and does not ask."""
+        if self._single:
+            conn.prepare_threshold = None
+            return
         if self.pooled is None:
             row = conn.execute("SELECT pg_backend_pid() AS pid").fetchone()
             self.pooled = row is None or row["pid"] != conn.info.backend_pid
@@ -144,57 +203,89 @@ class Database:
         if self.pooled:
             conn.prepare_threshold = None
 
+    # -- the pool ---------------------------------------------------------
+
+    @contextmanager
+    def _checkout(self) -> Iterator[Connection]:
+        """A connection of the pool's: an idle one that is still alive, else a
+        new one. It goes back idle only if it is healthy and outside any
+        transaction."""
+        if not self._slots.acquire(timeout=self._connect_timeout):
+            raise DatabaseError(f"all {self._size} connections were in use for "
+                                f"{self._connect_timeout:g}s")
+        conn: Connection | None = None
+        try:
+            with self._lock:
+                while self._idle and conn is None:
+                    candidate = self._idle.pop()
+                    if _alive(candidate):
+                        conn = candidate
+                    else:
+                        _close_quietly(candidate)
+            if conn is None:
+                conn = self._open()
+            yield conn
+        finally:
+            if conn is not None:
+                keep = not self._closed and _alive(conn)
+                if keep:
+                    with self._lock:
+                        self._idle.append(conn)
+                else:
+                    _close_quietly(conn)
+            self._slots.release()
+
     @contextmanager
     def connection(self, conn: Connection | None = None) -> Iterator[Connection]:
         if conn is not None:
             yield conn
             return
-        if self._pool_size is None:
-            if self._conn is None or self._conn.closed or self._conn.broken:
-                self._conn = self.connect()
-            yield self._conn
-            return
-        if self._pool is None:
-            from psycopg_pool import ConnectionPool
-
-            if "options" in self._kwargs:
-                self.connect().close()  # learn now whether a pooler refuses them
-            self._pool = ConnectionPool(
-                self.conninfo, min_size=1, max_size=self._pool_size, open=False,
-                kwargs={"autocommit": True, "row_factory": dict_row, **self._kwargs},
-                timeout=self._connect_timeout, configure=self._configure,
-                # a connection broken by a server restart is replaced, not handed out
-                check=ConnectionPool.check_connection,
-            )
-            with translate_errors(self.conninfo):
-                self._pool.open(wait=False)
-        with translate_errors(self.conninfo), self._pool.connection() as c:
+        with translate_errors(self.conninfo), self._checkout() as c:
             yield c
 
     def fetch(self, name: str, params: Mapping[str, Any] | None = None,
               conn: Connection | None = None) -> list[Row]:
-        """Run the named statement in one round trip; return its rows as dicts."""
-        statement = sql.query(name)
-        with translate_errors(self.conninfo), self.connection(conn) as c:
-            cur = c.cursor(row_factory=dict_row)
-            cur.execute(statement, params or {})
-            # (rownumber, not description: description builds column objects each time)
-            return cur.fetchall() if cur.rownumber is not None else []
+        """Run the named statement in one round trip; return its rows as dicts.
+        On the caller's ``conn`` nothing is retried (its transaction is lost)."""
+        statement = sql.statement(name)
+        if conn is not None:
+            with translate_errors(self.conninfo):
+                return _run(conn, statement.text, params)
+        deadline: float | None = None
+        pause = 0.0
+        while True:
+            sent = False
+            try:
+                with translate_errors(self.conninfo), self._checkout() as c:
+                    sent = True
+                    return _run(c, statement.text, params)
+            except DatabaseError as exc:
+                cause = exc.__cause__
+                lost = (not sent and not isinstance(cause, pg_errors.QueryCanceled)) or (
+                    isinstance(cause, psycopg.Error) and _connection_lost(cause))
+                if not lost or (sent and not statement.retry) or not self._reached:
+                    raise
+                now = time.monotonic()
+                deadline = deadline or now + self.retry_for
+                if now >= deadline:
+                    raise
+                logger.info("retrying %s: %s", name, exc, extra={"action": "retry"})
+                time.sleep(min(pause, deadline - now))
+                pause = min(1.0, max(0.05, pause * 2))
 
     @contextmanager
     def transaction(self) -> Iterator[Connection]:
         """A connection inside a transaction: committed when the block ends,
         rolled back if it raises."""
-        with translate_errors(self.conninfo), self.connection() as conn, conn.transaction():
+        with translate_errors(self.conninfo), self._checkout() as conn, conn.transaction():
             yield conn
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.close()
-            self._pool = None
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        self._closed = True
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            _close_quietly(conn)
 
     # -- migrations -------------------------------------------------------
 

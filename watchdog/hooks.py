@@ -336,7 +336,7 @@ class Hook:
             from .db import Database
 
             self._db = Database(self.conninfo, connect_timeout=2, statement_timeout=3,
-                                application_name="afk-hook")
+                                application_name="afk-hook", retry_for=2)
         return self._db
 
     @property

@@ -100,7 +100,8 @@ class Watchdog:
         queue_settings = all_settings.queue
         timeout = settings.statement_timeout
         self.db = Database(dsn, pool_size=3, statement_timeout=timeout,
-                           application_name="afk-watchdog", connect_timeout=5)
+                           application_name="afk-watchdog", connect_timeout=5,
+                           retry_for=10)
         self.queue = Queue(self.db, settings=queue_settings)
         self.leader = LeaderLease(self.db, ttl=3 * settings.leader_interval)
         self.metrics = Metrics()

@@ -1,32 +1,59 @@
-"""The queue's SQL: named statements from ``queries.sql`` and numbered migrations."""
+"""The queue's SQL: named statements from ``queries.sql`` and numbered migrations.
+
+A statement starts with a header line::
+
+    -- name: claim retry
+
+``retry`` marks a statement that is safe to run again when the connection
+was lost after it was sent (its reply may be lost, not its effect): reads,
+fenced writes (a replay after a commit is refused by the fence, or, for
+``done``, recognised), and writes that are idempotent by construction. Every
+statement is retried when the connection failed before it was sent.
+"""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-_NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+_HEADER = re.compile(r"^-- name: (\w+)((?: [\w-]+)*)\s*$", re.MULTILINE)
+_FLAGS = frozenset({"retry"})
 
 
-def parse(text: str) -> dict[str, str]:
-    """Split a file of ``-- name: x`` blocks into {name: statement}."""
-    parts = _NAME.split(text)
-    queries: dict[str, str] = {}
-    for name, body in zip(parts[1::2], parts[2::2], strict=True):
-        if name in queries:
+@dataclass(frozen=True)
+class Statement:
+    name: str
+    text: str
+    retry: bool = False
+
+
+def parse(text: str) -> dict[str, Statement]:
+    """Split a file of ``-- name: x [flags]`` blocks into {name: Statement}."""
+    parts = _HEADER.split(text)
+    found: dict[str, Statement] = {}
+    for name, flags, body in zip(parts[1::3], parts[2::3], parts[3::3], strict=True):
+        if name in found:
             raise ValueError(f"query {name!r} is defined twice")
-        queries[name] = body.strip().rstrip(";")
-    return queries
+        given = set(flags.split())
+        if given - _FLAGS:
+            raise ValueError(f"query {name!r}: unknown flags {sorted(given - _FLAGS)}")
+        found[name] = Statement(name, body.strip().rstrip(";"), "retry" in given)
+    return found
 
 
 @cache
-def queries() -> dict[str, str]:
+def statements() -> dict[str, Statement]:
     return parse(resources.files(__package__).joinpath("queries.sql").read_text("utf-8"))
 
 
+def statement(name: str) -> Statement:
+    return statements()[name]
+
+
 def query(name: str) -> str:
-    return queries()[name]
+    return statements()[name].text
 
 
 def migrations() -> list[tuple[int, str, str]]:

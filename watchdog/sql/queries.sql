@@ -40,7 +40,7 @@ UNION ALL
 SELECT NULL, NULL, NULL, n FROM too_big WHERE n IS NOT NULL
 ORDER BY ordinal;
 
--- name: claim
+-- name: claim retry
 -- The runner's own in-flight task first (a restarted runner resumes it), else
 -- the agent's lowest todo/paused ordinal that is not in backoff. Rows held by
 -- another runner are never taken, even with an expired lease: the reclaim
@@ -85,7 +85,7 @@ WITH own AS (
 )
 SELECT * FROM upd;
 
--- name: checkpoint
+-- name: checkpoint retry
 -- Fenced: applies only while the row is running under this token. The outer
 -- SELECT reads the row as it was before, so a caller learns why nothing
 -- changed (unknown id, lease lost, not running, too large) in the same trip.
@@ -104,7 +104,7 @@ SELECT t.state AS cur_state, t.lease_token AS cur_token,
   FROM afk_task t LEFT JOIN upd u ON true
  WHERE t.id = %(id)s;
 
--- name: heartbeat
+-- name: heartbeat retry
 WITH upd AS (
     UPDATE afk_task
        SET lease_until = now() + make_interval(secs => coalesce(lease_seconds, %(lease_seconds)s)),
@@ -116,7 +116,7 @@ SELECT t.state AS cur_state, t.lease_token AS cur_token, u.*
   FROM afk_task t LEFT JOIN upd u ON true
  WHERE t.id = %(id)s;
 
--- name: done
+-- name: done retry
 WITH upd AS (
     UPDATE afk_task
        SET state = 'done', result = %(result)s::jsonb, lease_until = NULL, updated_at = now()
@@ -130,7 +130,7 @@ SELECT t.state AS cur_state, t.lease_token AS cur_token, u.*
   FROM afk_task t LEFT JOIN upd u ON true
  WHERE t.id = %(id)s;
 
--- name: fail
+-- name: fail retry
 -- A reported failure spends the attempt: below max_attempts the task is
 -- claimable again after base * 2^(attempts-1) seconds (capped); at
 -- max_attempts it is failed for good.
@@ -153,7 +153,7 @@ SELECT t.state AS cur_state, t.lease_token AS cur_token, u.*
   FROM afk_task t LEFT JOIN upd u ON true
  WHERE t.id = %(id)s;
 
--- name: pause_task
+-- name: pause_task retry
 -- A runner's own clean stop of one task: fenced, gives the attempt back.
 WITH upd AS (
     UPDATE afk_task
@@ -169,7 +169,7 @@ SELECT t.state AS cur_state, t.lease_token AS cur_token, u.*
   FROM afk_task t LEFT JOIN upd u ON true
  WHERE t.id = %(id)s;
 
--- name: pause_agent
+-- name: pause_agent retry
 -- A Stop: every running row of the agent, or only those one runner holds.
 -- A deliberate pause gives the attempt back.
 WITH upd AS (
@@ -185,7 +185,7 @@ WITH upd AS (
 )
 SELECT id FROM upd;
 
--- name: pause_runner
+-- name: pause_runner retry
 -- The same for one runner across every agent (a Stop hook knows its session,
 -- not always its agent).
 WITH upd AS (
@@ -200,7 +200,7 @@ WITH upd AS (
 )
 SELECT id FROM upd;
 
--- name: reclaim
+-- name: reclaim retry
 -- The design's watchdog statement, in pages: running rows whose lease expired
 -- become paused, or failed once their attempts are spent. Keyset paging by id
 -- (after_id) so a page of rows locked by others cannot strand the rest; the
@@ -256,21 +256,21 @@ WITH req AS (
 )
 SELECT f.id, f.state, (SELECT ok FROM verdict) AS ok FROM found f;
 
--- name: status
+-- name: status retry
 SELECT s.state::text AS state, count(t.id) AS n
   FROM unnest(enum_range(NULL::afk_task_state)) AS s(state)
   LEFT JOIN afk_task t ON t.state = s.state
        AND (%(agent_id)s::text IS NULL OR t.agent_id = %(agent_id)s::text)
  GROUP BY s.state;
 
--- name: show
+-- name: show retry
 SELECT t.*,
        (SELECT coalesce(jsonb_agg(to_jsonb(e) - 'task_id' ORDER BY e.id), '[]'::jsonb)
           FROM afk_task_event e WHERE e.task_id = t.id) AS history
   FROM afk_task t
  WHERE t.id = %(id)s;
 
--- name: dead
+-- name: dead retry
 SELECT * FROM afk_task
  WHERE state = 'failed'
    AND (%(agent_id)s::text IS NULL OR agent_id = %(agent_id)s::text)
@@ -279,7 +279,7 @@ SELECT * FROM afk_task
  ORDER BY updated_at DESC, id
  LIMIT %(limit)s;
 
--- name: gauges
+-- name: gauges retry
 -- Everything the metrics need, in one statement, through the partial indexes
 -- only, so its cost does not grow with the done rows (see afk_state_counts).
 -- Per-agent counts cover the open states, for the agents with most open tasks.
@@ -315,14 +315,14 @@ SELECT
       WHERE datname = current_database() AND backend_xmin IS NOT NULL
         AND pid <> pg_backend_pid()) AS oldest_snapshot_age;
 
--- name: poison
+-- name: poison retry
 -- Tasks that became failed within the window.
 SELECT * FROM afk_task
  WHERE state = 'failed' AND updated_at >= now() - make_interval(secs => %(window)s)
  ORDER BY updated_at, id
  LIMIT %(limit)s;
 
--- name: prune
+-- name: prune retry
 -- Done rows older than the retention, a batch at a time; their history goes
 -- with them (ON DELETE CASCADE).
 WITH old AS (
@@ -405,11 +405,11 @@ ON CONFLICT (task_id, name) DO UPDATE
         recorded_token = EXCLUDED.recorded_token, recorded_at = now()
   WHERE NOT e.done;
 
--- name: effects
+-- name: effects retry
 SELECT name, done, result, runs, started_at, recorded_at
   FROM afk_task_effect WHERE task_id = %(id)s ORDER BY coalesce(recorded_at, started_at), name;
 
--- name: now
+-- name: now retry
 SELECT now() AS now;
 
 -- name: digest_claim
@@ -454,18 +454,18 @@ UPDATE afk_digest_delivery
    AND lease_token = %(token)s AND state = 'sending'
 RETURNING state;
 
--- name: digest_last_delivered
+-- name: digest_last_delivered retry
 SELECT max(window_end) AS since FROM afk_digest_delivery
  WHERE kind = 'digest' AND state = 'delivered';
 
--- name: digest_status
+-- name: digest_status retry
 SELECT destination, kind, period, state, attempts, last_status, last_error,
        window_start, window_end, delivered_at, next_attempt_at, updated_at
   FROM afk_digest_delivery
  ORDER BY updated_at DESC
  LIMIT %(limit)s;
 
--- name: digest_data
+-- name: digest_data retry
 -- Everything one digest shows, for a window, in one statement.
 WITH failed AS (
     SELECT id, agent_id, ordinal, title, attempts, max_attempts, idem_key, updated_at,
@@ -558,7 +558,7 @@ WITH input AS (
 )
 SELECT id FROM upd;
 
--- name: hook_touch
+-- name: hook_touch retry
 -- An agent hook's look at the session's task, in one round trip. The task is
 -- the one given (%(id)s with its token: a supervisor's claim), else the one
 -- the session itself holds (lease_owner = %(runner)s). Fenced by the token, it
@@ -606,7 +606,7 @@ SELECT g.id, g.token, t.state::text AS cur_state, t.lease_token AS cur_token,
            AS lease_left
   FROM target g JOIN afk_task t ON t.id = g.id;
 
--- name: forget_agent
+-- name: forget_agent retry
 -- Deletes an agent's whole backlog (its history and effects go with it, ON
 -- DELETE CASCADE) and its ordinal counter: what `afk demo` leaves behind.
 WITH gone AS (
@@ -616,7 +616,7 @@ WITH gone AS (
 )
 SELECT count(*) AS n FROM gone;
 
--- name: digest_due_retries
+-- name: digest_due_retries retry
 -- Deliveries that are not the periodic digest's own (a forced send) and whose
 -- retry is due: the job retries them until they land or fail for good.
 SELECT destination, kind, period FROM afk_digest_delivery
@@ -624,7 +624,7 @@ SELECT destination, kind, period FROM afk_digest_delivery
  ORDER BY period
  LIMIT 20;
 
--- name: leader_take
+-- name: leader_take retry
 -- Take the leader lease if it is free or expired, or renew it if we hold it;
 -- no row back means another replica holds it. The token grows with every
 -- change of holder.
@@ -640,7 +640,7 @@ ON CONFLICT (name) DO UPDATE
  WHERE l.holder = EXCLUDED.holder OR l.expires_at <= now()
 RETURNING token, elected_at
 
--- name: leader_release
+-- name: leader_release retry
 -- A clean stop hands over at once: the next replica's check takes it.
 UPDATE afk_leader SET expires_at = now()
  WHERE name = %(name)s AND holder = %(holder)s AND expires_at > now()
