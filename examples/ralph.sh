@@ -40,9 +40,15 @@ trap 'on_signal 130' INT
 trap 'on_signal 143' TERM
 
 # Heartbeats the task while the agent runs; ends with the loop, even a SIGKILLed one.
+# Its sleep is a child it kills on the way out: a leftover sleep would hold the
+# loop's stdout open (a pipeline after the loop would hang for a beat).
 keepalive() {
-    local id=$1 token=$2 loop=$$
-    while sleep "$BEAT"; do
+    local id=$1 token=$2 loop=$$ nap=
+    trap '[ -n "$nap" ] && kill "$nap" 2>/dev/null; exit 0' TERM
+    while :; do
+        sleep "$BEAT" </dev/null >/dev/null 2>&1 &
+        nap=$!
+        wait "$nap" || exit 0
         kill -0 "$loop" 2>/dev/null || exit 0
         $AFK heartbeat "$id" --token "$token" >/dev/null 2>&1
         [ $? -eq 4 ] && exit 0  # the lease is lost: the agent's hooks stop it

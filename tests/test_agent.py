@@ -7,6 +7,7 @@ import os
 import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from watchdog import NewTask
@@ -81,9 +82,15 @@ def test_the_ralph_loop_example(afk, queue, tmp_path, dsn):
            "AGENT_CMD": str(stand_in_agent(tmp_path)),
            "AFK": f"{sys.executable} -m watchdog.cli",
            "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"]}
-    proc = subprocess.run(["bash", str(ROOT / "examples" / "ralph.sh")], env=env,
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
+    proc = subprocess.Popen(["bash", str(ROOT / "examples" / "ralph.sh")], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.wait(timeout=120) == 0
+    # nothing the loop started outlives it holding its output open (the
+    # keepalive's sleep lasts a third of the 120 s lease)
+    reader = threading.Thread(target=proc.communicate)
+    reader.start()
+    reader.join(10)
+    assert not reader.is_alive(), "a child of the loop still holds its stdout"
     assert (tmp_path / "prompts").read_text().splitlines() == ["one", "broken two", "three"]
     assert queue.status("R") == {"todo": 0, "running": 0, "paused": 0, "done": 2, "failed": 1}
 

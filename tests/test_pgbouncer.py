@@ -152,3 +152,15 @@ def test_two_service_replicas_through_pgbouncer_one_leader_once_only_jobs_once(
     # a clean stop hands over at once; a SIGKILL, after the leader lease runs out
     leader.stop()
     assert poll(lambda: other.value("afk_watchdog_leader") == 1, timeout=20)
+
+
+def test_the_worker_examples_through_pgbouncer(afk, queue, tmp_path, dsn, bouncer):
+    """examples/ralph.sh and examples/worker.py, their own tests, with the
+    pooled DSN handed to the examples."""
+    import test_agent
+
+    pooled = bouncer.for_database(dsn)
+    (tmp_path / "ralph").mkdir()
+    (tmp_path / "worker").mkdir()
+    test_agent.test_the_ralph_loop_example(afk, queue, tmp_path / "ralph", pooled)
+    test_agent.test_the_python_worker_example(queue, tmp_path / "worker", pooled)

@@ -99,3 +99,85 @@ class PgBouncer:
                 self.proc.kill()
                 self.proc.wait()
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class Cluster:
+    """A primary and a streaming standby of Debian's PostgreSQL 15 on
+    127.0.0.1 (asynchronous replication, the default), run as the
+    ``postgres`` user when we are root."""
+
+    def __init__(self) -> None:
+        for tool in ("initdb", "pg_ctl", "pg_basebackup"):
+            if not (PGBIN / tool).exists():
+                raise AssertionError(f"{PGBIN / tool} is missing: install postgresql-15")
+        self.folder = Path(tempfile.mkdtemp(prefix="afk-ha-"))
+        self.user = "postgres" if os.geteuid() == 0 else None
+        os.chmod(self.folder, 0o755)
+        if self.user:
+            shutil.chown(self.folder, self.user)
+        self.ports = {"a": free_port(), "b": free_port()}
+        self._pg("initdb", "-D", self.data("a"), "-U", "postgres", "--auth=trust", "-E", "UTF8",
+                 "--no-sync")
+        with open(self.data("a") / "postgresql.conf", "a") as conf:
+            conf.write("wal_level = replica\nmax_wal_senders = 5\nhot_standby = on\n"
+                       "fsync = off\nwal_keep_size = '256MB'\n"
+                       "max_connections = 60\n")
+        self.start("a")
+        self._pg("pg_basebackup", "-h", "127.0.0.1", "-p", str(self.ports["a"]), "-U",
+                 "postgres", "-D", self.data("b"), "-R", "-X", "stream", "--no-sync")
+        self.start("b")
+
+    def data(self, node: str) -> Path:
+        return self.folder / node
+
+    def _pg(self, tool: str, *args: object, check: bool = True) -> None:
+        command = [str(PGBIN / tool), *map(str, args)]
+        if self.user:
+            command = ["runuser", "-u", self.user, "--", *command]
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"{tool} failed: {proc.stderr}{proc.stdout}")
+
+    def start(self, node: str) -> None:
+        self._pg("pg_ctl", "-D", self.data(node), "-l", self.folder / f"{node}.log", "-w",
+                 "-o", f"-p {self.ports[node]} -k {self.folder} -c listen_addresses=127.0.0.1",
+                 "start")
+
+    def stop(self, node: str) -> None:
+        self._pg("pg_ctl", "-D", self.data(node), "-m", "fast", "-w", "stop", check=False)
+
+    def kill(self, node: str) -> None:
+        """SIGKILL the postmaster, as a crash would: no shutdown checkpoint,
+        no last WAL sent."""
+        pid = int((self.data(node) / "postmaster.pid").read_text().split()[0])
+        os.kill(pid, signal.SIGKILL)
+
+    def promote(self, node: str) -> None:
+        self._pg("pg_ctl", "-D", self.data(node), "-w", "promote")
+
+    def dsn(self, node: str, dbname: str = "postgres") -> str:
+        return make_conninfo(host="127.0.0.1", port=self.ports[node], user="postgres",
+                             dbname=dbname)
+
+    def multi_dsn(self, dbname: str = "postgres") -> str:
+        """What clients use: both hosts, whichever accepts writes."""
+        return make_conninfo(host="127.0.0.1,127.0.0.1",
+                             port=f"{self.ports['a']},{self.ports['b']}", user="postgres",
+                             dbname=dbname, target_session_attrs="read-write")
+
+    def caught_up(self) -> bool:
+        """The standby has replayed everything the primary has written."""
+        with psycopg.connect(self.dsn("a"), autocommit=True) as p:
+            row = p.execute("SELECT pg_current_wal_lsn()").fetchone()
+        with psycopg.connect(self.dsn("b"), autocommit=True) as s:
+            done = s.execute("SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn",
+                             (row[0] if row else None,)).fetchone()
+        return bool(done and done[0])
+
+    def close(self) -> None:
+        for node in ("a", "b"):
+            pidfile = self.data(node) / "postmaster.pid"
+            if pidfile.exists():
+                self._pg("pg_ctl", "-D", self.data(node), "-m", "immediate", "stop",
+                         check=False)
+        shutil.rmtree(self.folder, ignore_errors=True)

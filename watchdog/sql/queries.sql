@@ -68,7 +68,7 @@ WITH own AS (
        SET state = 'running',
            attempts = t.attempts + CASE WHEN o.resumed THEN 0 ELSE 1 END,
            lease_owner = %(runner)s,
-           lease_token = nextval('afk_lease_token_seq'),
+           lease_token = afk_next_token(),
            lease_seconds = %(lease_seconds)s,
            lease_until = now() + make_interval(secs => %(lease_seconds)s),
            run_after = NULL,
@@ -429,13 +429,13 @@ WITH superseded AS (
 INSERT INTO afk_digest_delivery AS d
        (destination, kind, period, state, attempts, lease_token, lease_until,
         window_start, window_end)
-VALUES (%(destination)s, %(kind)s, %(period)s, 'sending', 1, nextval('afk_lease_token_seq'),
+VALUES (%(destination)s, %(kind)s, %(period)s, 'sending', 1, afk_next_token(),
         now() + make_interval(secs => %(lease)s),
         coalesce((SELECT since FROM prev), now() - make_interval(secs => %(first_window)s)),
         now())
 ON CONFLICT (destination, kind, period) DO UPDATE
    SET state = 'sending', attempts = d.attempts + 1,
-       lease_token = nextval('afk_lease_token_seq'),
+       lease_token = afk_next_token(),
        lease_until = now() + make_interval(secs => %(lease)s), updated_at = now()
  WHERE (d.state = 'pending' AND d.next_attempt_at <= now())
     OR (d.state = 'sending' AND d.lease_until < now())
@@ -529,7 +529,7 @@ WITH next AS (
 ), upd AS (
     UPDATE afk_task t
        SET state = 'running', attempts = t.attempts + 1, lease_owner = %(runner)s,
-           lease_token = nextval('afk_lease_token_seq'), lease_seconds = %(lease_seconds)s,
+           lease_token = afk_next_token(), lease_seconds = %(lease_seconds)s,
            lease_until = now() + make_interval(secs => %(lease_seconds)s),
            run_after = NULL, checkpoint_at = now(), updated_at = now()
       FROM next n
