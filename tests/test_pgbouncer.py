@@ -115,12 +115,23 @@ def test_cli_and_hooks_through_pgbouncer(dsn, bouncer, queue):
 
 
 def test_two_service_replicas_through_pgbouncer_one_leader_once_only_jobs_once(
-        dsn, bouncer, replicas, queue, sql):
+        dsn, bouncer, replicas, queue, sql, receiver):
+    from test_digest_service import digest_env
+
     pooled = bouncer.for_database(dsn)
     queue.enqueue("a", [NewTask(f"t{i}") for i in range(4)])
     queue.enqueue("b", [NewTask("stuck", max_attempts=1)])
     sql.expire(queue.claim("b", runner="gone").id)
-    first, second = replicas(pooled), replicas(pooled)
+    queue.enqueue("c", [NewTask("broken", max_attempts=1)])
+    queue.fail(queue.claim("c", runner="r"), "boom")
+    env = digest_env(sql, receiver)
+    first, second = replicas(pooled, **env), replicas(pooled, **env)
+    # and a worker through the same pooler meanwhile
+    worker = Queue(pooled, pool_size=2)
+    queue.enqueue("w", [NewTask(f"w{i}") for i in range(200)])
+    drained = threading.Thread(target=lambda: [
+        worker.done(t) for t in iter(lambda: worker.claim("w", runner="w"), None)])
+    drained.start()
 
     leaders: list[tuple[float | None, float | None]] = []
 
@@ -149,6 +160,17 @@ def test_two_service_replicas_through_pgbouncer_one_leader_once_only_jobs_once(
     assert poll(lambda: (leader.value("afk_job_last_success_timestamp_seconds",
                                       job="prune") or 0) > 0)
     assert other.value("afk_job_last_success_timestamp_seconds", job="prune") is None
+    # the digest went out once, from the leader
+    runs = leader.value("afk_job_runs_total", job="digest") or 0
+    assert poll(lambda: (leader.value("afk_job_runs_total", job="digest") or 0) >= runs + 3)
+    assert len(receiver.received) == 1
+    assert json.loads(receiver.received[0].body)["failed_total"] == 2
+    assert other.value("afk_job_runs_total", job="digest") is not None  # it checked...
+    assert other.value("afk_digest_deliveries_total", destination="webhook",
+                       outcome="delivered") is None  # ...and sent nothing
+    drained.join(60)
+    worker.close()
+    assert queue.status("w")["done"] == 200
     # a clean stop hands over at once; a SIGKILL, after the leader lease runs out
     leader.stop()
     assert poll(lambda: other.value("afk_watchdog_leader") == 1, timeout=20)
