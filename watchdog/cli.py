@@ -27,7 +27,7 @@ MAX_SINCE = 100 * 365 * 86400
 logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
-    from .queue import Queue
+    from .queue import Queue, Task
 
 
 class Parser(argparse.ArgumentParser):
@@ -207,6 +207,8 @@ def cmd_done(args: argparse.Namespace) -> int:
     result = parse_json(args.result, "--result") if args.result is not None else None
     task_id, token = task_of(args)
     with open_queue(args) as q:
+        if args.next:
+            return emit_next(q.done(task_id, result, token=token, claim_next=True))
         emit(q.done(task_id, result, token=token).to_json())
     return EXIT_OK
 
@@ -214,7 +216,19 @@ def cmd_done(args: argparse.Namespace) -> int:
 def cmd_fail(args: argparse.Namespace) -> int:
     task_id, token = task_of(args)
     with open_queue(args) as q:
+        if args.next:
+            return emit_next(q.fail(task_id, args.error, token=token, claim_next=True))
         emit(q.fail(task_id, args.error, token=token).to_json())
+    return EXIT_OK
+
+
+def emit_next(task: Task | None) -> int:
+    """What `done --next` and `fail --next` print: the next task, as `claim`
+    prints it, or exit 3."""
+    if task is None:
+        print("afk: finished; nothing to claim next", file=sys.stderr)
+        return EXIT_EMPTY
+    emit(task.to_json())
     return EXIT_OK
 
 
@@ -514,10 +528,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = fenced("checkpoint", cmd_checkpoint, "merge a JSON object into the checkpoint")
     p.add_argument("--patch", required=True, help="JSON object, or @FILE")
     fenced("heartbeat", cmd_heartbeat, "refresh the lease")
+    next_help = ("and, in the same statement, claim the same runner's next task of the agent "
+                 "and print it (exit 3 if there is none)")
     p = fenced("done", cmd_done, "finish the task")
     p.add_argument("--result", help="JSON, or @FILE")
+    p.add_argument("--next", action="store_true", help=next_help)
     p = fenced("fail", cmd_fail, "report a failure (retried after a backoff)")
     p.add_argument("--error", required=True)
+    p.add_argument("--next", action="store_true", help=next_help)
 
     p = add("pause", cmd_pause, "pause running tasks (a clean stop spends no attempt)")
     agent_opt(p)

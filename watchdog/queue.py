@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn, overload
 
 from .config import QueueSettings
 from .db import Connection, Database, Row, json_param
@@ -26,6 +26,8 @@ STATES = ("todo", "running", "paused", "done", "failed")
 MAX_TEXT = 10_000  # characters of a title, an agent id or a key
 MAX_ERROR = 100_000  # characters of last_error kept
 MAX_ATTEMPTS = 1_000  # the largest max_attempts a task may have
+#: a token is the server's timeline above its low 40 bits (migration 0009)
+TOKEN_SEQ_BITS = 40
 
 
 @dataclass(frozen=True)
@@ -314,21 +316,35 @@ class Queue:
                 rows[0]["cur_state"] == "running" and rows[0]["cur_token"] == token:
             raise BadInput(f"the merged checkpoint would be {rows[0]['merged_bytes']} bytes, "
                            f"over the limit of {max_bytes}")
-        return fenced(rows, task_id, token)
+        return self._fenced(rows, task_id, token)
 
     def heartbeat(self, task: TaskRef, *, token: int | None = None) -> Task:
         """Refresh the lease without changing anything else."""
         task_id, token = task_ref(task, token)
-        return fenced(self.db.fetch("heartbeat", {
+        return self._fenced(self.db.fetch("heartbeat", {
             "id": task_id, "token": token, "lease_seconds": self.settings.lease_seconds,
         }), task_id, token)
 
+    @overload
     def done(self, task: TaskRef, result: Any = None, *, token: int | None = None,
-             conn: Connection | None = None) -> Task:
-        """Finish the task. Pass ``conn`` to commit it with your own writes."""
+             conn: Connection | None = None, claim_next: Literal[False] = False) -> Task: ...
+
+    @overload
+    def done(self, task: TaskRef, result: Any = None, *, token: int | None = None,
+             conn: Connection | None = None, claim_next: Literal[True]) -> Task | None: ...
+
+    def done(self, task: TaskRef, result: Any = None, *, token: int | None = None,
+             conn: Connection | None = None, claim_next: bool = False) -> Task | None:
+        """Finish the task. Pass ``conn`` to commit it with your own writes.
+
+        ``claim_next=True``: in the same statement, claim the same runner's
+        next task of the same agent (as :meth:`claim` would) and return it, or
+        None when there is none; a refused finish claims nothing."""
         task_id, token = task_ref(task, token)
         if result is not None:
             check_json_size("result", result, self.settings.max_json_bytes)
+        if claim_next:
+            return self._finish_claim(task_id, token, result=result, conn=conn)
         rows = self.db.fetch("done", {
             "id": task_id, "token": token,
             "result": None if result is None else json_param(result),
@@ -337,26 +353,66 @@ class Queue:
                 and rows[0]["cur_token"] == token:
             # a replay by the token that finished it (its first reply was lost)
             return self.show(task_id)[0]
-        return fenced(rows, task_id, token)
+        return self._fenced(rows, task_id, token)
 
-    def fail(self, task: TaskRef, error: str, *, token: int | None = None) -> Task:
+    @overload
+    def fail(self, task: TaskRef, error: str, *, token: int | None = None,
+             claim_next: Literal[False] = False) -> Task: ...
+
+    @overload
+    def fail(self, task: TaskRef, error: str, *, token: int | None = None,
+             claim_next: Literal[True]) -> Task | None: ...
+
+    def fail(self, task: TaskRef, error: str, *, token: int | None = None,
+             claim_next: bool = False) -> Task | None:
         """Report a failure. Below max_attempts the task comes back after a
-        backoff; at max_attempts it is failed."""
+        backoff; at max_attempts it is failed. ``claim_next``: as in
+        :meth:`done`."""
         task_id, token = task_ref(task, token)
         if not isinstance(error, str) or not error.strip():
             raise BadInput("error text must not be empty")
         error = error.replace("\x00", "")[:MAX_ERROR]
+        if claim_next:
+            return self._finish_claim(task_id, token, error=error)
         s = self.settings
-        return fenced(self.db.fetch("fail", {
+        return self._fenced(self.db.fetch("fail", {
             "id": task_id, "token": token, "error": error,
             "backoff_base": s.backoff_base_seconds, "backoff_cap": s.backoff_cap_seconds,
         }), task_id, token)
+
+    def _fenced(self, rows: list[Row], task_id: uuid.UUID, token: int) -> Task:
+        return fenced(rows, task_id, token, timeline=self._timeline)
+
+    def _timeline(self) -> int:
+        return int(self.db.fetch("timeline")[0]["timeline"])
+
+    def _finish_claim(self, task_id: uuid.UUID, token: int, *, result: Any = None,
+                      error: str | None = None, conn: Connection | None = None) -> Task | None:
+        s = self.settings
+        rows = self.db.fetch("finish_claim", {
+            "id": task_id, "token": token, "error": error,
+            "result": None if result is None else json_param(result),
+            "backoff_base": s.backoff_base_seconds, "backoff_cap": s.backoff_cap_seconds,
+            "lease_seconds": s.lease_seconds,
+        }, conn)
+        finished = rows[0] if rows and rows[0]["role"] == "finished" else None
+        nxt = next((r for r in rows if r["role"] == "next"), None)
+        if finished is not None and finished["id"] is None and error is None \
+                and finished["cur_state"] == "done" and finished["cur_token"] == token:
+            # a replay by the token that finished it: the first call's claim,
+            # if it made one, is this runner's in-flight task now
+            was = self.show(task_id)[0]
+            if was.lease_owner is None:
+                return None
+            return self.claim(was.agent_id, runner=was.lease_owner)
+        self._fenced([finished] if finished else [], task_id, token)
+        return Task.from_row(nxt) if nxt is not None else None
 
     def pause_task(self, task: TaskRef, *, token: int | None = None,
                    reason: str = "paused by runner") -> Task:
         """A clean stop of one task by its worker: no attempt is spent."""
         task_id, token = task_ref(task, token)
-        return fenced(self.db.fetch("pause_task", {"id": task_id, "token": token,
+        return self._fenced(self.db.fetch("pause_task", {"id": task_id, "token": token,
                                                    "reason": reason}), task_id, token)
 
     def pause(self, agent_id: str | None = None, *, runner: str | None = None,
@@ -428,7 +484,7 @@ class Queue:
         if begin["done"]:
             return begin["result"]
         if not begin["fenced"]:
-            explain_fence(begin, task_id, token, expired_ok=False)
+            explain_fence(begin, task_id, token, timeline=self._timeline, expired_ok=False)
         result = fn(EffectContext(task_id, name, effect_key(begin["idem_key"], task_id, name)))
         check_json_size(f"result of effect {name!r}", result, self.settings.max_json_bytes)
         recorded = self.db.fetch("effect_record", {
@@ -450,7 +506,7 @@ class Queue:
             if lock["done"]:
                 return lock["result"]
             if not lock["fenced"]:
-                explain_fence(lock, task_id, token)
+                explain_fence(lock, task_id, token, timeline=self._timeline)
             key = effect_key(lock["idem_key"], task_id, name)
             result = fn(EffectContext(task_id, name, key, conn))
             check_json_size(f"result of effect {name!r}", result, self.settings.max_json_bytes)
@@ -653,21 +709,28 @@ def task_ref(task: TaskRef, token: int | None) -> tuple[uuid.UUID, int]:
     return parse_task_id(task), token
 
 
-def fenced(rows: list[Row], task_id: uuid.UUID, token: int) -> Task:
+def fenced(rows: list[Row], task_id: uuid.UUID, token: int,
+           timeline: Callable[[], int] | None = None) -> Task:
     """Interpret a fenced write: the updated task, or why nothing changed."""
     if not rows:
         raise TaskNotFound(f"no task with id {task_id}")
     row = rows[0]
     if row["id"] is not None:
         return Task.from_row(row)
-    explain_fence(row, task_id, token)
+    explain_fence(row, task_id, token, timeline=timeline)
 
 
-def explain_fence(row: Row, task_id: uuid.UUID, token: int,
-                  expired_ok: bool = True) -> NoReturn:
+def explain_fence(row: Row, task_id: uuid.UUID, token: int, expired_ok: bool = True,
+                  timeline: Callable[[], int] | None = None) -> NoReturn:
     """Raise the reason a fenced statement did not apply, from the row as it
-    was (``cur_state``, ``cur_token``)."""
-    state, current = str(row["cur_state"]), row["cur_token"]
+    was (``cur_state``, ``cur_token``). ``timeline`` gives the server's
+    timeline, asked only when the token is newer than the task's."""
+    state, current = str(row["cur_state"]), row["cur_token"] or 0
+    issued_on = token >> TOKEN_SEQ_BITS
+    if token > current and issued_on and timeline is not None and issued_on < timeline():
+        # a claim lost in a failover issued it on an earlier timeline
+        raise LeaseLost(f"lease lost: token {token} was issued for task {task_id} by a "
+                            "claim that a database failover lost; nothing was changed")
     if token <= 0 or token > current:
         raise BadInput(f"token {token} was never issued for task {task_id}")
     if token < current:

@@ -153,6 +153,79 @@ SELECT t.state AS cur_state, t.lease_token AS cur_token, u.*
   FROM afk_task t LEFT JOIN upd u ON true
  WHERE t.id = %(id)s;
 
+-- name: finish_claim retry
+-- A worker loop's step in one round trip: finish the held task (done, or
+-- failed with %(error)s, exactly as `done` and `fail` do) and claim the same
+-- runner's next task of the same agent, exactly as `claim` does. The claim
+-- reads the finished row, so a refused finish claims nothing. The first row
+-- (role 'finished') says how the finish went, as `done` and `fail` say it; a
+-- second row (role 'next'), if any, is the task now held.
+WITH fin AS (
+    UPDATE afk_task
+       SET state = CASE WHEN %(error)s::text IS NULL THEN 'done'
+                        WHEN attempts >= max_attempts THEN 'failed'
+                        ELSE 'todo' END::afk_task_state,
+           result = CASE WHEN %(error)s::text IS NULL THEN %(result)s::jsonb ELSE result END,
+           run_after = CASE WHEN %(error)s::text IS NULL OR attempts >= max_attempts THEN NULL
+                            ELSE now() + make_interval(secs => least(
+                                %(backoff_base)s * power(2, greatest(attempts - 1, 0)),
+                                %(backoff_cap)s)) END,
+           last_error = coalesce(%(error)s::text, last_error),
+           lease_until = NULL, updated_at = now()
+     WHERE id = %(id)s AND state = 'running' AND lease_token = %(token)s
+    RETURNING *
+), fin_ev AS (
+    INSERT INTO afk_task_event (task_id, from_state, to_state, reason, runner, token, attempts, error)
+    SELECT id, 'running', state,
+           CASE WHEN %(error)s::text IS NULL THEN 'done' ELSE 'failed with error' END,
+           lease_owner, lease_token, attempts, %(error)s::text
+      FROM fin
+), own AS (
+    SELECT t.id, true AS resumed FROM afk_task t, fin f
+     WHERE t.agent_id = f.agent_id AND t.state = 'running' AND t.lease_owner = f.lease_owner
+       AND t.id <> f.id
+     ORDER BY t.ordinal
+     LIMIT 1
+       FOR UPDATE OF t SKIP LOCKED
+), next AS (
+    SELECT t.id, false AS resumed FROM afk_task t, fin f
+     WHERE t.agent_id = f.agent_id AND t.state IN ('todo', 'paused')
+       AND (t.run_after IS NULL OR t.run_after <= now())
+       AND NOT EXISTS (SELECT 1 FROM own)
+     ORDER BY t.ordinal
+     LIMIT 1
+       FOR UPDATE OF t SKIP LOCKED
+), picked AS (
+    SELECT * FROM own UNION ALL SELECT * FROM next
+), old AS (
+    SELECT t.id, t.state, p.resumed FROM afk_task t JOIN picked p USING (id)
+), upd AS (
+    UPDATE afk_task t
+       SET state = 'running',
+           attempts = t.attempts + CASE WHEN o.resumed THEN 0 ELSE 1 END,
+           lease_owner = (SELECT lease_owner FROM fin),
+           lease_token = afk_next_token(),
+           lease_seconds = %(lease_seconds)s,
+           lease_until = now() + make_interval(secs => %(lease_seconds)s),
+           run_after = NULL,
+           checkpoint_at = now(),
+           updated_at = now()
+      FROM old o
+     WHERE t.id = o.id
+    RETURNING t.*, o.state AS from_state, o.resumed
+), ev AS (
+    INSERT INTO afk_task_event (task_id, from_state, to_state, reason, runner, token, attempts)
+    SELECT id, from_state, 'running', CASE WHEN resumed THEN 'resumed' ELSE 'claimed' END,
+           lease_owner, lease_token, attempts
+      FROM upd
+)
+SELECT 'finished' AS role, t.state AS cur_state, t.lease_token AS cur_token, f.*,
+       NULL AS from_state, NULL::boolean AS resumed
+  FROM afk_task t LEFT JOIN fin f ON true
+ WHERE t.id = %(id)s
+UNION ALL
+SELECT 'next', NULL, NULL, u.* FROM upd u;
+
 -- name: pause_task retry
 -- A runner's own clean stop of one task: fenced, gives the attempt back.
 WITH upd AS (
@@ -644,3 +717,8 @@ RETURNING token, elected_at
 -- A clean stop hands over at once: the next replica's check takes it.
 UPDATE afk_leader SET expires_at = now()
  WHERE name = %(name)s AND holder = %(holder)s AND expires_at > now()
+
+-- name: timeline retry
+-- The timeline this server writes WAL on (what afk_next_token() puts in a
+-- token's high bits): asked only to explain a refused token.
+SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint AS timeline
