@@ -55,9 +55,15 @@ keepalive() {
     done
 }
 
+# Finishing a task claims the next one in the same statement (`done --next`,
+# `fail --next`): one afk call per task between agent runs, not two.
+task=$($AFK claim --runner "$RUNNER" --lease "$LEASE")
+status=$?
 while [ -z "$interrupted" ]; do
-    task=$($AFK claim --runner "$RUNNER" --lease "$LEASE")
-    status=$?
+    if [ "$status" -eq 4 ]; then  # our finish was refused: someone else holds it
+        task=$($AFK claim --runner "$RUNNER" --lease "$LEASE")
+        status=$?
+    fi
     if [ "$status" -eq 3 ]; then
         echo "ralph: the backlog of $AFK_AGENT_ID is empty" >&2
         exit 0
@@ -88,10 +94,16 @@ $($AFK resume-brief "$id")"
         echo "ralph: interrupted: task $id paused" >&2
         exit "${interrupted:-$status}"
     elif [ "$status" -eq 0 ]; then
-        $AFK done "$id" --token "$token" >/dev/null || echo "ralph: done refused for $id" >&2
+        task=$($AFK done "$id" --token "$token" --next)
+        status=$?
     else
-        $AFK fail "$id" --token "$token" --error "agent exited $status" >/dev/null \
-            || echo "ralph: fail refused for $id" >&2
+        task=$($AFK fail "$id" --token "$token" --error "agent exited $status" --next)
+        status=$?
     fi
+    [ "$status" -eq 4 ] && echo "ralph: finishing $id was refused: its lease was lost" >&2
 done
+# interrupted while finishing: the task claimed next goes back, no attempt spent
+if [ "$status" -eq 0 ]; then
+    $AFK pause "$(field id <<<"$task")" --token "$(field token <<<"$task")" >/dev/null
+fi
 exit "$interrupted"

@@ -68,33 +68,41 @@ def run_agent(task: Task, step: str, stop: Stop) -> int:
 
 
 def work(queue: Queue, agent: str, runner: str, stop: Stop) -> int:
+    """Drain the agent's backlog. Finishing a task claims the next one in the
+    same statement (``claim_next=True``): one round trip per task, not two."""
     finished = 0
-    while not stop.is_set() and (task := queue.claim(agent, runner=runner)) is not None:
+    task = queue.claim(agent, runner=runner)
+    while task is not None:
+        if stop.is_set():  # claimed, but we are asked to stop: give it back
+            queue.pause_task(task, reason="interrupted")
+            break
+        current = task
         try:
-            with queue.leased(task) as lease:
-                done = list(task.checkpoint.get("steps_done", []))
+            with queue.leased(current) as lease:
+                done = list(current.checkpoint.get("steps_done", []))
                 for step in STEPS:
                     if step in done:
                         continue  # a previous attempt got this far
-                    status = run_agent(task, step, stop) if os.environ.get("AGENT_CMD") else 0
+                    status = run_agent(current, step, stop) if os.environ.get("AGENT_CMD") else 0
                     if stop.is_set() or status in (130, 143):
                         raise Interrupted(status if status in (130, 143) else 130)
                     if lease.lost.is_set():
                         raise lease.error or LeaseLost()
                     if status != 0:
-                        queue.fail(task, f"agent exited {status} at {step!r}")
+                        task = queue.fail(current, f"agent exited {status} at {step!r}",
+                                          claim_next=True)
                         break
                     done.append(step)
-                    queue.checkpoint(task, {"steps_done": done})
+                    queue.checkpoint(current, {"steps_done": done})
                 else:
-                    queue.effect(task, "post-comment", post_comment)
-                    queue.done(task, {"steps": done})
+                    queue.effect(current, "post-comment", post_comment)
+                    task = queue.done(current, {"steps": done}, claim_next=True)
                     finished += 1
         except LeaseLost:
-            continue  # someone else owns it now: move on
+            task = queue.claim(agent, runner=runner)  # someone else owns it now: move on
         except Interrupted as stopped:
-            queue.pause_task(task, reason="interrupted")
-            print(f"worker: interrupted: task {task.id} paused", file=sys.stderr)
+            queue.pause_task(current, reason="interrupted")
+            print(f"worker: interrupted: task {current.id} paused", file=sys.stderr)
             raise SystemExit(stop.code or stopped.code) from None
     return finished
 
