@@ -9,11 +9,23 @@
 -- A spec over the size cap refuses the whole batch: nothing is written and the
 -- first such task's position comes back in too_big. (Creation is on the row,
 -- created_at; the history records the state changes after it.)
+-- The rows come as one JSON array (a small batch: one round trip), or were
+-- COPYed into afk_enqueue_staging under %(batch)s (a large one): the staging
+-- scan is a one-time filter that a NULL batch skips, and the rows are deleted
+-- here.
 WITH input AS (
     SELECT x.n, x.title, coalesce(x.spec, '{}'::jsonb) AS spec, x.idem_key,
            coalesce(x.max_attempts, %(default_max_attempts)s) AS max_attempts
       FROM jsonb_to_recordset(%(tasks)s::jsonb)
            AS x(n int, title text, spec jsonb, idem_key text, max_attempts int)
+    UNION ALL
+    SELECT s.n, s.title, coalesce(s.spec, '{}'::jsonb), s.idem_key,
+           coalesce(s.max_attempts, %(default_max_attempts)s)
+      FROM afk_enqueue_staging s
+     WHERE %(batch)s::uuid IS NOT NULL AND s.batch = %(batch)s::uuid
+), unstaged AS (
+    DELETE FROM afk_enqueue_staging
+     WHERE %(batch)s::uuid IS NOT NULL AND batch = %(batch)s::uuid
 ), too_big AS (
     SELECT min(n) AS n FROM input WHERE octet_length(spec::text) > %(max_bytes)s
 ), fresh AS (

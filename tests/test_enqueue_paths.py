@@ -1,0 +1,95 @@
+"""Both enqueue paths keep every guarantee: one statement with the rows as
+JSON (a small batch), and COPY into a staging table then the same statement
+(a batch of COPY_FROM rows or more)."""
+
+from __future__ import annotations
+
+import threading
+
+import psycopg
+import pytest
+
+from watchdog import BadInput, NewTask, Queue
+from watchdog.queue import COPY_FROM
+
+SIZES = [pytest.param(10, id="json"), pytest.param(COPY_FROM + 5, id="copy")]
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_keys_are_idempotent_and_duplicates_reported(queue, sql, n):
+    plan = [NewTask(f"t{i}", {"i": i}, key=f"k{i}") for i in range(n)]
+    first = queue.enqueue("a", plan)
+    assert len(first.enqueued) == n and first.duplicates == []
+    # again, with one new task and a key repeated inside the batch
+    again = queue.enqueue("a", [*plan, NewTask("new", key="fresh"), NewTask("x", key="k0")])
+    assert len(again.enqueued) == 1
+    assert sorted(again.duplicates) == sorted([f"k{i}" for i in range(n)] + ["k0"])
+    rows = sql("SELECT ordinal, title, spec FROM afk_task ORDER BY ordinal")
+    assert [r["ordinal"] for r in rows] == list(range(1, n + 2))
+    assert rows[0]["spec"] == {"i": 0} and rows[-1]["title"] == "new"
+    assert sql.one("SELECT count(*) FROM afk_enqueue_staging") == 0
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_one_spec_over_the_cap_refuses_the_whole_batch(dsn, sql, n):
+    from watchdog import QueueSettings
+
+    q = Queue(dsn, settings=QueueSettings(max_json_bytes=100))
+    plan = [NewTask(f"t{i}") for i in range(n)]
+    plan[n // 2] = NewTask("big", {"x": "y" * 200})
+    before = sql.fingerprint()
+    with pytest.raises(BadInput, match=f"task {n // 2 + 1}: spec is over the limit"):
+        q.enqueue("a", plan)
+    assert sql.fingerprint() == before
+    assert sql.one("SELECT count(*) FROM afk_enqueue_staging") == 0
+    q.close()
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_a_bad_spec_is_refused_before_anything_is_sent(queue, sql, n):
+    plan = [NewTask(f"t{i}") for i in range(n)]
+    plan[-1] = NewTask("nul", {"x": "a\x00b"})
+    with pytest.raises(BadInput, match="NUL"):
+        queue.enqueue("a", plan)
+    assert sql.one("SELECT count(*) FROM afk_task") == 0
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_conn_joins_the_callers_transaction(queue, dsn, sql, n):
+    with psycopg.connect(dsn) as conn:
+        queue.enqueue("a", [NewTask(f"t{i}") for i in range(n)], conn=conn)
+        conn.execute("CREATE TABLE mine (x int)")
+        conn.rollback()
+    assert sql.one("SELECT count(*) FROM afk_task") == 0
+    with psycopg.connect(dsn) as conn:
+        queue.enqueue("a", [NewTask(f"t{i}") for i in range(n)], conn=conn)
+        queue.enqueue("a", [NewTask(f"u{i}") for i in range(n)], conn=conn)
+        conn.commit()
+    assert sql.one("SELECT count(*) FROM afk_task") == 2 * n
+
+
+def test_concurrent_large_batches_get_disjoint_ordinals_in_input_order(dsn, sql):
+    n = COPY_FROM + 200
+    errors: list[BaseException] = []
+
+    def enqueue(prefix: str) -> None:
+        q = Queue(dsn, pool_size=1)
+        try:
+            q.enqueue("a", [NewTask(f"{prefix}{i:05d}") for i in range(n)])
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            q.close()
+
+    threads = [threading.Thread(target=enqueue, args=(p,)) for p in "abc"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors
+    rows = sql("SELECT ordinal, title FROM afk_task ORDER BY ordinal")
+    assert [r["ordinal"] for r in rows] == list(range(1, 3 * n + 1))
+    for prefix in "abc":
+        mine = [r["title"] for r in rows if r["title"].startswith(prefix)]
+        assert mine == sorted(mine) and len(mine) == n  # each batch in its input order
+    assert sql.one("SELECT count(*) FROM afk_enqueue_staging") == 0
