@@ -171,25 +171,48 @@ def drain(target: Callable[..., None], dsn: str, cfg: Config, n: int,
     return (cfg.tasks // cfg.agents * cfg.agents) / (time.perf_counter() - began)
 
 
+def _pgbench_sql(statement: str, values: dict[str, str]) -> str:
+    out = re.sub(r"%\((\w+)\)s", lambda m: values[m.group(1)], statement)
+    out = "\n".join(line for line in out.splitlines() if not line.strip().startswith("--"))
+    return " ".join(out.split())
+
+
+CLAIM_VALUES = {"agent_id": "('bench-' || :a)", "runner": "('pgbench-' || :client_id)",
+                "lease_seconds": "300"}
+
+
 def pgbench_script(path: Path) -> None:
     """The project's own claim and done statements, read from its SQL file,
     with pgbench variables in place of the named parameters."""
-    def subst(statement: str, values: dict[str, str]) -> str:
-        out = re.sub(r"%\((\w+)\)s", lambda m: values[m.group(1)], statement)
-        out = "\n".join(line for line in out.splitlines() if not line.strip().startswith("--"))
-        return " ".join(out.split())
-
-    claim = subst(queries.query("claim"), {"agent_id": "('bench-' || :a)",
-                                           "runner": "('pgbench-' || :client_id)",
-                                           "lease_seconds": "300"})
-    done = subst(queries.query("done"), {"id": ":id", "token": ":lease_token",
-                                         "result": "NULL"})
+    claim = _pgbench_sql(queries.query("claim"), CLAIM_VALUES)
+    done = _pgbench_sql(queries.query("done"), {"id": ":id", "token": ":lease_token",
+                                                "result": "NULL"})
     path.write_text(f"\\set a random(0, :agents - 1)\n{claim}\n\\gset\n{done}\n")
 
 
-def pgbench(server: Server, dsn: str, cfg: Config, clients: int, folder: Path) -> float:
-    script = folder / "claim_done.sql"
-    pgbench_script(script)
+def pgbench_next_script(path: Path) -> None:
+    """The combined statement's limit: each pgbench transaction finishes the
+    held task and claims the next with `finish_claim`; a client holding
+    nothing (at its start: `-D have=0`, or when its agent ran dry) claims first. Both
+    statements end in one row saying whether a task is held (`have`)."""
+    held = "SELECT count(*) AS have, min(id::text) AS id, min(lease_token) AS lease_token FROM upd"
+    claim = re.sub(r"SELECT \* FROM upd$", held, queries.query("claim").strip())
+    finish = queries.query("finish_claim").strip()
+    finish = finish[:finish.rindex("SELECT 'finished'")] + held
+    claim = _pgbench_sql(claim, CLAIM_VALUES)
+    finish = _pgbench_sql(finish, {"id": "(:id)::uuid", "token": ":lease_token",
+                                   "result": "NULL", "error": "NULL", "backoff_base": "30",
+                                   "backoff_cap": "3600", "lease_seconds": "300"})
+    path.write_text("\\if :have = 0\n\\set a random(0, :agents - 1)\n"
+                    f"{claim}\n\\gset\n\\endif\n"
+                    f"\\if :have = 1\n{finish}\n\\gset\n\\endif\n")
+
+
+def pgbench(server: Server, dsn: str, cfg: Config, clients: int, folder: Path,
+            combined: bool = False) -> float:
+    """Tasks finished per second by pgbench running the statements."""
+    script = folder / ("finish_claim.sql" if combined else "claim_done.sql")
+    (pgbench_next_script if combined else pgbench_script)(script)
     params = conninfo_to_dict(dsn)
     env = {**os.environ, "PGHOST": str(params.get("host", "")),
            "PGPORT": str(params.get("port", "5432")), "PGUSER": str(params.get("user", "")),
@@ -199,7 +222,7 @@ def pgbench(server: Server, dsn: str, cfg: Config, clients: int, folder: Path) -
     per_client = cfg.tasks // clients
     out = subprocess.run([str(server.bin / "pgbench"), "-n", "-M", "prepared", "-c",
                           str(clients), "-j", str(clients), "-t", str(per_client),
-                          "-D", f"agents={cfg.agents}", "-f", str(script)],
+                          "-D", f"agents={cfg.agents}", "-D", "have=0", "-f", str(script)],
                          env=env, capture_output=True, text=True, timeout=600)
     failed = re.search(r"number of failed transactions: (\d+)", out.stdout)
     if out.returncode != 0 or not failed or failed.group(1) != "0":
@@ -207,7 +230,12 @@ def pgbench(server: Server, dsn: str, cfg: Config, clients: int, folder: Path) -
     match = re.search(r"tps = ([\d.]+) \(without initial connection time\)", out.stdout)
     if not match:
         raise RuntimeError(f"pgbench printed no tps: {out.stdout[-500:]}")
-    return float(match.group(1))
+    tps = float(match.group(1))
+    if not combined:
+        return tps
+    # a transaction that only claimed finished nothing: count what was done
+    seconds = per_client * clients / tps
+    return count(dsn, "SELECT count(*) FROM afk_task WHERE state = 'done'") / seconds
 
 
 def setup_pgqueuer(dsn: str, cfg: Config) -> None:
@@ -247,8 +275,11 @@ def setup_procrastinate(dsn: str, cfg: Config) -> None:
 
 
 def contenders(cfg: Config) -> list[tuple[str, str]]:
-    names = [("afk (API, claim+done)", "afk"), (f"afk (batch of {cfg.batch_size})", "afk-batch"),
-             ("raw SQL limit (pgbench, same statements)", "pgbench")]
+    names = [("afk (API, claim+done)", "afk"),
+             ("raw SQL limit (pgbench, same statements)", "pgbench"),
+             ("afk (API, done + claim next in one statement)", "afk-next"),
+             ("raw SQL limit (pgbench, combined statement)", "pgbench-next"),
+             (f"afk (batch of {cfg.batch_size})", "afk-batch")]
     if cfg.peers:
         names += [("pgqueuer 1.6 (batch 10)", "pgqueuer-10"),
                   ("pgqueuer 1.6 (batch 1)", "pgqueuer-1"),
@@ -270,15 +301,19 @@ def checked(rate: float, done: int, expected: int, who: str) -> float:
 
 def run_contender(key: str, server: Server, cfg: Config, n: int, folder: Path) -> float:
     total = cfg.tasks // cfg.agents * cfg.agents
-    if key in ("afk", "afk-batch", "pgbench"):
+    if key.startswith(("afk", "pgbench")):
         with server.database() as dsn:
-            fill_afk(dsn, cfg, extra=1.5 if key == "pgbench" else 1.0)
+            fill_afk(dsn, cfg, extra=1.5 if key.startswith("pgbench") else 1.0)
             vacuum(dsn)
             if key == "pgbench":
                 rate = pgbench(server, dsn, cfg, n, folder)
                 total = cfg.tasks // n * n
+            elif key == "pgbench-next":
+                return pgbench(server, dsn, cfg, n, folder, combined=True)
             elif key == "afk":
                 rate = drain(workers.afk_single, dsn, cfg, n)
+            elif key == "afk-next":
+                rate = drain(workers.afk_next, dsn, cfg, n)
             else:
                 rate = drain(workers.afk_batch, dsn, cfg, n, size=cfg.batch_size)
             done = count(dsn, "SELECT count(*) FROM afk_task WHERE state = 'done'")
@@ -316,17 +351,43 @@ def bench_throughput(server: Server, cfg: Config, results: Results, folder: Path
 
 def bench_enqueue(server: Server, cfg: Config, results: Results) -> None:
     rows = cfg.enqueue_rows
-    for label in ("API, batches of 1000", "COPY", "one INSERT per row"):
+    labels = [f"API, one batch of {rows:,}", "API, batches of 1000", "COPY",
+              "raw SQL: COPY to a temp table, INSERT … SELECT … ON CONFLICT",
+              "one INSERT per row"]
+    for label in labels:
         results.enqueue[label] = []
-    for _ in range(cfg.rounds):
+
+    def api(batch: int) -> float:
         with server.database() as dsn:
-            q = Queue(dsn, pool_size=None)
+            q = Queue(dsn, pool_size=1)
             began = time.perf_counter()
-            for lo in range(0, rows, 1000):
+            for lo in range(0, rows, batch):
                 q.enqueue("e", [NewTask(f"t{i}", {"i": i}, key=f"k{i}")
-                                for i in range(lo, min(rows, lo + 1000))])
-            results.enqueue["API, batches of 1000"].append(rows / (time.perf_counter() - began))
+                                for i in range(lo, min(rows, lo + batch))])
+            rate = rows / (time.perf_counter() - began)
             q.close()
+            if count(dsn, "SELECT count(*) FROM afk_task") != rows:
+                raise RuntimeError("enqueue: rows missing")
+            return rate
+
+    for _ in range(cfg.rounds):
+        results.enqueue[f"API, one batch of {rows:,}"].append(api(rows))
+        results.enqueue["API, batches of 1000"].append(api(1000))
+        with server.database() as dsn, psycopg.connect(dsn) as conn:
+            # the staging design, as raw SQL with none of the API's checks:
+            # the most it could reach
+            began = time.perf_counter()
+            conn.execute("CREATE TEMP TABLE staged (n int, title text, spec jsonb, "
+                         "idem_key text) ON COMMIT DROP")
+            with conn.cursor().copy("COPY staged FROM STDIN") as copy:
+                for i in range(rows):
+                    copy.write_row((i, f"t{i}", json.dumps({"i": i}), f"k{i}"))
+            conn.execute("INSERT INTO afk_task (agent_id, ordinal, title, spec, idem_key) "
+                         "SELECT 'e', n + 1, title, spec, idem_key FROM staged "
+                         "ON CONFLICT (idem_key) DO NOTHING RETURNING id").fetchall()
+            conn.commit()
+            results.enqueue["raw SQL: COPY to a temp table, INSERT … SELECT … ON CONFLICT"
+                            ].append(rows / (time.perf_counter() - began))
         with server.database() as dsn, psycopg.connect(dsn, autocommit=True) as conn:
             began = time.perf_counter()
             with conn.cursor().copy("COPY afk_task (agent_id, ordinal, title, spec, idem_key) "
@@ -459,23 +520,31 @@ def bench_scale(server: Server, cfg: Config, results: Results, folder: Path) -> 
 
 
 def bench_long_transaction(server: Server, cfg: Config, results: Results) -> None:
+    """Workers draining while another session holds a snapshot, on the
+    table as it ships and with a lower fillfactor (room for HOT updates of
+    the hot lease columns in the same page)."""
     n = max(cfg.worker_counts[:2])
-    plain, held = [], []
+    variants = {"as shipped": None, "fillfactor 50": 50}
+    runs: dict[str, dict[str, list[float]]] = {v: {"plain": [], "held": []} for v in variants}
     for _ in range(cfg.rounds):
-        with server.database() as dsn:
-            fill_afk(dsn, cfg)
-            vacuum(dsn)
-            plain.append(drain(workers.afk_single, dsn, cfg, n))
-        with server.database() as dsn:
-            fill_afk(dsn, cfg)
-            vacuum(dsn)
-            with psycopg.connect(dsn) as holder:
-                holder.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-                holder.execute("SELECT count(*) FROM afk_task")  # the snapshot stays open
-                held.append(drain(workers.afk_single, dsn, cfg, n))
-                holder.rollback()
-    results.long_txn = {"workers": n, "plain": statistics.median(plain),
-                        "snapshot held": statistics.median(held)}
+        for variant, fillfactor in variants.items():
+            for mode in ("plain", "held"):
+                with server.database() as dsn:
+                    if fillfactor:
+                        with psycopg.connect(dsn, autocommit=True) as conn:
+                            conn.execute(f"ALTER TABLE afk_task SET (fillfactor = {fillfactor})")
+                    fill_afk(dsn, cfg)
+                    vacuum(dsn)
+                    if mode == "plain":
+                        runs[variant][mode].append(drain(workers.afk_single, dsn, cfg, n))
+                        continue
+                    with psycopg.connect(dsn) as holder:
+                        holder.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                        holder.execute("SELECT count(*) FROM afk_task")  # the snapshot stays
+                        runs[variant][mode].append(drain(workers.afk_single, dsn, cfg, n))
+                        holder.rollback()
+    results.long_txn = {"workers": n, **{f"{v} {m}": statistics.median(r)
+                                         for v, per in runs.items() for m, r in per.items()}}
     log(f"long transaction: {results.long_txn}")
 
 
@@ -589,10 +658,13 @@ def report(results: Results, cfg: Config, folder: Path) -> str:
         lines.append("EXPLAIN (ANALYZE, BUFFERS) of each statement: `explain-*.txt`.")
     if results.long_txn:
         lt = results.long_txn
-        lines += ["", "## 4. Under a long transaction", "",
-                  f"{lt['workers']} workers: {lt['plain']:,.0f} tasks/s normally, "
-                  f"{lt['snapshot held']:,.0f} with another session holding a snapshot "
-                  f"(x {lt['snapshot held'] / lt['plain']:.2f})."]
+        lines += ["", "## 4. Under a long transaction (claim+done, tasks/s)", "",
+                  f"{lt['workers']} workers; *held*: another session holds a snapshot "
+                  "for the whole run.", "",
+                  "| table | normally | snapshot held | x |", "|---|---|---|---|"]
+        for variant in ("as shipped", "fillfactor 50"):
+            plain, held = lt[f"{variant} plain"], lt[f"{variant} held"]
+            lines.append(f"| {variant} | {plain:,.0f} | {held:,.0f} | {held / plain:.2f} |")
     if results.cli:
         c = results.cli
         lines += ["", "## 5. CLI start-up (ms, median) and service memory", "",

@@ -12,7 +12,7 @@ def afk_single(dsn: str, agents: list[str], index: int, ready: Any, start: Any) 
     """This project through its Python API: claim one, done one."""
     from watchdog import Queue
 
-    queue = Queue(dsn, pool_size=None)
+    queue = Queue(dsn, pool_size=1)
     queue.status()  # connect before the clock starts
     ready.release()
     start.wait()
@@ -23,12 +23,28 @@ def afk_single(dsn: str, agents: list[str], index: int, ready: Any, start: Any) 
     queue.close()
 
 
+def afk_next(dsn: str, agents: list[str], index: int, ready: Any, start: Any) -> None:
+    """This project through its Python API: done and claim the next in one statement."""
+    from watchdog import Queue
+
+    queue = Queue(dsn, pool_size=1)
+    queue.status()
+    ready.release()
+    start.wait()
+    order = agents[index % len(agents):] + agents[: index % len(agents)]
+    for agent in order:
+        task = queue.claim(agent, runner=f"bench-{index}", lease_seconds=300)
+        while task is not None:
+            task = queue.done(task, claim_next=True)
+    queue.close()
+
+
 def afk_batch(dsn: str, agents: list[str], index: int, ready: Any, start: Any,
               size: int = 50) -> None:
     """This project through its batch claim and batch done."""
     from watchdog import Queue
 
-    queue = Queue(dsn, pool_size=None)
+    queue = Queue(dsn, pool_size=1)
     queue.status()
     ready.release()
     start.wait()

@@ -27,9 +27,13 @@ def test_quick_benchmark_runs_and_reports(server_dsn, tmp_path):
                     "Under a long transaction", "CLI start-up"):
         assert heading in report
     data = json.loads((folder / "results.json").read_text())
-    for label in ("afk (API, claim+done)", "raw SQL limit (pgbench, same statements)"):
+    for label in ("afk (API, claim+done)", "raw SQL limit (pgbench, same statements)",
+                  "afk (API, done + claim next in one statement)",
+                  "raw SQL limit (pgbench, combined statement)"):
         rates = [r for runs in data["throughput"][label].values() for r in runs]
         assert rates and all(r > 0 for r in rates)
-    assert set(data["enqueue"]) == {"API, batches of 1000", "COPY", "one INSERT per row"}
+    assert {"API, batches of 1000", "COPY", "one INSERT per row"} <= set(data["enqueue"])
+    assert all(r > 0 for runs in data["enqueue"].values() for r in runs)
+    assert {"as shipped plain", "as shipped held"} <= set(data["long_txn"])
     assert (folder / "chart.png").stat().st_size > 1000
     assert list(folder.glob("explain-*-claim.txt"))

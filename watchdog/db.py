@@ -11,7 +11,7 @@ import logging
 import select
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from typing import Any
 
@@ -272,28 +272,6 @@ class Database:
                 logger.info("retrying %s: %s", name, exc, extra={"action": "retry"})
                 time.sleep(min(pause, deadline - now))
                 pause = min(1.0, max(0.05, pause * 2))
-
-    def fetch_after_copy(self, table: str, columns: Sequence[str],
-                         rows: Iterable[Sequence[Any]], name: str,
-                         params: Mapping[str, Any], conn: Connection | None = None,
-                         ) -> list[Row]:
-        """COPY ``rows`` into ``table``, then run the named statement, in one
-        transaction (the caller's, with ``conn``). For batches too large for
-        one statement's parameters. Not retried: it writes."""
-        statement = sql.statement(name).text
-        copy_sql = f"COPY {table} ({', '.join(columns)}) FROM STDIN"
-
-        def run(c: Connection) -> list[Row]:
-            with c.cursor().copy(copy_sql) as copy:
-                for row in rows:
-                    copy.write_row(row)
-            return _run(c, statement, params)
-
-        with translate_errors(self.conninfo):
-            if conn is not None:
-                return run(conn)
-            with self._checkout() as c, c.transaction():
-                return run(c)
 
     @contextmanager
     def transaction(self) -> Iterator[Connection]:

@@ -26,9 +26,6 @@ STATES = ("todo", "running", "paused", "done", "failed")
 MAX_TEXT = 10_000  # characters of a title, an agent id or a key
 MAX_ERROR = 100_000  # characters of last_error kept
 MAX_ATTEMPTS = 1_000  # the largest max_attempts a task may have
-#: batches of this many tasks or more are COPYed, then inserted by one statement
-#: (measured: bench/reports/2026-11-30-speed)
-COPY_FROM = 1_000
 #: a token is the server's timeline above its low 40 bits (migration 0009)
 TOKEN_SEQ_BITS = 40
 
@@ -227,22 +224,14 @@ class Queue:
                 seen.add(task.key)
             rows.append({"n": n, "title": task.title, "spec": task.spec,
                          "idem_key": task.key, "max_attempts": task.max_attempts})
-        # the size cap is checked by the statement itself, which then writes nothing
+        # one serialisation for the whole batch; the size cap is checked by
+        # the statement itself, which then writes nothing
+        payload = dumps_json("a spec", rows)
         max_bytes = self.settings.max_json_bytes
-        params = {"agent_id": agent_id, "max_bytes": max_bytes,
-                  "default_max_attempts": self.settings.max_attempts}
-        if len(rows) < COPY_FROM:
-            # one serialisation for the whole batch, one round trip
-            result = self.db.fetch("enqueue", {**params, "tasks": dumps_json("a spec", rows),
-                                               "batch": None}, conn)
-        else:
-            batch_id = uuid.uuid4()
-            staged = [(batch_id, r["n"], r["title"], dumps_json("a spec", r["spec"]),
-                       r["idem_key"], r["max_attempts"]) for r in rows]
-            result = self.db.fetch_after_copy(
-                "afk_enqueue_staging",
-                ("batch", "n", "title", "spec", "idem_key", "max_attempts"), staged,
-                "enqueue", {**params, "tasks": "[]", "batch": batch_id}, conn)
+        result = self.db.fetch("enqueue", {
+            "agent_id": agent_id, "tasks": payload, "max_bytes": max_bytes,
+            "default_max_attempts": self.settings.max_attempts,
+        }, conn)
         refused = [r["too_big"] for r in result if r["too_big"] is not None]
         if refused:
             raise BadInput(f"task {refused[0] + 1}: spec is over the limit of {max_bytes} "

@@ -9,23 +9,11 @@
 -- A spec over the size cap refuses the whole batch: nothing is written and the
 -- first such task's position comes back in too_big. (Creation is on the row,
 -- created_at; the history records the state changes after it.)
--- The rows come as one JSON array (a small batch: one round trip), or were
--- COPYed into afk_enqueue_staging under %(batch)s (a large one): the staging
--- scan is a one-time filter that a NULL batch skips, and the rows are deleted
--- here.
 WITH input AS (
     SELECT x.n, x.title, coalesce(x.spec, '{}'::jsonb) AS spec, x.idem_key,
            coalesce(x.max_attempts, %(default_max_attempts)s) AS max_attempts
       FROM jsonb_to_recordset(%(tasks)s::jsonb)
            AS x(n int, title text, spec jsonb, idem_key text, max_attempts int)
-    UNION ALL
-    SELECT s.n, s.title, coalesce(s.spec, '{}'::jsonb), s.idem_key,
-           coalesce(s.max_attempts, %(default_max_attempts)s)
-      FROM afk_enqueue_staging s
-     WHERE %(batch)s::uuid IS NOT NULL AND s.batch = %(batch)s::uuid
-), unstaged AS (
-    DELETE FROM afk_enqueue_staging
-     WHERE %(batch)s::uuid IS NOT NULL AND batch = %(batch)s::uuid
 ), too_big AS (
     SELECT min(n) AS n FROM input WHERE octet_length(spec::text) > %(max_bytes)s
 ), fresh AS (
@@ -193,20 +181,22 @@ WITH fin AS (
            lease_owner, lease_token, attempts, %(error)s::text
       FROM fin
 ), own AS (
-    SELECT t.id, true AS resumed FROM afk_task t, fin f
-     WHERE t.agent_id = f.agent_id AND t.state = 'running' AND t.lease_owner = f.lease_owner
-       AND t.id <> f.id
-     ORDER BY t.ordinal
+    -- (scalar subqueries, not a join: the agent is then a parameter of the
+    -- claim index's ordered scan, and LIMIT 1 stops at the first row)
+    SELECT id, true AS resumed FROM afk_task
+     WHERE agent_id = (SELECT agent_id FROM fin) AND state = 'running'
+       AND lease_owner = (SELECT lease_owner FROM fin) AND id <> %(id)s
+     ORDER BY ordinal
      LIMIT 1
-       FOR UPDATE OF t SKIP LOCKED
+       FOR UPDATE SKIP LOCKED
 ), next AS (
-    SELECT t.id, false AS resumed FROM afk_task t, fin f
-     WHERE t.agent_id = f.agent_id AND t.state IN ('todo', 'paused')
-       AND (t.run_after IS NULL OR t.run_after <= now())
+    SELECT id, false AS resumed FROM afk_task
+     WHERE agent_id = (SELECT agent_id FROM fin) AND state IN ('todo', 'paused')
+       AND (run_after IS NULL OR run_after <= now())
        AND NOT EXISTS (SELECT 1 FROM own)
-     ORDER BY t.ordinal
+     ORDER BY ordinal
      LIMIT 1
-       FOR UPDATE OF t SKIP LOCKED
+       FOR UPDATE SKIP LOCKED
 ), picked AS (
     SELECT * FROM own UNION ALL SELECT * FROM next
 ), old AS (
