@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
@@ -30,7 +31,8 @@ from watchdog.queue import NewTask, Queue
 AFK = str(Path(sys.executable).parent / "afk")
 
 
-def timed(command: list[str], runs: int, stdin: bytes | None = None,
+def timed(command: list[str], runs: int,
+          stdin: bytes | Callable[[object], bytes] | None = None,
           env: dict[str, str] | None = None, each: object = None) -> list[float]:
     out = []
     for _ in range(runs):
@@ -89,7 +91,7 @@ def run(dsn: str, runs: int) -> str:
                            "tool_name": "Write", "tool_input": {"file_path": "/w/a.py"},
                            **extra}).encode()
 
-    def fresh(event: str) -> object:
+    def fresh(event: str) -> Callable[[object], bytes]:
         return lambda _: payload(event, session=str(uuid.uuid4()))
 
     with psycopg.ClientCursor(psycopg.connect(dsn)) as cur:

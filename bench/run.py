@@ -93,7 +93,8 @@ class Server:
 
     def version(self) -> str:
         with psycopg.connect(self.dsn) as conn:
-            return str(conn.execute("SHOW server_version").fetchone()[0])
+            row = conn.execute("SHOW server_version").fetchone()
+            return str(row[0]) if row else "?"
 
     @contextmanager
     def database(self, migrate: bool = True) -> Iterator[str]:
@@ -241,7 +242,7 @@ def pgbench(server: Server, dsn: str, cfg: Config, clients: int, folder: Path,
 def setup_pgqueuer(dsn: str, cfg: Config) -> None:
     import asyncio
 
-    import asyncpg
+    import asyncpg  # type: ignore[import-untyped]
     from pgqueuer.db import AsyncpgDriver
     from pgqueuer.queries import Queries
 
@@ -289,7 +290,8 @@ def contenders(cfg: Config) -> list[tuple[str, str]]:
 
 def count(dsn: str, statement: str) -> int:
     with psycopg.connect(dsn) as conn:
-        return int(conn.execute(statement).fetchone()[0])
+        row = conn.execute(statement).fetchone()
+        return int(row[0]) if row else 0
 
 
 def checked(rate: float, done: int, expected: int, who: str) -> float:
@@ -436,7 +438,9 @@ def populate(dsn: str, size: int) -> None:
             SELECT 'agent-' || (i %% 50), %s + 3000 + i, 'failed ' || i, 'failed', 5,
                    'HTTP 503 (request ' || i || ')', now() - (i %% 48) * interval '1 hour'
               FROM generate_series(1, 200) i""", (size,))
-        conn.execute("UPDATE afk_agent SET next_ordinal = 0")
+        conn.execute("INSERT INTO afk_agent (agent_id, next_ordinal) "
+                     "SELECT agent_id, max(ordinal) + 1 FROM afk_task GROUP BY agent_id "
+                     "ON CONFLICT (agent_id) DO UPDATE SET next_ordinal = EXCLUDED.next_ordinal")
         conn.execute("VACUUM ANALYZE afk_task")
 
 
@@ -470,10 +474,33 @@ def claim_done(queue: Queue) -> None:
     queue.done(task)
 
 
+def p95(fn: Callable[[], Any], reps: int) -> float:
+    fn()  # warm
+    times = []
+    for _ in range(max(reps, 20)):
+        began = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - began) * 1000)
+    return statistics.quantiles(times, n=20)[-1]
+
+
+def measure_pages(dsn: str, queue: Queue, reps: int) -> dict[str, float]:
+    """p95 of rendering the status pages in-process (statements and template)."""
+    from watchdog.web import StatusPages
+
+    pages = StatusPages(queue.db, DigestSettings())
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT id FROM afk_task WHERE state = 'failed' LIMIT 1").fetchone()
+    failed = str(row[0]) if row else str(uuid.UUID(int=0))
+    return {"page / p95": p95(pages.overview, reps),
+            "page /tasks/<id> p95": p95(lambda: pages.task(failed), reps),
+            "page /agents/<id> p95": p95(lambda: pages.agent("agent-7", None, None), reps)}
+
+
 def measure_scale(dsn: str, queue: Queue, reps: int) -> dict[str, float]:
     now = datetime.now(UTC)
     settings = DigestSettings()
-    return {
+    return {**measure_pages(dsn, queue, reps),
         "reclaim tick (300 expired)": timed(lambda: jobs.reclaim(queue), reps,
                                             lambda: expire_stalled(dsn)),
         "gauge refresh": timed(lambda: jobs.gauges(queue), reps),
@@ -486,7 +513,7 @@ def measure_scale(dsn: str, queue: Queue, reps: int) -> dict[str, float]:
 def explain_all(dsn: str, slug: str, folder: Path) -> None:
     now = datetime.now(UTC)
     expire_stalled(dsn)
-    plans = {
+    plans: dict[str, dict[str, Any]] = {
         "reclaim": {"after_id": uuid.UUID(int=0), "batch": 500},
         "gauges": {"top_agents": 20, "poison_window": 3600, "exact_below": jobs.EXACT_BELOW},
         "claim": {"agent_id": "agent-7", "runner": "x", "lease_seconds": 60},
@@ -602,7 +629,8 @@ def bench_rss(server: Server, cfg: Config, results: Results) -> None:
                     break
                 time.sleep(0.2)
             status = Path(f"/proc/{proc.pid}/status").read_text()
-            results.rss_mb = int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) / 1024
+            rss = re.search(r"VmRSS:\s+(\d+)", status)
+            results.rss_mb = int(rss.group(1)) / 1024 if rss else None
         finally:
             proc.terminate()
             proc.wait(timeout=30)
