@@ -258,7 +258,7 @@ def test_small_things_a_user_trips_over(afk, dsn, tmp_path):
     assert tick.returncode == 0 and "leader" not in tick.stderr
 
 
-def test_metrics_answer_on_metrics_only(dsn):
+def test_unknown_paths_are_404_and_the_root_is_the_status_page(dsn):
     from service_helpers import Service
 
     service = Service(dsn)
@@ -268,7 +268,8 @@ def test_metrics_answer_on_metrics_only(dsn):
         poll(lambda: service.health() == 200)
         assert service.get("/metrics").status_code == 200
         assert service.get("/anything").status_code == 404
-        assert service.get("/").status_code == 404
+        root = service.get("/")
+        assert root.status_code == 200 and "afk-watchdog" in root.text
     finally:
         service.cleanup()
 

@@ -610,7 +610,9 @@ def build_parser() -> argparse.ArgumentParser:
                           formatter_class=argparse.RawDescriptionHelpFormatter)
     tick = wsub.add_parser("tick", parents=[common], help="run one job once and exit "
                            "(non-zero if it failed)")
-    tick.add_argument("job", choices=["reclaim", "poison", "gauges", "prune", "digest"])
+    from .jobs import JOBS
+
+    tick.add_argument("job", choices=[job.name for job in JOBS if job.tick])
     return parser
 
 

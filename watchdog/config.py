@@ -7,7 +7,7 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, TypeVar, get_type_hints
 
@@ -162,6 +162,10 @@ class ServiceSettings:
     shutdown_timeout: float = _field(10.0, "on SIGTERM, wait this long for a running job",
                                      True)
     log_format: str = _field("text", "text or json (one JSON object per line, for journald)")
+    public_url: str = _field("", "the address people reach the status pages at, e.g. "
+                             "https://afk.example.com (the digest then links each task's page)")
+    web_token: str = _field("", "token the status pages require (needed when metrics_addr is "
+                            "not a loopback address)", secret=True)
 
     def __post_init__(self) -> None:
         problems = []
@@ -175,6 +179,8 @@ class ServiceSettings:
             problems.append("metrics_agents must not be negative")
         if self.log_format not in ("text", "json"):
             problems.append("log_format must be text or json")
+        if self.public_url and not re.match(r"^https?://[^\s/]+", self.public_url):
+            problems.append("public_url must be an http(s):// address")
         try:
             self.metrics_host_port()
         except ValueError as exc:
@@ -335,6 +341,9 @@ def load_all(config_path: str | None = None,
     queue = load(QueueSettings, env, file_values)
     service = load(ServiceSettings, env, file_values)
     digest = load_digest(file_values, env)
+    if service.public_url and not digest.link_template:
+        # the digest links each task to its status page
+        digest = replace(digest, link_template=service.public_url.rstrip("/") + "/tasks/{task_id}")
     dsn = file_values.get("dsn")
     if dsn is not None and not isinstance(dsn, str):
         raise BadInput(f"config file {path}: dsn must be a string")

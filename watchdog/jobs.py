@@ -1,13 +1,25 @@
-"""The watchdog's jobs, each a plain function that runs once and returns what
-it did. The service schedules them; ``afk watchdog tick JOB`` runs one; tests
-call them directly."""
+"""The watchdog's jobs.
+
+Each job is a plain function that runs once and returns what it did
+(``reclaim``, ``gauges``, ``poison``, ``prune``; tests call them directly),
+and one entry of :data:`JOBS`: its name, its interval, whether only the
+leader runs it, and the run-once function the service calls (which also
+records the job's metrics). The service schedules from :data:`JOBS`, the
+metrics label their series from it, and ``afk watchdog tick`` offers its
+names. Adding a job is one function and one entry.
+"""
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
 
-from .queue import Queue, ReclaimResult, Task
+if TYPE_CHECKING:
+    from .config import Settings
+    from .queue import Queue, ReclaimResult, Task
+    from .service import Watchdog
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +70,8 @@ def gauges(queue: Queue, *, top_agents: int = 20, poison_window: float = 3600,
 
 def poison(queue: Queue, *, window: float = 3600, limit: int = 1000) -> list[Task]:
     """Tasks that failed within ``window`` seconds: one structured log line each."""
+    from .queue import Task
+
     rows = queue.db.fetch("poison", {"window": window, "limit": limit})
     pills = [Task.from_row(r) for r in rows]
     for task in pills:
@@ -88,3 +102,106 @@ def prune(queue: Queue, *, retention: float, batch: int = 1000) -> PruneResult:
         logger.info("pruned %d done tasks", deleted, extra={"action": "prune",
                                                             "deleted": deleted})
     return PruneResult(deleted, statements)
+
+
+# -- the registry ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Job:
+    """One watchdog job, as the service schedules it."""
+
+    name: str
+    #: its interval, from the settings
+    every: Callable[[Settings], float]
+    #: once per period across replicas: only the leader runs it
+    leader_only: bool
+    #: runs it once on a service, records its metrics, returns what it did
+    run: Callable[[Watchdog], dict[str, Any]]
+    #: scheduled only when this says so (the digest needs a destination)
+    enabled: Callable[[Settings], bool] = lambda _: True
+    #: offered by `afk watchdog tick`
+    tick: bool = True
+
+
+def run_leader(w: Watchdog) -> dict[str, Any]:
+    was = w.leader.held
+    try:
+        now = w.leader.check()
+    finally:
+        w.metrics.leader.set(1 if w.leader.held else 0)
+    if now != was:
+        # a one-shot `afk watchdog tick` takes the lease on every run: not news
+        log = logger.info if w.scheduled else logger.debug
+        log("this replica %s the leader", "is now" if now else "is no longer",
+            extra={"action": "leader", "leader": now})
+    return {"leader": now}
+
+
+def run_reclaim(w: Watchdog) -> dict[str, Any]:
+    r = reclaim(w.queue)
+    w.metrics.reclaimed.labels("paused").inc(r.paused)
+    w.metrics.reclaimed.labels("failed").inc(r.failed)
+    return {"paused": r.paused, "failed": r.failed}
+
+
+def run_gauges(w: Watchdog) -> dict[str, Any]:
+    s = w.settings.service
+    snap = gauges(w.queue, top_agents=s.metrics_agents, poison_window=s.poison_window)
+    m = w.metrics
+    for state, n in snap.states.items():
+        m.tasks.labels(state).set(n)
+    m.set_agents(snap.agents)
+    m.expired_leases.set(snap.expired_leases)
+    m.oldest_todo_age.set(snap.oldest_todo_age)
+    m.since_checkpoint.set(snap.since_checkpoint)
+    m.poison_pills.set(snap.poison_pills)
+    m.oldest_snapshot.set(snap.oldest_snapshot_age)
+    return asdict(snap)
+
+
+def run_poison(w: Watchdog) -> dict[str, Any]:
+    s = w.settings.service
+    pills = poison(w.queue, window=s.poison_window)
+    w.metrics.poison_pills.set(len(pills))
+    out: dict[str, Any] = {"poison_pills": len(pills), "ids": [str(t.id) for t in pills]}
+    if pills and s.poison_alert:
+        from . import delivery
+
+        sent = delivery.alert_poison(w.db, w.settings.digest, pills, s.poison_interval)
+        out["alerts"] = [o.to_json() for o in sent]
+    return out
+
+
+def run_prune(w: Watchdog) -> dict[str, Any]:
+    s = w.settings.service
+    r = prune(w.queue, retention=s.retention, batch=s.prune_batch)
+    w.metrics.pruned.inc(r.deleted)
+    return {"deleted": r.deleted}
+
+
+def run_digest(w: Watchdog) -> dict[str, Any]:
+    from . import delivery
+
+    if not w.settings.digest.destinations():
+        return {"deliveries": [], "skipped": "no destination configured"}
+    outcomes = delivery.run_once(w.db, w.settings.digest)
+    for o in outcomes:
+        w.metrics.digest_deliveries.labels(o.destination, o.state).inc()
+    failed = [o for o in outcomes if o.state != "delivered"]
+    if failed:
+        # counted as a failed run, so that alerts on afk_job_failures_total fire
+        raise RuntimeError("; ".join(f"{o.destination}: {o.error}" for o in failed))
+    return {"deliveries": [o.to_json() for o in outcomes]}
+
+
+JOBS: tuple[Job, ...] = (
+    Job("leader", lambda s: s.service.leader_interval, False, run_leader, tick=False),
+    Job("reclaim", lambda s: s.service.reclaim_interval, False, run_reclaim),
+    Job("gauges", lambda s: s.service.gauges_interval, False, run_gauges),
+    Job("poison", lambda s: s.service.poison_interval, True, run_poison),
+    Job("prune", lambda s: s.service.prune_interval, True, run_prune),
+    Job("digest", lambda s: s.digest.check_interval, True, run_digest,
+        enabled=lambda s: bool(s.digest.destinations())),
+)
+BY_NAME = {job.name: job for job in JOBS}

@@ -14,12 +14,12 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make
 
 from .errors import BadInput
 
-JOBS = ("reclaim", "gauges", "poison", "prune", "leader", "digest")
 STATES = ("todo", "running", "paused", "done", "failed")
 
 
 class Metrics:
-    def __init__(self) -> None:
+    def __init__(self, jobs: Iterable[str] = ()) -> None:
+        """``jobs``: the job names whose series exist from the start (at 0)."""
         r = self.registry = CollectorRegistry(auto_describe=True)
         self.tasks = Gauge(
             "afk_tasks", "Tasks per state (done is estimated above 200k rows).", ["state"],
@@ -69,7 +69,7 @@ class Metrics:
             self.tasks.labels(state)
         for outcome in ("paused", "failed"):
             self.reclaimed.labels(outcome)
-        for job in JOBS:
+        for job in jobs:
             self.job_runs.labels(job)
             self.job_failures.labels(job)
 
@@ -96,9 +96,11 @@ class _QuietHandler(WSGIRequestHandler):
         pass
 
 
-def serve(metrics: Metrics, host: str, port: int,
-          healthy: Callable[[], bool]) -> tuple[WSGIServer, threading.Thread]:
-    """Serve /metrics and /healthz in a daemon thread; returns the server
+def serve(metrics: Metrics, host: str, port: int, healthy: Callable[[], bool],
+          pages: Callable[..., Iterable[bytes]] | None = None,
+          ) -> tuple[WSGIServer, threading.Thread]:
+    """Serve /metrics and /healthz in a daemon thread, and every other path
+    from ``pages`` (the status pages) if given; returns the server
     (``server.server_port`` is the bound port) and its thread."""
     metrics_app = make_wsgi_app(metrics.registry)
 
@@ -108,6 +110,8 @@ def serve(metrics: Metrics, host: str, port: int,
             start_response("200 OK" if ok else "503 Service Unavailable",
                            [("Content-Type", "text/plain; charset=utf-8")])
             return [b"ok\n" if ok else b"database unreachable\n"]
+        if environ.get("PATH_INFO") != "/metrics" and pages is not None:
+            return pages(environ, start_response)
         if environ.get("PATH_INFO") != "/metrics":
             start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
             return [b"not found: /metrics and /healthz are served here\n"]

@@ -14,9 +14,8 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from contextlib import suppress
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -29,8 +28,6 @@ from .queue import Queue
 
 logger = logging.getLogger(__name__)
 
-#: jobs that must happen once per period: only the leader runs them
-LEADER_ONLY = frozenset({"poison", "prune", "digest"})
 
 
 class LeaderLease:
@@ -94,99 +91,28 @@ class Watchdog:
     """The jobs with their metrics and the leader lease, usable without a
     scheduler (``tick``) or under one (:meth:`run`)."""
 
-    def __init__(self, dsn: str, all_settings: Settings) -> None:
-        self.settings = settings = all_settings.service
-        self.digest_settings = all_settings.digest
-        queue_settings = all_settings.queue
-        timeout = settings.statement_timeout
-        self.db = Database(dsn, pool_size=3, statement_timeout=timeout,
+    def __init__(self, dsn: str, settings: Settings) -> None:
+        self.settings = settings
+        service = settings.service
+        self.db = Database(dsn, pool_size=3, statement_timeout=service.statement_timeout,
                            application_name="afk-watchdog", connect_timeout=5,
                            retry_for=10)
-        self.queue = Queue(self.db, settings=queue_settings)
-        self.leader = LeaderLease(self.db, ttl=3 * settings.leader_interval)
-        self.metrics = Metrics()
+        self.queue = Queue(self.db, settings=settings.queue)
+        self.leader = LeaderLease(self.db, ttl=3 * service.leader_interval)
+        self.metrics = Metrics([job.name for job in jobs.JOBS])
         self.db_ok = False
         #: True under `afk watchdog run`, False for a one-shot tick
-        self._scheduled = False
-        self._jobs: dict[str, Callable[[], Any]] = {
-            "reclaim": self._reclaim, "gauges": self._gauges, "poison": self._poison,
-            "prune": self._prune, "leader": self._leader, "digest": self._digest,
-        }
-
-    # -- the jobs, with their metrics --------------------------------------
-
-    def _reclaim(self) -> dict[str, int]:
-        r = jobs.reclaim(self.queue)
-        self.metrics.reclaimed.labels("paused").inc(r.paused)
-        self.metrics.reclaimed.labels("failed").inc(r.failed)
-        return {"paused": r.paused, "failed": r.failed}
-
-    def _gauges(self) -> dict[str, Any]:
-        s = self.settings
-        snap = jobs.gauges(self.queue, top_agents=s.metrics_agents, poison_window=s.poison_window)
-        m = self.metrics
-        for state, n in snap.states.items():
-            m.tasks.labels(state).set(n)
-        m.set_agents(snap.agents)
-        m.expired_leases.set(snap.expired_leases)
-        m.oldest_todo_age.set(snap.oldest_todo_age)
-        m.since_checkpoint.set(snap.since_checkpoint)
-        m.poison_pills.set(snap.poison_pills)
-        m.oldest_snapshot.set(snap.oldest_snapshot_age)
-        return asdict(snap)
-
-    def _poison(self) -> dict[str, Any]:
-        pills = jobs.poison(self.queue, window=self.settings.poison_window)
-        self.metrics.poison_pills.set(len(pills))
-        out: dict[str, Any] = {"poison_pills": len(pills), "ids": [str(t.id) for t in pills]}
-        if pills and self.settings.poison_alert:
-            from . import delivery
-
-            sent = delivery.alert_poison(self.db, self.digest_settings, pills,
-                                         self.settings.poison_interval)
-            out["alerts"] = [o.to_json() for o in sent]
-        return out
-
-    def _digest(self) -> dict[str, Any]:
-        from . import delivery
-
-        if not self.digest_settings.destinations():
-            return {"deliveries": [], "skipped": "no destination configured"}
-        outcomes = delivery.run_once(self.db, self.digest_settings)
-        for o in outcomes:
-            self.metrics.digest_deliveries.labels(o.destination, o.state).inc()
-        failed = [o for o in outcomes if o.state != "delivered"]
-        if failed:
-            # counted as a failed run, so that alerts on afk_job_failures_total fire
-            raise RuntimeError("; ".join(f"{o.destination}: {o.error}" for o in failed))
-        return {"deliveries": [o.to_json() for o in outcomes]}
-
-    def _prune(self) -> dict[str, int]:
-        r = jobs.prune(self.queue, retention=self.settings.retention,
-                       batch=self.settings.prune_batch)
-        self.metrics.pruned.inc(r.deleted)
-        return {"deleted": r.deleted}
-
-    def _leader(self) -> dict[str, bool]:
-        was = self.leader.held
-        try:
-            now = self.leader.check()
-        finally:
-            self.metrics.leader.set(1 if self.leader.held else 0)
-        if now != was:
-            # a one-shot `afk watchdog tick` takes the lock on every run: not news
-            log = logger.info if self._scheduled else logger.debug
-            log("this replica %s the leader", "is now" if now else "is no longer",
-                extra={"action": "leader", "leader": now})
-        return {"leader": now}
+        self.scheduled = False
 
     def run_job(self, name: str) -> JobOutcome:
-        """Run one job once: never raises; counts, times and logs it."""
+        """Run one job of :data:`jobs.JOBS` once: never raises; counts, times
+        and logs it. A leader-only job first renews (or takes) the lease."""
+        job = jobs.BY_NAME[name]
         started = time.monotonic()
         try:
-            if name in LEADER_ONLY and not self._leader()["leader"]:
+            if job.leader_only and not jobs.run_leader(self)["leader"]:
                 return JobOutcome(name, True, skipped="another replica holds the leader lease")
-            result = self._jobs[name]()
+            result = job.run(self)
         except DatabaseError as exc:
             self._set_db_ok(False)
             self.metrics.record_job(name, started, ok=False)
@@ -217,26 +143,34 @@ class Watchdog:
         from apscheduler.executors.pool import ThreadPoolExecutor
         from apscheduler.schedulers.background import BackgroundScheduler
 
-        s = self.settings
-        self._scheduled = True
+        s = self.settings.service
+        self.scheduled = True
         host, port = s.metrics_host_port()
-        server, _ = serve(self.metrics, host, port, healthy=lambda: self.db_ok)
+        from .web import StatusPages
+
+        pages = StatusPages(self.db, self.settings.digest, token=s.web_token, host=host)
+        server, _ = serve(self.metrics, host, port, healthy=lambda: self.db_ok, pages=pages)
         logger.info("serving /metrics and /healthz on %s:%d", host, server.server_port,
                     extra={"action": "listen", "port": server.server_port})
+        if pages.refused:
+            logger.warning("the status pages answer 403 on %s, which is not a loopback "
+                           "address: set AFK_WEB_TOKEN to serve them (/metrics and /healthz "
+                           "stay open)", host, extra={"action": "listen"})
+        else:
+            logger.info("status pages on http://%s:%d/%s", host, server.server_port,
+                        " (AFK_WEB_TOKEN required)" if s.web_token else "",
+                        extra={"action": "listen"})
 
         scheduler = BackgroundScheduler(
             executors={"default": ThreadPoolExecutor(6)}, timezone=UTC,
             job_defaults={"max_instances": 1, "coalesce": True,
                           "misfire_grace_time": max(1, int(s.misfire_grace))})
         now = datetime.now(UTC)
-        schedule = [("leader", s.leader_interval), ("reclaim", s.reclaim_interval),
-                    ("gauges", s.gauges_interval), ("poison", s.poison_interval),
-                    ("prune", s.prune_interval)]
-        if self.digest_settings.destinations():
-            schedule.append(("digest", self.digest_settings.check_interval))
-        for i, (name, every) in enumerate(schedule):
-            scheduler.add_job(self.run_job, "interval", seconds=every, args=[name], id=name,
-                              name=name, next_run_time=now + timedelta(milliseconds=50 * i))
+        scheduled = [job for job in jobs.JOBS if job.enabled(self.settings)]
+        for i, job in enumerate(scheduled):
+            scheduler.add_job(self.run_job, "interval", seconds=job.every(self.settings),
+                              args=[job.name], id=job.name, name=job.name,
+                              next_run_time=now + timedelta(milliseconds=50 * i))
         ping = systemd.watchdog_interval()
         if ping:
             # pings come from the scheduler's own thread pool: a wedged

@@ -1,4 +1,4 @@
-"""The queue's SQL: named statements from ``queries.sql`` and numbered migrations.
+"""The SQL: named statements from the ``*.sql`` files here, and numbered migrations.
 
 A statement starts with a header line::
 
@@ -45,7 +45,17 @@ def parse(text: str) -> dict[str, Statement]:
 
 @cache
 def statements() -> dict[str, Statement]:
-    return parse(resources.files(__package__).joinpath("queries.sql").read_text("utf-8"))
+    """Every statement of every ``*.sql`` file here: one file per owner (the
+    queue's ``queries.sql``, the status pages' ``web.sql``); a name is
+    defined once across them."""
+    found: dict[str, Statement] = {}
+    for entry in sorted(resources.files(__package__).iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".sql"):
+            for name, statement in parse(entry.read_text("utf-8")).items():
+                if name in found:
+                    raise ValueError(f"query {name!r} is defined twice ({entry.name})")
+                found[name] = statement
+    return found
 
 
 def statement(name: str) -> Statement:

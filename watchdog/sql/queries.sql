@@ -574,7 +574,7 @@ SELECT
         SELECT DISTINCT ON (agent_id) id, agent_id, title, created_at FROM afk_task
          WHERE state IN ('todo', 'paused') AND state = 'todo'
            AND created_at < now() - make_interval(secs => %(todo_late_after)s)
-         ORDER BY agent_id, created_at LIMIT 50) x)
+         ORDER BY agent_id, created_at, ordinal LIMIT 50) x)
         AS oldest_todo,
     (SELECT jsonb_object_agg(c.state, c.n) FROM afk_state_counts(%(exact_below)s) c)
         AS totals,

@@ -1,0 +1,223 @@
+"""The status pages, served by a real `afk watchdog run`, on a database filled
+by the real CLI, loaded in headless Chromium. Screenshots are kept in
+tests/artefacts/ (AFK_TEST_ARTEFACTS to put them elsewhere)."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import Afk, poll, require_tool
+from psycopg.conninfo import make_conninfo
+from service_helpers import Service
+
+pytestmark = pytest.mark.e2e
+
+ARTEFACTS = Path(os.environ.get("AFK_TEST_ARTEFACTS") or Path(__file__).parent / "artefacts")
+SCRIPT = "<script>document.title='pwned'</script>"
+IMG = '<img src=x onerror="document.title=\'pwned\'">'
+RLO = "invoice\u202egnp.exe"
+BIG_ERROR = "Traceback (most recent call last):\n" + "  frame\n" * 12_000 + "OSError: disk full"
+
+
+def fill(afk: Afk, tmp_path: Path) -> dict[str, str]:
+    """Running, paused, failed and stuck tasks, hostile titles, and an agent
+    with 100k tasks, all through the CLI."""
+    ids: dict[str, str] = {}
+    for title in (SCRIPT, IMG, "@here ping", RLO, "fix the login test"):
+        afk.json("enqueue", "--agent", "web", "--title", title)
+    run = afk.json("claim", "--agent", "web", "--runner", "laptop-1")  # SCRIPT: running
+    ids["running"] = run["id"]
+    afk.json("checkpoint", run["id"], "--token", str(run["token"]),
+             "--patch", json.dumps({"files_touched": ["src/a.py", SCRIPT], "step": IMG}))
+    paused = afk.json("claim", "--agent", "web", "--runner", "laptop-2")  # IMG: paused
+    afk.json("pause", paused["id"], "--token", str(paused["token"]))
+    ids["paused"] = paused["id"]
+    afk.json("enqueue", "--agent", "flaky", "--title", "deploy", "--max-attempts", "1")
+    failing = afk.json("claim", "--agent", "flaky", "--runner", "ci")
+    error = tmp_path / "error.txt"
+    error.write_text(BIG_ERROR)
+    afk("fail", failing["id"], "--token", str(failing["token"]), "--error", BIG_ERROR[:100_000])
+    ids["failed"] = failing["id"]
+    afk.json("enqueue", "--agent", "stuck", "--title", "lease runs out")
+    stuck = afk.json("claim", "--agent", "stuck", "--runner", "gone", "--lease", "1")
+    ids["stuck"] = stuck["id"]
+    lines = tmp_path / "big.jsonl"
+    lines.write_text("".join(json.dumps({"title": f"item {i}"}) + "\n" for i in range(100_000)))
+    assert afk("enqueue", "--agent", "big", "--file", str(lines)).returncode == 0
+    return ids
+
+
+class Browser:
+    def __init__(self, tmp_path: Path) -> None:
+        self.chromium = require_tool("chromium")
+        self.profile = tmp_path / "chromium-profile"
+        ARTEFACTS.mkdir(parents=True, exist_ok=True)
+
+    def load(self, url: str, shot: str) -> tuple[str, str]:
+        """The DOM after load, and what Chromium logged (console included)."""
+        common = [self.chromium, "--headless", "--no-sandbox", "--disable-gpu",
+                  "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--enable-logging=stderr",
+                  "--v=0", f"--user-data-dir={self.profile}", "--window-size=1100,1400"]
+        dom = subprocess.run([*common, "--dump-dom", url], capture_output=True, text=True,
+                             timeout=120)
+        subprocess.run([*common, f"--screenshot={ARTEFACTS / shot}", url],
+                       capture_output=True, timeout=120)
+        assert (ARTEFACTS / shot).stat().st_size > 5000, "no screenshot"
+        return dom.stdout, dom.stderr
+
+
+def console_errors(log: str) -> list[str]:
+    return [line for line in log.splitlines()
+            if "CONSOLE" in line or "Refused to" in line or "Uncaught" in line]
+
+
+@pytest.fixture
+def service(dsn):
+    # (no reclaim during the test: the page must show the expired lease)
+    s = Service(dsn, AFK_DIGEST_PAUSED_AFTER="1s", AFK_DIGEST_TODO_LATE_AFTER="1s",
+                AFK_RECLAIM_INTERVAL="100")
+    assert poll(lambda: s.health() == 200)
+    yield s
+    s.cleanup()
+
+
+def test_every_page_loads_in_chromium_escaped_with_no_script_and_no_console_error(
+        afk, service, tmp_path, sql):
+    ids = fill(afk, tmp_path)
+    sql.expire(ids["stuck"])
+    browser = Browser(tmp_path)
+
+    dom, log = browser.load(service.url + "/", "overview.png")
+    assert not console_errors(log), console_errors(log)
+    assert "<title>afk-watchdog</title>" in dom  # a script would have renamed it
+    assert "pwned" not in dom.split("</title>")[0]
+    assert not re.search(r"<script|<img", dom, re.I), "markup from the data became markup"
+    text = html.unescape(re.sub(r"<[^>]+>", " ", dom))
+    for expected in ("web", "flaky", "stuck", "big", SCRIPT[:30], "laptop-1",
+                     "lease expired", "OSError: disk full", "100000 todo"):
+        assert expected in text, expected
+
+    dom, log = browser.load(service.url + "/agents/web", "agent-hostile.png")
+    assert not console_errors(log)
+    assert not re.search(r"<script|<img", dom, re.I)
+    assert "\u202e" not in dom and "invoicegnp.exe" in dom  # the override is removed
+    assert "@here ping" in dom
+
+    dom, log = browser.load(service.url + "/agents/big", "agent.png")
+    assert not console_errors(log)
+    assert "item 0" in dom and "item 49" in dom and "item 50" not in dom
+    nxt = re.search(r'href="(/agents/big\?after=(\d+))"', dom)
+    assert nxt and nxt.group(2) == "50"
+    dom, _ = browser.load(service.url + html.unescape(nxt.group(1)), "agent-page-2.png")
+    assert "item 50" in dom and "item 99" in dom and "item 49<" not in dom
+
+    dom, log = browser.load(service.url + f"/tasks/{ids['running']}", "task.png")
+    assert not console_errors(log)
+    assert not re.search(r"<script|<img", dom, re.I)
+    text = html.unescape(re.sub(r"<[^>]+>", " ", dom))
+    for expected in ("src/a.py", "claimed", "laptop-1", "Resume:", "Spec", "History"):
+        assert expected in text, expected
+    dom, log = browser.load(service.url + f"/tasks/{ids['failed']}", "task-failed.png")
+    assert not console_errors(log)
+    assert f"afk retry {ids['failed']}" in dom and "OSError: disk full" in dom
+
+
+def test_pages_are_read_only_and_bad_paths_are_one_line_errors(afk, service, tmp_path):
+    afk.json("enqueue", "--agent", "a", "--title", "t")
+    for path, status in [("/tasks/not-a-uuid", 404), ("/tasks/" + "0" * 8 + "-0000-0000-0000-"
+                         + "0" * 12, 404), ("/agents/a?state=bogus", 404),
+                         ("/agents/a?after=x", 404), ("/nowhere", 404)]:
+        r = httpx.get(service.url + path)
+        assert r.status_code == status, path
+        assert "Traceback" not in r.text
+    assert httpx.post(service.url + "/", content=b"x").status_code == 405
+    r = httpx.get(service.url + "/")
+    csp = r.headers["content-security-policy"]
+    assert "default-src 'none'" in csp and "script-src" not in csp  # so: no script at all
+    assert httpx.get(service.url + "/metrics").status_code == 200
+    assert httpx.get(service.url + "/healthz").text == "ok\n"
+
+
+def test_a_non_loopback_address_needs_the_token(dsn, afk):
+    afk.json("enqueue", "--agent", "a", "--title", "t")
+    from service_helpers import free_port
+
+    port = free_port()
+    bare = Service(dsn, AFK_METRICS_ADDR=f"0.0.0.0:{port}")
+    try:
+        url = f"http://127.0.0.1:{port}"
+        assert poll(lambda: _get(url + "/healthz") == 200)
+        assert _get(url + "/") == 403
+        assert _get(url + "/metrics") == 200  # Prometheus keeps scraping
+        assert "set AFK_WEB_TOKEN" in bare.log()
+    finally:
+        bare.cleanup()
+
+    port = free_port()
+    guarded = Service(dsn, AFK_METRICS_ADDR=f"0.0.0.0:{port}", AFK_WEB_TOKEN="t0ken-xyz")
+    try:
+        url = f"http://127.0.0.1:{port}"
+        assert poll(lambda: _get(url + "/healthz") == 200)
+        assert _get(url + "/") == 403
+        assert httpx.get(url + "/", headers={"Authorization": "Bearer wrong"}).status_code == 403
+        assert httpx.get(url + "/", headers={"Authorization": "Bearer t0ken-xyz"}
+                         ).status_code == 200
+        link = httpx.get(url + "/agents/a?token=t0ken-xyz&state=todo")
+        assert link.status_code == 303 and link.headers["location"] == "/agents/a?state=todo"
+        cookie = link.headers["set-cookie"]
+        assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+        with httpx.Client(cookies={"afk_web_token": "t0ken-xyz"}) as client:
+            page = client.get(url + "/agents/a?state=todo")
+            assert page.status_code == 200 and "t0ken-xyz" not in page.text
+        assert "t0ken-xyz" not in guarded.log()
+    finally:
+        guarded.cleanup()
+
+
+def _get(url: str) -> int | None:
+    try:
+        return httpx.get(url, timeout=2).status_code
+    except httpx.TransportError:
+        return None
+
+
+def test_no_secret_appears_on_any_page(dsn, afk, tmp_path):
+    ids = fill(afk, tmp_path)
+    secrets = {"AFK_DIGEST_WEBHOOK_URL": "http://127.0.0.1:9/hook/sup3r-secret-path",
+               "AFK_DIGEST_WEBHOOK_SECRET": "whs3cret-value",
+               "AFK_DIGEST_SMTP_URL": "smtp://ops:smtp-passw0rd@127.0.0.1:9",
+               "AFK_DIGEST_EMAIL_TO": "ops@example.com",
+               "AFK_DIGEST_EMAIL_FROM": "afk@example.com", "AFK_DIGEST_CRON": "0 0 1 1 *"}
+    s = Service(make_conninfo(dsn, password="db-passw0rd"), **secrets)
+    try:
+        assert poll(lambda: s.health() == 200 or s.proc.poll() is not None)
+        assert s.health() == 200, s.log()
+        pages = ["/", "/agents/web", "/agents/big", *(f"/tasks/{i}" for i in ids.values())]
+        for path in pages:
+            r = httpx.get(s.url + path)
+            assert r.status_code == 200, path
+            for value in ("sup3r-secret-path", "whs3cret-value", "smtp-passw0rd",
+                          "db-passw0rd"):
+                assert value not in r.text, (path, value)
+    finally:
+        s.cleanup()
+
+
+def test_the_digest_links_to_the_task_page_when_a_public_url_is_set(afk, tmp_path):
+    afk.json("enqueue", "--agent", "f", "--title", "t", "--max-attempts", "1")
+    task = afk.json("claim", "--agent", "f")
+    afk("fail", task["id"], "--token", str(task["token"]), "--error", "boom")
+    env = {"AFK_PUBLIC_URL": "https://afk.example.com/"}
+    out = afk("digest", "--dry-run", "--format", "html", env=env)
+    assert out.returncode == 0, out.stderr
+    assert f"https://afk.example.com/tasks/{task['id']}" in out.stdout
+    bad = afk("status", env={"AFK_PUBLIC_URL": "afk.example.com"})
+    assert bad.returncode == 2 and "public_url" in bad.stderr

@@ -1,0 +1,318 @@
+"""The status pages: "what are my agents doing right now?", in a browser.
+
+Served by the watchdog service on the same HTTP server as ``/metrics``:
+
+- ``/``: one row per agent (its backlog as a bar, what it is running, what is
+  stuck), and the last day's failures grouped by error as in the digest;
+- ``/agents/<id>``: the agent's backlog in ordinal order, keyset-paged,
+  filtered by state;
+- ``/tasks/<id>``: spec, checkpoint, result, side effects, the history as a
+  timeline, the resume brief and the ``afk retry`` command.
+
+Read only: nothing here changes anything. Agent-written text is escaped by
+Jinja2's autoescape, with bidi controls isolated (``<bdi>``); the
+Content-Security-Policy allows no script at all, and no secret is ever
+passed to a template.
+
+Access: open on a loopback address. On any other address the pages answer
+403 unless ``AFK_WEB_TOKEN`` is set and presented (``Authorization: Bearer
+…``, or the cookie that a ``?token=…`` link sets once). ``/metrics`` and
+``/healthz`` are not affected.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import logging
+import re
+import urllib.parse
+import uuid
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from .config import DigestSettings
+from .db import Database
+from .errors import AfkError, TaskNotFound
+
+logger = logging.getLogger(__name__)
+
+#: agents on the overview; tasks per agent page
+AGENTS_SHOWN = 500
+RUNNING_SHOWN = 2000
+PAGE_SIZE = 50
+#: how often the overview reloads itself (a meta refresh: no script)
+REFRESH_SECONDS = 15
+COOKIE = "afk_web_token"
+STATES = ("todo", "running", "paused", "done", "failed")
+CSP = ("default-src 'none'; style-src 'self'; img-src 'self'; base-uri 'none'; "
+       "form-action 'self'; frame-ancestors 'none'")
+_AGENT_PATH = re.compile(r"^/agents/(?P<agent>[^/]+)$")
+_TASK_PATH = re.compile(r"^/tasks/(?P<task>[^/]+)$")
+
+StartResponse = Callable[..., Any]
+
+
+def is_loopback(host: str) -> bool:
+    if host in ("localhost", ""):
+        return host == "localhost"
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class Response:
+    def __init__(self, status: str, body: str | bytes, content_type: str = "text/html",
+                 headers: list[tuple[str, str]] | None = None) -> None:
+        self.status = status
+        self.body = body.encode() if isinstance(body, str) else body
+        self.headers = [("Content-Type", f"{content_type}; charset=utf-8"),
+                        ("Content-Security-Policy", CSP),
+                        ("X-Content-Type-Options", "nosniff"),
+                        ("Referrer-Policy", "no-referrer"),
+                        ("Cache-Control", "no-store"), *(headers or [])]
+
+
+class StatusPages:
+    """A WSGI app of the status pages on ``db``."""
+
+    def __init__(self, db: Database, digest_settings: DigestSettings, *, token: str = "",
+                 host: str = "127.0.0.1") -> None:
+        import jinja2
+
+        from .digest import template_dirs
+
+        self.db = db
+        self.digest_settings = digest_settings
+        self.token = token
+        self.open = not token and is_loopback(host)
+        self.refused = not token and not is_loopback(host)
+        self.env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader([str(Path(d) / "web")
+                                            for d in template_dirs(digest_settings)]),
+            autoescape=True, undefined=jinja2.StrictUndefined)
+        self.env.filters.update(ago=ago, duration=duration, when=when, pretty=pretty,
+                                clean=clean, headtail=headtail, urlpart=urlpart)
+
+    # -- WSGI ---------------------------------------------------------------
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        try:
+            response = self.respond(environ)
+        except AfkError as exc:  # the database is down: say so, in one line
+            logger.warning("status page %s: %s", environ.get("PATH_INFO"), exc)
+            response = Response("503 Service Unavailable",
+                                self.page("error.html.j2", title="Unavailable",
+                                          message=str(exc)))
+        except Exception:  # never a traceback in a browser
+            logger.exception("status page %s failed", environ.get("PATH_INFO"))
+            response = Response("500 Internal Server Error",
+                                self.page("error.html.j2", title="Error",
+                                          message="the page failed; see the service's log"))
+        start_response(response.status, response.headers)
+        return [response.body]
+
+    def respond(self, environ: dict[str, Any]) -> Response:
+        path = environ.get("PATH_INFO") or "/"
+        query = urllib.parse.parse_qs(environ.get("QUERY_STRING") or "")
+        if path == "/static/style.css":
+            css = self.env.loader.get_source(self.env, "style.css")[0]  # type: ignore[union-attr]
+            return Response("200 OK", css, "text/css")
+        denied = self.check_access(environ, path, query)
+        if denied is not None:
+            return denied
+        if environ.get("REQUEST_METHOD", "GET") not in ("GET", "HEAD"):
+            return Response("405 Method Not Allowed", "read only\n", "text/plain",
+                            [("Allow", "GET, HEAD")])
+        if path == "/":
+            return Response("200 OK", self.overview())
+        match = _AGENT_PATH.match(path)
+        if match:
+            agent = urllib.parse.unquote(match.group("agent"))
+            return self.agent(agent, first(query, "state"), first(query, "after"))
+        match = _TASK_PATH.match(path)
+        if match:
+            return self.task(match.group("task"))
+        return self.not_found("no such page")
+
+    def check_access(self, environ: dict[str, Any], path: str,
+                     query: dict[str, list[str]]) -> Response | None:
+        if self.open:
+            return None
+        if self.refused:
+            return Response("403 Forbidden", self.page(
+                "error.html.j2", title="Forbidden",
+                message="the status pages are served on a non-loopback address only with "
+                        "AFK_WEB_TOKEN set"))
+        given = first(query, "token")
+        if given is not None and self.matches(given):
+            # set once from a ?token= link, then the link without it
+            rest = {k: v for k, v in query.items() if k != "token"}
+            location = path + ("?" + urllib.parse.urlencode(rest, doseq=True) if rest else "")
+            return Response("303 See Other", "", "text/plain", [
+                ("Location", location),
+                ("Set-Cookie", f"{COOKIE}={self.token}; HttpOnly; SameSite=Strict; Path=/")])
+        header = environ.get("HTTP_AUTHORIZATION", "")
+        if header.startswith("Bearer ") and self.matches(header[7:].strip()):
+            return None
+        for part in environ.get("HTTP_COOKIE", "").split(";"):
+            name, _, value = part.strip().partition("=")
+            if name == COOKIE and self.matches(value):
+                return None
+        return Response("403 Forbidden", self.page(
+            "error.html.j2", title="Forbidden",
+            message="present the token: an Authorization: Bearer header, or open a ?token= "
+                    "link once"))
+
+    def matches(self, given: str) -> bool:
+        return hmac.compare_digest(given.encode(), self.token.encode())
+
+    def page(self, template: str, **values: Any) -> str:
+        return self.env.get_template(template).render(**{"refresh": None, **values})
+
+    def not_found(self, message: str) -> Response:
+        return Response("404 Not Found", self.page("error.html.j2", title="Not found",
+                                                   message=message))
+
+    # -- pages --------------------------------------------------------------
+
+    def overview(self) -> str:
+        from .digest import build
+
+        rows = self.db.fetch("web_overview", {"limit": AGENTS_SHOWN,
+                                              "running_limit": RUNNING_SHOWN})
+        now = rows[0]["now"] if rows else datetime.now(UTC)
+        day = build(self.db, now - timedelta(days=1), now, self.digest_settings, UTC)
+        finished = {r["agent_id"]: r for r in day.per_agent}
+        agents = []
+        for r in rows:
+            running = r["running"]
+            done = int(finished.get(r["agent_id"], {}).get("done", 0))
+            failed = int(finished.get(r["agent_id"], {}).get("failed", 0))
+            counts = {"todo": r["waiting"] - r["paused"], "paused": r["paused"],
+                      "running": len(running), "done": done, "failed": failed}
+            late = r["first_waiting_at"] is not None and (
+                now - r["first_waiting_at"]).total_seconds() > self.digest_settings.todo_late_after
+            agents.append({"id": r["agent_id"], "enqueued": r["enqueued"], "counts": counts,
+                           "bar": bar(counts), "running": running,
+                           "first_waiting_at": r["first_waiting_at"], "late": late})
+        stuck = {"expired": day.expired, "paused": day.paused, "late": day.oldest_todo}
+        return self.page("overview.html.j2", title="afk-watchdog", agents=agents, day=day,
+                         stuck=stuck, now=now, refresh=REFRESH_SECONDS,
+                         truncated=len(rows) >= AGENTS_SHOWN,
+                         paused_after=self.digest_settings.paused_after)
+
+    def agent(self, agent_id: str, state: str | None, after: str | None) -> Response:
+        if state is not None and state not in STATES:
+            return self.not_found(f"no state {state!r}: one of {', '.join(STATES)}")
+        try:
+            after_ordinal = int(after) if after else 0
+        except ValueError:
+            return self.not_found("after must be an ordinal")
+        rows = self.db.fetch("web_agent_tasks", {"agent_id": agent_id, "after": after_ordinal,
+                                                 "state": state, "limit": PAGE_SIZE})
+        more = len(rows) > PAGE_SIZE
+        rows = rows[:PAGE_SIZE]
+        return Response("200 OK", self.page(
+            "agent.html.j2", title=f"agent {clean(agent_id)}", agent=agent_id, tasks=rows,
+            state=state, states=STATES, after=after_ordinal,
+            next_after=rows[-1]["ordinal"] if more and rows else None))
+
+    def task(self, raw_id: str) -> Response:
+        from .agent import resume_brief
+        from .queue import Queue
+
+        try:
+            task_id = uuid.UUID(raw_id)
+        except ValueError:
+            return self.not_found("not a task id")
+        queue = Queue(self.db)
+        try:
+            task, history = queue.show(task_id)
+        except TaskNotFound:
+            return self.not_found(f"no task {task_id}")
+        return Response("200 OK", self.page(
+            "task.html.j2", title=f"task {clean(task.title)}", task=task, history=history,
+            effects=queue.effects(task_id), brief=resume_brief(queue, str(task_id))))
+
+
+# -- helpers for the templates ---------------------------------------------
+
+
+def urlpart(value: Any) -> str:
+    """A path segment: an agent id with a slash or a space stays one segment."""
+    return urllib.parse.quote(str(value), safe="")
+
+
+def first(query: dict[str, list[str]], name: str) -> str | None:
+    values = query.get(name)
+    return values[0] if values else None
+
+
+def bar(counts: dict[str, int], width: int = 200) -> list[dict[str, Any]]:
+    """Segments of a stacked bar (x, width in px), one per non-empty state."""
+    total = sum(counts.values())
+    out, x = [], 0.0
+    for state in ("running", "todo", "paused", "failed", "done"):
+        n = counts.get(state, 0)
+        if n and total:
+            w = max(2.0, width * n / total)
+            out.append({"state": state, "n": n, "x": round(x, 1), "w": round(w, 1)})
+            x += w
+    return out
+
+
+_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def clean(text: Any, limit: int = 300) -> str:
+    """Agent text for a page: no bidi controls or other control characters
+    (autoescape does the HTML), cut at ``limit``."""
+    value = _CONTROL.sub("", _BIDI.sub("", str(text)))
+    return value if len(value) <= limit else value[: limit - 1] + "…"
+
+
+def headtail(text: Any, head: int = 2000, tail: int = 6000) -> str:
+    """A long error's first and last lines: a traceback names its exception at
+    the end."""
+    value = clean(text, 10**9)
+    if len(value) <= head + tail:
+        return value
+    return value[:head] + f"\n… {len(value) - head - tail} characters …\n" + value[-tail:]
+
+
+def pretty(value: Any, limit: int = 20_000) -> str:
+    """JSON for a <pre>, cut at ``limit`` characters."""
+    text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    return clean(text, limit) if len(text) > limit else _BIDI.sub("", text)
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    s = abs(float(seconds))
+    sign = "-" if seconds < 0 else ""
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if s >= size:
+            return f"{sign}{s / size:.0f} {unit}"
+    return f"{sign}{s:.0f} s"
+
+
+def ago(value: datetime | str | None, now: datetime | None = None) -> str:
+    if value is None:
+        return "-"
+    moment = datetime.fromisoformat(value) if isinstance(value, str) else value
+    now = now or datetime.now(UTC)
+    return duration((now - moment).total_seconds()) + " ago"
+
+
+def when(value: datetime | str | None) -> str:
+    if value is None:
+        return "-"
+    moment = datetime.fromisoformat(value) if isinstance(value, str) else value
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
