@@ -24,7 +24,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -73,6 +73,7 @@ class Results:
     enqueue: dict[str, list[float]] = field(default_factory=dict)
     scale: dict[str, dict[str, float]] = field(default_factory=dict)
     long_txn: dict[str, float] = field(default_factory=dict)
+    pinned: dict[str, float] = field(default_factory=dict)
     cli: dict[str, float] = field(default_factory=dict)
     rss_mb: float | None = None
     notes: list[str] = field(default_factory=list)
@@ -199,7 +200,7 @@ def pgbench_next_script(path: Path) -> None:
     held = "SELECT count(*) AS have, min(id::text) AS id, min(lease_token) AS lease_token FROM upd"
     claim = re.sub(r"SELECT \* FROM upd$", held, queries.query("claim").strip())
     finish = queries.query("finish_claim").strip()
-    finish = finish[:finish.rindex("SELECT 'finished'")] + held
+    finish = finish[:finish.rindex("SELECT t.state AS cur_state")] + held
     claim = _pgbench_sql(claim, CLAIM_VALUES)
     finish = _pgbench_sql(finish, {"id": "(:id)::uuid", "token": ":lease_token",
                                    "result": "NULL", "error": "NULL", "backoff_base": "30",
@@ -346,6 +347,52 @@ def bench_throughput(server: Server, cfg: Config, results: Results, folder: Path
                 rate = run_contender(key, server, cfg, n, folder)
                 results.throughput[label][n].append(rate)
                 log(f"round {round_ + 1} · {n} workers · {label}: {rate:,.0f} tasks/s")
+
+
+@contextmanager
+def pinned(server: Server) -> Iterator[bool]:
+    """The server on CPU 0 and this process (so every worker and pgbench it
+    starts) on CPU 1: clients no longer take CPU from the server. Yields
+    False, pinning nothing, where that cannot be done (a --dsn server, one CPU)."""
+    info = embedded.running(server.home / "pgdata") if server.home else None
+    cpus = sorted(os.sched_getaffinity(0))
+    if info is None or len(cpus) < 2:
+        yield False
+        return
+    server_cpu, client_cpu = {cpus[0]}, {cpus[1]}
+    pids = [info.pid, *(int(p) for p in Path(f"/proc/{info.pid}/task/{info.pid}/children")
+                        .read_text().split())]
+    for pid in pids:  # backends forked from now on inherit the postmaster's
+        with suppress(OSError):
+            os.sched_setaffinity(pid, server_cpu)
+    os.sched_setaffinity(0, client_cpu)
+    try:
+        yield True
+    finally:
+        os.sched_setaffinity(0, set(cpus))
+        for pid in pids:
+            with suppress(OSError):
+                os.sched_setaffinity(pid, set(cpus))
+
+
+def bench_pinned(server: Server, cfg: Config, results: Results, folder: Path) -> None:
+    """Claim+done at 4 workers with the clients pinned away from the server:
+    if the API's ratio to pgbench rises, the limit was the Python clients'
+    CPU competing with the server, not the statements."""
+    n = max(cfg.worker_counts[:2])
+    keys = [("afk (API, claim+done)", "afk"),
+            ("raw SQL limit (pgbench, same statements)", "pgbench"),
+            ("afk (API, done + claim next in one statement)", "afk-next")]
+    runs: dict[str, list[float]] = {label: [] for label, _ in keys}
+    with pinned(server) as ok:
+        if not ok:
+            results.notes.append("pinned run skipped: needs the embedded server and 2 CPUs")
+            return
+        for _ in range(cfg.rounds):
+            for label, key in keys:
+                runs[label].append(run_contender(key, server, cfg, n, folder))
+    results.pinned = {"workers": n, **{label: statistics.median(r) for label, r in runs.items()}}
+    log(f"pinned: {results.pinned}")
 
 
 # -- 2. enqueue -------------------------------------------------------------------
@@ -671,6 +718,14 @@ def report(results: Results, cfg: Config, folder: Path) -> str:
         ratios = [med(per[n]) / med(results.throughput[limit][n]) for n in counts]
         lines.append(f"| {label} | " + " | ".join(f"{r:,.0f}" for r in rates) + " | "
                      + " | ".join(f"{x:.2f}" for x in ratios) + " |")
+    if results.pinned:
+        pn = results.pinned
+        limit_rate = pn["raw SQL limit (pgbench, same statements)"]
+        lines += ["", f"### Clients pinned away from the server ({pn['workers']:.0f} workers, "
+                  "server on CPU 0, clients on CPU 1)", "",
+                  "| contender | tasks/s | x limit |", "|---|---|---|"]
+        lines += [f"| {k} | {v:,.0f} | {v / limit_rate:.2f} |" for k, v in pn.items()
+                  if k != "workers"]
     lines += ["", "## 2. Enqueue (rows/s)", "", "| method | rows/s | x COPY |", "|---|---|---|"]
     copy = med(results.enqueue.get("COPY", []))
     for label, rates in results.enqueue.items():
@@ -744,7 +799,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", help="comma-separated worker counts, e.g. 1,4,8")
     parser.add_argument("--rounds", type=int, help="rounds of interleaved runs (default 3)")
     parser.add_argument("--only", help="comma-separated sections: "
-                        "throughput,enqueue,scale,long,cli,rss")
+                        "throughput,pinned,enqueue,scale,long,cli,rss")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
     args = parser.parse_args(argv)
     cfg = QUICK if args.quick else Config()
@@ -756,7 +811,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg.worker_counts = tuple(int(n) for n in args.workers.split(","))
     if args.rounds:
         cfg.rounds = args.rounds
-    sections = set((args.only or "throughput,enqueue,scale,long,cli,rss").split(","))
+    sections = set((args.only or "throughput,pinned,enqueue,scale,long,cli,rss").split(","))
     folder = Path(args.out) / datetime.now().strftime("%Y%m%d-%H%M%S")
     folder.mkdir(parents=True, exist_ok=True)
     server = Server(args.dsn)
@@ -766,6 +821,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if "throughput" in sections:
             bench_throughput(server, cfg, results, folder)
+        if "pinned" in sections:
+            bench_pinned(server, cfg, results, folder)
         if "enqueue" in sections:
             bench_enqueue(server, cfg, results)
         if "scale" in sections:

@@ -395,18 +395,19 @@ class Queue:
             "backoff_base": s.backoff_base_seconds, "backoff_cap": s.backoff_cap_seconds,
             "lease_seconds": s.lease_seconds,
         }, conn)
-        finished = rows[0] if rows and rows[0]["role"] == "finished" else None
-        nxt = next((r for r in rows if r["role"] == "next"), None)
-        if finished is not None and finished["id"] is None and error is None \
-                and finished["cur_state"] == "done" and finished["cur_token"] == token:
-            # a replay by the token that finished it: the first call's claim,
-            # if it made one, is this runner's in-flight task now
-            was = self.show(task_id)[0]
-            if was.lease_owner is None:
-                return None
-            return self.claim(was.agent_id, runner=was.lease_owner)
-        self._fenced([finished] if finished else [], task_id, token)
-        return Task.from_row(nxt) if nxt is not None else None
+        if not rows:
+            raise TaskNotFound(f"no task with id {task_id}")
+        row = rows[0]
+        if row["finished"] is None:
+            if error is None and row["cur_state"] == "done" and row["cur_token"] == token:
+                # a replay by the token that finished it: the first call's claim,
+                # if it made one, is this runner's in-flight task now
+                was = self.show(task_id)[0]
+                if was.lease_owner is None:
+                    return None
+                return self.claim(was.agent_id, runner=was.lease_owner)
+            explain_fence(row, task_id, token, timeline=self._timeline)
+        return Task.from_row(row) if row["id"] is not None else None
 
     def pause_task(self, task: TaskRef, *, token: int | None = None,
                    reason: str = "paused by runner") -> Task:

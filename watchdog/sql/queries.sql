@@ -157,9 +157,9 @@ SELECT t.state AS cur_state, t.lease_token AS cur_token, u.*
 -- A worker loop's step in one round trip: finish the held task (done, or
 -- failed with %(error)s, exactly as `done` and `fail` do) and claim the same
 -- runner's next task of the same agent, exactly as `claim` does. The claim
--- reads the finished row, so a refused finish claims nothing. The first row
--- (role 'finished') says how the finish went, as `done` and `fail` say it; a
--- second row (role 'next'), if any, is the task now held.
+-- reads the finished row, so a refused finish claims nothing. One row: how
+-- the finish went (`finished` is the id when it applied, else cur_state and
+-- cur_token say why, as for `done` and `fail`), then the task now held, if any.
 WITH fin AS (
     UPDATE afk_task
        SET state = CASE WHEN %(error)s::text IS NULL THEN 'done'
@@ -221,12 +221,9 @@ WITH fin AS (
            lease_owner, lease_token, attempts
       FROM upd
 )
-SELECT 'finished' AS role, t.state AS cur_state, t.lease_token AS cur_token, f.*,
-       NULL AS from_state, NULL::boolean AS resumed
-  FROM afk_task t LEFT JOIN fin f ON true
- WHERE t.id = %(id)s
-UNION ALL
-SELECT 'next', NULL, NULL, u.* FROM upd u;
+SELECT t.state AS cur_state, t.lease_token AS cur_token, f.id AS finished, u.*
+  FROM afk_task t LEFT JOIN (SELECT id FROM fin) f ON true LEFT JOIN upd u ON true
+ WHERE t.id = %(id)s;
 
 -- name: pause_task retry
 -- A runner's own clean stop of one task: fenced, gives the attempt back.
