@@ -504,7 +504,8 @@ def timed(fn: Callable[[], Any], reps: int, reset: Callable[[], Any] | None = No
 
 def explain(dsn: str, name: str, params: dict[str, Any], out: Path) -> None:
     with psycopg.connect(dsn) as conn:
-        rows = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + queries.query(name), params).fetchall()
+        rows = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + queries.checked(name, params),
+                            params).fetchall()
         conn.rollback()
     out.write_text("\n".join(r[0] for r in rows) + "\n")
 

@@ -31,6 +31,26 @@ TEMPLATE = f"afk_test_template_{os.getpid()}"
 _counter = itertools.count()
 
 
+#: fixtures that mean a database, and ones that mean a real subprocess
+DATABASE_FIXTURES = {"dsn", "server_dsn", "empty_dsn", "template_dsn", "queue", "sql"}
+PROCESS_FIXTURES = {"afk"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tiers: ``e2e`` (subprocesses, services, browsers, system tools:
+    marked by the module, or implied by the ``afk`` fixture), else
+    ``integration`` (a database, in-process), else ``unit``. Each tier runs
+    alone with ``-m``."""
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if item.get_closest_marker("e2e") or names & PROCESS_FIXTURES:
+            item.add_marker(pytest.mark.e2e)
+        elif names & DATABASE_FIXTURES:
+            item.add_marker(pytest.mark.integration)
+        else:
+            item.add_marker(pytest.mark.unit)
+
+
 def with_db(dsn: str, dbname: str) -> str:
     return make_conninfo(dsn, dbname=dbname)
 

@@ -12,7 +12,8 @@ from watchdog import sql as queries
 
 def plan_of(dsn: str, name: str, params: dict[str, object]) -> str:
     with psycopg.connect(dsn) as conn:
-        row = conn.execute("EXPLAIN (FORMAT JSON) " + queries.query(name), params).fetchone()
+        statement = queries.checked(name, params)
+        row = conn.execute("EXPLAIN (FORMAT JSON) " + statement, params).fetchone()
         conn.rollback()
     return json.dumps(row[0])
 
@@ -22,7 +23,7 @@ def fill(sql) -> None:
            SELECT 'agent-' || (i % 50), i, 't', 'done' FROM generate_series(1, 50000) i""")
     sql("""INSERT INTO afk_task (agent_id, ordinal, title, state, lease_until)
            SELECT 'agent-' || (i % 50), 100000 + i, 't',
-                  CASE WHEN i % 2 = 0 THEN 'todo' ELSE 'running' END::afk_task_state,
+                  CASE WHEN i % 2 = 0 THEN 'todo' ELSE 'running' END::afk_state,
                   CASE WHEN i % 2 = 1 THEN now() END
              FROM generate_series(1, 200) i""")
     sql("ANALYZE afk_task")

@@ -80,7 +80,7 @@ def test_a_database_with_a_statement_timeout_connects_through_pgbouncer(dsn, bou
     db = Database(bouncer.for_database(dsn), statement_timeout=3, pool_size=2)
     try:
         for _ in range(10):
-            assert db.fetch("status", {"agent_id": None}) is not None
+            assert db.all("status", {"agent_id": None}) is not None
     finally:
         db.close()
 

@@ -445,7 +445,7 @@ def cmd_digest(args: argparse.Namespace) -> int:
             sys.stdout.write(delivery.dry_run(db, settings.digest, args.format))
             return EXIT_OK
         if args.action == "status":
-            emit(db.fetch("digest_status", {"limit": 50}))
+            emit(delivery.status(db))
             return EXIT_OK
         if not settings.digest.destinations():
             raise BadInput("no digest destination is configured (AFK_DIGEST_SLACK_URL, "

@@ -243,11 +243,34 @@ class Database:
         with translate_errors(self.conninfo), self._checkout() as c:
             yield c
 
-    def fetch(self, name: str, params: Mapping[str, Any] | None = None,
-              conn: Connection | None = None) -> list[Row]:
+    def one(self, name: str, params: Mapping[str, Any] | None = None,
+            conn: Connection | None = None) -> Row | None:
+        """Run a ``:one`` statement: its row, or None."""
+        rows = self._run_named(name, "one", params, conn)
+        if len(rows) > 1:
+            raise DatabaseError(f"statement {name} returned {len(rows)} rows, not one")
+        return rows[0] if rows else None
+
+    def all(self, name: str, params: Mapping[str, Any] | None = None,
+            conn: Connection | None = None) -> list[Row]:
+        """Run a ``:many`` statement: its rows."""
+        return self._run_named(name, "many", params, conn)
+
+    def execute(self, name: str, params: Mapping[str, Any] | None = None,
+                conn: Connection | None = None) -> None:
+        """Run an ``:exec`` statement."""
+        self._run_named(name, "exec", params, conn)
+
+    def _run_named(self, name: str, returns: str, params: Mapping[str, Any] | None,
+                   conn: Connection | None) -> list[Row]:
         """Run the named statement in one round trip; return its rows as dicts.
-        On the caller's ``conn`` nothing is retried (its transaction is lost)."""
+        It must return what the caller expects, and take exactly the
+        parameters given. On the caller's ``conn`` nothing is retried (its
+        transaction is lost)."""
         statement = sql.statement(name)
+        if statement.returns != returns:
+            raise TypeError(f"statement {name} is :{statement.returns}, not :{returns}")
+        sql.checked(name, params or {})
         if conn is not None:
             with translate_errors(self.conninfo):
                 return _run(conn, statement.text, params)

@@ -172,10 +172,11 @@ def build(db: Database, start: datetime, end: datetime, settings: DigestSettings
           tz: tzinfo) -> Digest:
     from .jobs import EXACT_BELOW
 
-    row = db.fetch("digest_data", {"start": start, "end": end, "limit": FAILED_ROWS,
+    row = db.one("digest_data", {"start": start, "end": end, "limit": FAILED_ROWS,
                                    "paused_after": settings.paused_after,
                                    "todo_late_after": settings.todo_late_after,
-                                   "exact_below": EXACT_BELOW})[0]
+                                   "exact_below": EXACT_BELOW})
+    assert row is not None  # one row of aggregates, always
     groups: dict[tuple[str, str], list[FailedTask]] = defaultdict(list)
     for f in row["failed"]:
         link = None

@@ -362,15 +362,14 @@ class Hook:
             task_id, token = uuid.UUID(self.cache.data["task"]), int(self.cache.data["token"])
         else:
             task_id, token = None, None
-        rows = self.db.fetch("hook_touch", {
+        row = self.db.one("hook_touch", {
             "id": task_id, "token": token, "runner": self.ctx.session,
             "renew": self.ctx.supervised is None if renew is None else renew,
             "files": files or [], "max_files": MAX_FILES,
             "lease_seconds": self.settings.lease_seconds,
         })
-        if not rows:
+        if row is None:
             return None
-        row = rows[0]
         found = Look(row["id"], row["token"], row["cur_state"], row["cur_token"],
                      float(row["lease_left"] if row["lease_left"] is not None else -1))
         if self.ctx.supervised is None and self.cache.data.get("task") != str(found.task_id):

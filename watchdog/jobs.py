@@ -53,8 +53,9 @@ EXACT_BELOW = 200_000
 def gauges(queue: Queue, *, top_agents: int = 20, poison_window: float = 3600,
            exact_below: int = EXACT_BELOW) -> GaugeSnapshot:
     """Everything the metrics show, read in one statement."""
-    row = queue.db.fetch("gauges", {"top_agents": top_agents, "poison_window": poison_window,
-                                    "exact_below": exact_below})[0]
+    row = queue.db.one("gauges", {"top_agents": top_agents, "poison_window": poison_window,
+                                    "exact_below": exact_below})
+    assert row is not None  # one row of aggregates, always
     states = {s: int(row["states"].get(s, 0)) for s in ("todo", "running", "paused", "done",
                                                         "failed")}
     return GaugeSnapshot(
@@ -72,7 +73,7 @@ def poison(queue: Queue, *, window: float = 3600, limit: int = 1000) -> list[Tas
     """Tasks that failed within ``window`` seconds: one structured log line each."""
     from .queue import Task
 
-    rows = queue.db.fetch("poison", {"window": window, "limit": limit})
+    rows = queue.db.all("poison", {"window": window, "limit": limit})
     pills = [Task.from_row(r) for r in rows]
     for task in pills:
         logger.warning("poison pill: %s", task.title, extra={
@@ -93,7 +94,8 @@ def prune(queue: Queue, *, retention: float, batch: int = 1000) -> PruneResult:
     ``batch`` rows per statement, until none are left."""
     deleted = statements = 0
     while True:
-        n = int(queue.db.fetch("prune", {"retention": retention, "batch": batch})[0]["n"])
+        row = queue.db.one("prune", {"retention": retention, "batch": batch})
+        n = int(row["n"]) if row else 0
         statements += 1
         deleted += n
         if n < batch:

@@ -228,7 +228,7 @@ class Queue:
         # the statement itself, which then writes nothing
         payload = dumps_json("a spec", rows)
         max_bytes = self.settings.max_json_bytes
-        result = self.db.fetch("enqueue", {
+        result = self.db.all("enqueue", {
             "agent_id": agent_id, "tasks": payload, "max_bytes": max_bytes,
             "default_max_attempts": self.settings.max_attempts,
         }, conn)
@@ -272,9 +272,9 @@ class Queue:
         agent_id = check_text("agent id", agent_id)
         runner = default_runner_id() if runner is None else check_text("runner id", runner)
         lease = self._lease(lease_seconds)
-        rows = self.db.fetch("claim", {"agent_id": agent_id, "runner": runner,
+        row = self.db.one("claim", {"agent_id": agent_id, "runner": runner,
                                        "lease_seconds": lease})
-        return Task.from_row(rows[0]) if rows else None
+        return Task.from_row(row) if row else None
 
     def claim_many(self, agent_id: str, limit: int, *, runner: str | None = None,
                    lease_seconds: float | None = None) -> list[Task]:
@@ -284,7 +284,7 @@ class Queue:
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
             raise BadInput("limit must be a whole number from 1 to 10000")
         runner = default_runner_id() if runner is None else check_text("runner id", runner)
-        rows = self.db.fetch("claim_batch", {"agent_id": agent_id, "runner": runner,
+        rows = self.db.all("claim_batch", {"agent_id": agent_id, "runner": runner,
                                              "limit": limit,
                                              "lease_seconds": self._lease(lease_seconds)})
         return [Task.from_row(r) for r in rows]
@@ -295,7 +295,7 @@ class Queue:
         batch = list(tasks)
         if not batch:
             return BatchResult([], [])
-        rows = self.db.fetch("done_batch", {"ids": [t.id for t in batch],
+        rows = self.db.all("done_batch", {"ids": [t.id for t in batch],
                                             "tokens": [t.token for t in batch]})
         finished = {r["id"] for r in rows}
         return BatchResult([t.id for t in batch if t.id in finished],
@@ -308,20 +308,20 @@ class Queue:
         task_id, token = task_ref(task, token)
         patch = self._check_object("checkpoint patch", patch)
         max_bytes = self.settings.max_json_bytes
-        rows = self.db.fetch("checkpoint", {
+        row = self.db.one("checkpoint", {
             "id": task_id, "token": token, "patch": json_param(patch),
             "max_bytes": max_bytes, "lease_seconds": self.settings.lease_seconds,
         })
-        if rows and rows[0]["id"] is None and rows[0]["merged_bytes"] > max_bytes and \
-                rows[0]["cur_state"] == "running" and rows[0]["cur_token"] == token:
-            raise BadInput(f"the merged checkpoint would be {rows[0]['merged_bytes']} bytes, "
+        if row and row["id"] is None and row["merged_bytes"] > max_bytes and \
+                row["cur_state"] == "running" and row["cur_token"] == token:
+            raise BadInput(f"the merged checkpoint would be {row['merged_bytes']} bytes, "
                            f"over the limit of {max_bytes}")
-        return self._fenced(rows, task_id, token)
+        return self._fenced(row, task_id, token)
 
     def heartbeat(self, task: TaskRef, *, token: int | None = None) -> Task:
         """Refresh the lease without changing anything else."""
         task_id, token = task_ref(task, token)
-        return self._fenced(self.db.fetch("heartbeat", {
+        return self._fenced(self.db.one("heartbeat", {
             "id": task_id, "token": token, "lease_seconds": self.settings.lease_seconds,
         }), task_id, token)
 
@@ -345,15 +345,15 @@ class Queue:
             check_json_size("result", result, self.settings.max_json_bytes)
         if claim_next:
             return self._finish_claim(task_id, token, result=result, conn=conn)
-        rows = self.db.fetch("done", {
+        row = self.db.one("done", {
             "id": task_id, "token": token,
             "result": None if result is None else json_param(result),
         }, conn)
-        if rows and rows[0]["id"] is None and rows[0]["cur_state"] == "done" \
-                and rows[0]["cur_token"] == token:
+        if row and row["id"] is None and row["cur_state"] == "done" \
+                and row["cur_token"] == token:
             # a replay by the token that finished it (its first reply was lost)
             return self.show(task_id)[0]
-        return self._fenced(rows, task_id, token)
+        return self._fenced(row, task_id, token)
 
     @overload
     def fail(self, task: TaskRef, error: str, *, token: int | None = None,
@@ -375,29 +375,29 @@ class Queue:
         if claim_next:
             return self._finish_claim(task_id, token, error=error)
         s = self.settings
-        return self._fenced(self.db.fetch("fail", {
+        return self._fenced(self.db.one("fail", {
             "id": task_id, "token": token, "error": error,
             "backoff_base": s.backoff_base_seconds, "backoff_cap": s.backoff_cap_seconds,
         }), task_id, token)
 
-    def _fenced(self, rows: list[Row], task_id: uuid.UUID, token: int) -> Task:
-        return fenced(rows, task_id, token, timeline=self._timeline)
+    def _fenced(self, row: Row | None, task_id: uuid.UUID, token: int) -> Task:
+        return fenced(row, task_id, token, timeline=self._timeline)
 
     def _timeline(self) -> int:
-        return int(self.db.fetch("timeline")[0]["timeline"])
+        row = self.db.one("timeline")
+        return int(row["timeline"]) if row else 0
 
     def _finish_claim(self, task_id: uuid.UUID, token: int, *, result: Any = None,
                       error: str | None = None, conn: Connection | None = None) -> Task | None:
         s = self.settings
-        rows = self.db.fetch("finish_claim", {
+        row = self.db.one("finish_claim", {
             "id": task_id, "token": token, "error": error,
             "result": None if result is None else json_param(result),
             "backoff_base": s.backoff_base_seconds, "backoff_cap": s.backoff_cap_seconds,
             "lease_seconds": s.lease_seconds,
         }, conn)
-        if not rows:
+        if row is None:
             raise TaskNotFound(f"no task with id {task_id}")
-        row = rows[0]
         if row["finished"] is None:
             if error is None and row["cur_state"] == "done" and row["cur_token"] == token:
                 # a replay by the token that finished it: the first call's claim,
@@ -413,7 +413,7 @@ class Queue:
                    reason: str = "paused by runner") -> Task:
         """A clean stop of one task by its worker: no attempt is spent."""
         task_id, token = task_ref(task, token)
-        return self._fenced(self.db.fetch("pause_task", {"id": task_id, "token": token,
+        return self._fenced(self.db.one("pause_task", {"id": task_id, "token": token,
                                                    "reason": reason}), task_id, token)
 
     def pause(self, agent_id: str | None = None, *, runner: str | None = None,
@@ -425,9 +425,9 @@ class Queue:
         if runner is not None:
             runner = check_text("runner id", runner)
         if agent_id is None:
-            rows = self.db.fetch("pause_runner", {"runner": runner, "reason": reason})
+            rows = self.db.all("pause_runner", {"runner": runner, "reason": reason})
         else:
-            rows = self.db.fetch("pause_agent", {"agent_id": check_text("agent id", agent_id),
+            rows = self.db.all("pause_agent", {"agent_id": check_text("agent id", agent_id),
                                                  "runner": runner, "reason": reason})
         return [r["id"] for r in rows]
 
@@ -475,23 +475,22 @@ class Queue:
         name = check_text("effect name", name)
         if transactional:
             return self._effect_in_transaction(task_id, token, name, fn)
-        rows = self.db.fetch("effect_begin", {
+        begin = self.db.one("effect_begin", {
             "id": task_id, "token": token, "name": name,
             "lease_seconds": self.settings.lease_seconds,
         })
-        if not rows:
+        if begin is None:
             raise TaskNotFound(f"no task with id {task_id}")
-        begin = rows[0]
         if begin["done"]:
             return begin["result"]
         if not begin["fenced"]:
             explain_fence(begin, task_id, token, timeline=self._timeline, expired_ok=False)
         result = fn(EffectContext(task_id, name, effect_key(begin["idem_key"], task_id, name)))
         check_json_size(f"result of effect {name!r}", result, self.settings.max_json_bytes)
-        recorded = self.db.fetch("effect_record", {
+        recorded = self.db.one("effect_record", {
             "id": task_id, "token": token, "name": name, "result": json_param(result),
         })
-        if not recorded or recorded[0]["runs"] is None:
+        if not recorded or recorded["runs"] is None:
             raise LeaseLost(f"lease lost: effect {name!r} of task {task_id} ran but could not "
                             "be recorded; the next attempt may run it again")
         return result
@@ -499,11 +498,10 @@ class Queue:
     def _effect_in_transaction(self, task_id: uuid.UUID, token: int, name: str,
                                fn: Callable[[EffectContext], Any]) -> Any:
         with self.db.transaction() as conn:
-            rows = self.db.fetch("effect_lock", {"id": task_id, "token": token, "name": name},
-                                 conn)
-            if not rows:
+            lock = self.db.one("effect_lock", {"id": task_id, "token": token, "name": name},
+                               conn)
+            if lock is None:
                 raise TaskNotFound(f"no task with id {task_id}")
-            lock = rows[0]
             if lock["done"]:
                 return lock["result"]
             if not lock["fenced"]:
@@ -511,13 +509,13 @@ class Queue:
             key = effect_key(lock["idem_key"], task_id, name)
             result = fn(EffectContext(task_id, name, key, conn))
             check_json_size(f"result of effect {name!r}", result, self.settings.max_json_bytes)
-            self.db.fetch("effect_commit", {"id": task_id, "token": token, "name": name,
+            self.db.execute("effect_commit", {"id": task_id, "token": token, "name": name,
                                             "result": json_param(result)}, conn)
             return result
 
     def effects(self, task: TaskRef) -> list[dict[str, Any]]:
         """The effects recorded (or started) for a task."""
-        return self.db.fetch("effects", {"id": task_ref(task, 0)[0]})
+        return self.db.all("effects", {"id": task_ref(task, 0)[0]})
 
     # -- operators --------------------------------------------------------
 
@@ -527,7 +525,7 @@ class Queue:
         ids = [task_ref(t, 0)[0] for t in task_ids]
         if not ids:
             raise BadInput("no task ids given")
-        rows = self.db.fetch("retry", {"ids": ids, "who": who})
+        rows = self.db.all("retry", {"ids": ids, "who": who})
         found = {r["id"]: str(r["state"]) for r in rows}
         missing = [str(i) for i in ids if i not in found]
         if missing:
@@ -545,7 +543,8 @@ class Queue:
         after = uuid.UUID(int=0)
         paused = failed = statements = 0
         while True:
-            row = self.db.fetch("reclaim", {"after_id": after, "batch": size})[0]
+            row = self.db.one("reclaim", {"after_id": after, "batch": size})
+            assert row is not None  # an aggregate: always one row
             statements += 1
             paused += row["paused"]
             failed += row["failed"]
@@ -556,17 +555,17 @@ class Queue:
     def status(self, agent_id: str | None = None) -> dict[str, int]:
         if agent_id is not None:
             agent_id = check_text("agent id", agent_id)
-        counts = {r["state"]: r["n"] for r in self.db.fetch("status", {"agent_id": agent_id})}
+        counts = {r["state"]: r["n"] for r in self.db.all("status", {"agent_id": agent_id})}
         return {s: int(counts.get(s, 0)) for s in STATES}
 
     def show(self, task: TaskRef) -> tuple[Task, list[dict[str, Any]]]:
         """The task and its history, oldest first."""
         task_id = task_ref(task, 0)[0]
-        rows = self.db.fetch("show", {"id": task_id})
-        if not rows:
+        row = self.db.one("show", {"id": task_id})
+        if row is None:
             raise TaskNotFound(f"no task with id {task_id}")
-        history: list[dict[str, Any]] = rows[0]["history"]
-        return Task.from_row(rows[0]), history
+        history: list[dict[str, Any]] = row["history"]
+        return Task.from_row(row), history
 
     def dead(self, agent_id: str | None = None, *, since_seconds: float | None = None,
              limit: int = 1000) -> list[Task]:
@@ -575,7 +574,7 @@ class Queue:
             agent_id = check_text("agent id", agent_id)
         if since_seconds is not None and not 0 < since_seconds <= 100 * 365 * 86400:
             raise BadInput("since must be positive and at most 100 years")
-        rows = self.db.fetch("dead", {"agent_id": agent_id, "since_seconds": since_seconds,
+        rows = self.db.all("dead", {"agent_id": agent_id, "since_seconds": since_seconds,
                                       "limit": limit})
         return [Task.from_row(r) for r in rows]
 
@@ -710,12 +709,11 @@ def task_ref(task: TaskRef, token: int | None) -> tuple[uuid.UUID, int]:
     return parse_task_id(task), token
 
 
-def fenced(rows: list[Row], task_id: uuid.UUID, token: int,
+def fenced(row: Row | None, task_id: uuid.UUID, token: int,
            timeline: Callable[[], int] | None = None) -> Task:
     """Interpret a fenced write: the updated task, or why nothing changed."""
-    if not rows:
+    if row is None:
         raise TaskNotFound(f"no task with id {task_id}")
-    row = rows[0]
     if row["id"] is not None:
         return Task.from_row(row)
     explain_fence(row, task_id, token, timeline=timeline)

@@ -56,15 +56,15 @@ class LeaderLease:
         Raises :class:`DatabaseError` (and counts as not held) when the
         database cannot be reached."""
         self.held = False
-        rows = self._db.fetch("leader_take", {"name": self.NAME, "holder": self.holder,
+        row = self._db.one("leader_take", {"name": self.NAME, "holder": self.holder,
                                               "ttl": self._ttl})
-        self.held = bool(rows)
+        self.held = row is not None
         return self.held
 
     def release(self) -> None:
         if self.held:
             with suppress(DatabaseError):
-                self._db.fetch("leader_release", {"name": self.NAME, "holder": self.holder})
+                self._db.execute("leader_release", {"name": self.NAME, "holder": self.holder})
         self.held = False
 
 

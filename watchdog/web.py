@@ -183,7 +183,7 @@ class StatusPages:
     def overview(self) -> str:
         from .digest import build
 
-        rows = self.db.fetch("web_overview", {"limit": AGENTS_SHOWN,
+        rows = self.db.all("web_overview", {"limit": AGENTS_SHOWN,
                                               "running_limit": RUNNING_SHOWN})
         now = rows[0]["now"] if rows else datetime.now(UTC)
         day = build(self.db, now - timedelta(days=1), now, self.digest_settings, UTC)
@@ -213,7 +213,7 @@ class StatusPages:
             after_ordinal = int(after) if after else 0
         except ValueError:
             return self.not_found("after must be an ordinal")
-        rows = self.db.fetch("web_agent_tasks", {"agent_id": agent_id, "after": after_ordinal,
+        rows = self.db.all("web_agent_tasks", {"agent_id": agent_id, "after": after_ordinal,
                                                  "state": state, "limit": PAGE_SIZE})
         more = len(rows) > PAGE_SIZE
         rows = rows[:PAGE_SIZE]

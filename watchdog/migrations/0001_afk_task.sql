@@ -5,8 +5,8 @@
 DO $$
 BEGIN
     IF to_regclass('afk_task') IS NULL
-       AND NOT EXISTS (SELECT 1 FROM pg_type WHERE typname = 'afk_task_state') THEN
-        CREATE TYPE afk_task_state AS ENUM ('todo', 'running', 'paused', 'done', 'failed');
+       AND to_regtype('afk_state') IS NULL THEN
+        CREATE TYPE afk_state AS ENUM ('todo', 'running', 'paused', 'done', 'failed');
     END IF;
 END
 $$;
@@ -17,7 +17,7 @@ CREATE TABLE IF NOT EXISTS afk_task (
     ordinal      int NOT NULL,
     title        text NOT NULL,
     spec         jsonb NOT NULL DEFAULT '{}'::jsonb,
-    state        afk_task_state NOT NULL DEFAULT 'todo',
+    state        afk_state NOT NULL DEFAULT 'todo',
     checkpoint   jsonb NOT NULL DEFAULT '{}'::jsonb,
     idem_key     text UNIQUE,
     lease_until  timestamptz,

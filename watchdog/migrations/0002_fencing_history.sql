@@ -3,7 +3,8 @@
 -- append-only history of every state change.
 
 -- A table created by hand may name its enum type differently: give it the
--- name our statements cast to. The labels are the design's and are checked.
+-- design's name, afk_state, which our statements cast to (a table made from
+-- the design has it already and is left as it is). The labels are checked.
 DO $$
 DECLARE
     current_name text;
@@ -11,11 +12,11 @@ BEGIN
     SELECT t.typname INTO current_name
       FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
      WHERE a.attrelid = 'afk_task'::regclass AND a.attname = 'state';
-    IF current_name IS DISTINCT FROM 'afk_task_state' THEN
-        EXECUTE format('ALTER TYPE %I RENAME TO afk_task_state', current_name);
+    IF current_name IS DISTINCT FROM 'afk_state' THEN
+        EXECUTE format('ALTER TYPE %I RENAME TO afk_state', current_name);
     END IF;
     IF (SELECT array_agg(enumlabel::text ORDER BY enumsortorder) FROM pg_enum
-         WHERE enumtypid = 'afk_task_state'::regtype)
+         WHERE enumtypid = 'afk_state'::regtype)
        <> ARRAY['todo', 'running', 'paused', 'done', 'failed'] THEN
         RAISE EXCEPTION 'afk_task.state has unexpected labels; refusing to upgrade';
     END IF;
@@ -69,8 +70,8 @@ CREATE TABLE IF NOT EXISTS afk_task_event (
     id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     task_id    uuid NOT NULL REFERENCES afk_task (id) ON DELETE CASCADE,
     at         timestamptz NOT NULL DEFAULT now(),
-    from_state afk_task_state,
-    to_state   afk_task_state NOT NULL,
+    from_state afk_state,
+    to_state   afk_state NOT NULL,
     -- enqueued, claimed, resumed, paused, lease expired, failed, done, retried
     reason     text NOT NULL,
     runner     text,

@@ -2,44 +2,65 @@
 
 A statement starts with a header line::
 
-    -- name: claim retry
+    -- name: claim :one retry
 
-``retry`` marks a statement that is safe to run again when the connection
-was lost after it was sent (its reply may be lost, not its effect): reads,
-fenced writes (a replay after a commit is refused by the fence, or, for
-``done``, recognised), and writes that are idempotent by construction. Every
-statement is retried when the connection failed before it was sent.
+then what it returns: ``:one`` (at most one row), ``:many`` (rows) or
+``:exec`` (nothing), which :class:`~watchdog.db.Database` checks against the
+method that runs it (``one()``, ``all()``, ``execute()``), as it checks the
+parameters given against the ``%(name)s`` ones in the text.
+
+``retry`` marks a statement that is safe to run again when the connection was
+lost after it was sent (its reply may be lost, not its effect): reads, fenced
+writes (a replay after a commit is refused by the fence, or, for ``done``,
+recognised), and writes that are idempotent by construction. Every statement
+is retried when the connection failed before it was sent.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from typing import Any
 
-_HEADER = re.compile(r"^-- name: (\w+)((?: [\w-]+)*)\s*$", re.MULTILINE)
+_HEADER = re.compile(r"^-- name: (\w+) :(one|many|exec)((?: [\w-]+)*)\s*$", re.MULTILINE)
 _FLAGS = frozenset({"retry"})
+_PARAM = re.compile(r"%\((\w+)\)s")
 
 
 @dataclass(frozen=True)
 class Statement:
     name: str
     text: str
+    #: one, many or exec
+    returns: str = "many"
     retry: bool = False
+
+    @property
+    def params(self) -> frozenset[str]:
+        """The named parameters it takes."""
+        return frozenset(_PARAM.findall(self.text))
 
 
 def parse(text: str) -> dict[str, Statement]:
-    """Split a file of ``-- name: x [flags]`` blocks into {name: Statement}."""
+    """Split a file of ``-- name: x :returns [flags]`` blocks into {name: Statement}."""
     parts = _HEADER.split(text)
+    if "-- name:" in parts[0]:
+        raise ValueError("a statement header must read: -- name: NAME :one|:many|:exec [retry]")
     found: dict[str, Statement] = {}
-    for name, flags, body in zip(parts[1::3], parts[2::3], parts[3::3], strict=True):
+    for name, returns, flags, body in zip(parts[1::4], parts[2::4], parts[3::4], parts[4::4],
+                                          strict=True):
         if name in found:
             raise ValueError(f"query {name!r} is defined twice")
         given = set(flags.split())
         if given - _FLAGS:
             raise ValueError(f"query {name!r}: unknown flags {sorted(given - _FLAGS)}")
-        found[name] = Statement(name, body.strip().rstrip(";"), "retry" in given)
+        if "-- name:" in body:
+            raise ValueError(f"after query {name!r}: a statement header must read: "
+                             "-- name: NAME :one|:many|:exec [retry]")
+        found[name] = Statement(name, body.strip().rstrip(";"), returns, "retry" in given)
     return found
 
 
@@ -64,6 +85,17 @@ def statement(name: str) -> Statement:
 
 def query(name: str) -> str:
     return statements()[name].text
+
+
+def checked(name: str, params: Mapping[str, Any]) -> str:
+    """The text of ``name``, once ``params`` are exactly its parameters (for
+    callers outside :class:`~watchdog.db.Database`: EXPLAIN, pgbench)."""
+    statement = statements()[name]
+    given = frozenset(params)
+    if given != statement.params:
+        raise TypeError(f"statement {name}: missing {sorted(statement.params - given)}, "
+                        f"unexpected {sorted(given - statement.params)}")
+    return statement.text
 
 
 def migrations() -> list[tuple[int, str, str]]:

@@ -2,7 +2,7 @@
 -- one statement, in one round trip. Parameters are psycopg's %(name)s.
 -- Times are always the database's now().
 
--- name: enqueue
+-- name: enqueue :many
 -- Inserts a batch for one agent. The upsert of the agent's counter row takes
 -- its lock, so concurrent batches for one agent get disjoint ordinals; keys
 -- that exist already (or are inserted concurrently) are skipped by ON CONFLICT.
@@ -40,7 +40,7 @@ UNION ALL
 SELECT NULL, NULL, NULL, n FROM too_big WHERE n IS NOT NULL
 ORDER BY ordinal;
 
--- name: claim retry
+-- name: claim :one retry
 -- The runner's own in-flight task first (a restarted runner resumes it), else
 -- the agent's lowest todo/paused ordinal that is not in backoff. Rows held by
 -- another runner are never taken, even with an expired lease: the reclaim
@@ -85,7 +85,7 @@ WITH own AS (
 )
 SELECT * FROM upd;
 
--- name: checkpoint retry
+-- name: checkpoint :one retry
 -- Fenced: applies only while the row is running under this token. The outer
 -- SELECT reads the row as it was before, so a caller learns why nothing
 -- changed (unknown id, lease lost, not running, too large) in the same trip.
@@ -104,7 +104,7 @@ SELECT t.state AS cur_state, t.lease_token AS cur_token,
   FROM afk_task t LEFT JOIN upd u ON true
  WHERE t.id = %(id)s;
 
--- name: heartbeat retry
+-- name: heartbeat :one retry
 WITH upd AS (
     UPDATE afk_task
        SET lease_until = now() + make_interval(secs => coalesce(lease_seconds, %(lease_seconds)s)),
@@ -116,7 +116,7 @@ SELECT t.state AS cur_state, t.lease_token AS cur_token, u.*
   FROM afk_task t LEFT JOIN upd u ON true
  WHERE t.id = %(id)s;
 
--- name: done retry
+-- name: done :one retry
 WITH upd AS (
     UPDATE afk_task
        SET state = 'done', result = %(result)s::jsonb, lease_until = NULL, updated_at = now()
@@ -130,13 +130,13 @@ SELECT t.state AS cur_state, t.lease_token AS cur_token, u.*
   FROM afk_task t LEFT JOIN upd u ON true
  WHERE t.id = %(id)s;
 
--- name: fail retry
+-- name: fail :one retry
 -- A reported failure spends the attempt: below max_attempts the task is
 -- claimable again after base * 2^(attempts-1) seconds (capped); at
 -- max_attempts it is failed for good.
 WITH upd AS (
     UPDATE afk_task
-       SET state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'todo' END::afk_task_state,
+       SET state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'todo' END::afk_state,
            run_after = CASE WHEN attempts >= max_attempts THEN NULL
                             ELSE now() + make_interval(secs => least(
                                 %(backoff_base)s * power(2, greatest(attempts - 1, 0)),
@@ -153,7 +153,7 @@ SELECT t.state AS cur_state, t.lease_token AS cur_token, u.*
   FROM afk_task t LEFT JOIN upd u ON true
  WHERE t.id = %(id)s;
 
--- name: finish_claim retry
+-- name: finish_claim :one retry
 -- A worker loop's step in one round trip: finish the held task (done, or
 -- failed with %(error)s, exactly as `done` and `fail` do) and claim the same
 -- runner's next task of the same agent, exactly as `claim` does. The claim
@@ -164,7 +164,7 @@ WITH fin AS (
     UPDATE afk_task
        SET state = CASE WHEN %(error)s::text IS NULL THEN 'done'
                         WHEN attempts >= max_attempts THEN 'failed'
-                        ELSE 'todo' END::afk_task_state,
+                        ELSE 'todo' END::afk_state,
            result = CASE WHEN %(error)s::text IS NULL THEN %(result)s::jsonb ELSE result END,
            run_after = CASE WHEN %(error)s::text IS NULL OR attempts >= max_attempts THEN NULL
                             ELSE now() + make_interval(secs => least(
@@ -225,7 +225,7 @@ SELECT t.state AS cur_state, t.lease_token AS cur_token, f.id AS finished, u.*
   FROM afk_task t LEFT JOIN (SELECT id FROM fin) f ON true LEFT JOIN upd u ON true
  WHERE t.id = %(id)s;
 
--- name: pause_task retry
+-- name: pause_task :one retry
 -- A runner's own clean stop of one task: fenced, gives the attempt back.
 WITH upd AS (
     UPDATE afk_task
@@ -241,7 +241,7 @@ SELECT t.state AS cur_state, t.lease_token AS cur_token, u.*
   FROM afk_task t LEFT JOIN upd u ON true
  WHERE t.id = %(id)s;
 
--- name: pause_agent retry
+-- name: pause_agent :many retry
 -- A Stop: every running row of the agent, or only those one runner holds.
 -- A deliberate pause gives the attempt back.
 WITH upd AS (
@@ -257,7 +257,7 @@ WITH upd AS (
 )
 SELECT id FROM upd;
 
--- name: pause_runner retry
+-- name: pause_runner :many retry
 -- The same for one runner across every agent (a Stop hook knows its session,
 -- not always its agent).
 WITH upd AS (
@@ -272,7 +272,7 @@ WITH upd AS (
 )
 SELECT id FROM upd;
 
--- name: reclaim retry
+-- name: reclaim :one retry
 -- The design's watchdog statement, in pages: running rows whose lease expired
 -- become paused, or failed once their attempts are spent. Keyset paging by id
 -- (after_id) so a page of rows locked by others cannot strand the rest; the
@@ -286,7 +286,7 @@ WITH expired AS (
 ), upd AS (
     UPDATE afk_task t
        SET state = CASE WHEN t.attempts >= t.max_attempts THEN 'failed'
-                        ELSE 'paused' END::afk_task_state,
+                        ELSE 'paused' END::afk_state,
            last_error = coalesce(t.last_error, 'lease expired'),
            lease_until = NULL, updated_at = now()
       FROM expired e
@@ -305,7 +305,7 @@ SELECT (SELECT id FROM expired ORDER BY id DESC LIMIT 1) AS last_id,
        count(*) FILTER (WHERE state = 'failed') AS failed
   FROM upd;
 
--- name: retry
+-- name: retry :many
 -- A human's retry of failed tasks: all or nothing. Back to todo with the
 -- attempts reset and the checkpoint kept.
 WITH req AS (
@@ -328,21 +328,21 @@ WITH req AS (
 )
 SELECT f.id, f.state, (SELECT ok FROM verdict) AS ok FROM found f;
 
--- name: status retry
+-- name: status :many retry
 SELECT s.state::text AS state, count(t.id) AS n
-  FROM unnest(enum_range(NULL::afk_task_state)) AS s(state)
+  FROM unnest(enum_range(NULL::afk_state)) AS s(state)
   LEFT JOIN afk_task t ON t.state = s.state
        AND (%(agent_id)s::text IS NULL OR t.agent_id = %(agent_id)s::text)
  GROUP BY s.state;
 
--- name: show retry
+-- name: show :one retry
 SELECT t.*,
        (SELECT coalesce(jsonb_agg(to_jsonb(e) - 'task_id' ORDER BY e.id), '[]'::jsonb)
           FROM afk_task_event e WHERE e.task_id = t.id) AS history
   FROM afk_task t
  WHERE t.id = %(id)s;
 
--- name: dead retry
+-- name: dead :many retry
 SELECT * FROM afk_task
  WHERE state = 'failed'
    AND (%(agent_id)s::text IS NULL OR agent_id = %(agent_id)s::text)
@@ -351,7 +351,7 @@ SELECT * FROM afk_task
  ORDER BY updated_at DESC, id
  LIMIT %(limit)s;
 
--- name: gauges retry
+-- name: gauges :one retry
 -- Everything the metrics need, in one statement, through the partial indexes
 -- only, so its cost does not grow with the done rows (see afk_state_counts).
 -- Per-agent counts cover the open states, for the agents with most open tasks.
@@ -387,14 +387,14 @@ SELECT
       WHERE datname = current_database() AND backend_xmin IS NOT NULL
         AND pid <> pg_backend_pid()) AS oldest_snapshot_age;
 
--- name: poison retry
+-- name: poison :many retry
 -- Tasks that became failed within the window.
 SELECT * FROM afk_task
  WHERE state = 'failed' AND updated_at >= now() - make_interval(secs => %(window)s)
  ORDER BY updated_at, id
  LIMIT %(limit)s;
 
--- name: prune retry
+-- name: prune :one retry
 -- Done rows older than the retention, a batch at a time; their history goes
 -- with them (ON DELETE CASCADE).
 WITH old AS (
@@ -408,7 +408,7 @@ WITH old AS (
 )
 SELECT count(*) AS n FROM gone;
 
--- name: effect_begin
+-- name: effect_begin :one
 -- Before an external side effect: fenced like every worker write, and it
 -- also needs a lease that has not run out (the effect then has a whole lease
 -- to finish in, since this refreshes it). Returns the recorded result when
@@ -437,7 +437,7 @@ SELECT t.state AS cur_state, t.lease_token AS cur_token, t.idem_key,
   FROM afk_task t
  WHERE t.id = %(id)s;
 
--- name: effect_record
+-- name: effect_record :one
 -- After an external side effect succeeded: fenced by the token.
 WITH task AS (
     SELECT id FROM afk_task
@@ -455,7 +455,7 @@ SELECT t.state AS cur_state, t.lease_token AS cur_token, (SELECT runs FROM rec) 
   FROM afk_task t
  WHERE t.id = %(id)s;
 
--- name: effect_lock
+-- name: effect_lock :one
 -- A transactional effect's first statement: locks the task row (fenced) for
 -- the rest of the caller's transaction and reads the effect's record.
 SELECT t.state AS cur_state, t.lease_token AS cur_token, t.idem_key,
@@ -466,7 +466,7 @@ SELECT t.state AS cur_state, t.lease_token AS cur_token, t.idem_key,
  WHERE t.id = %(id)s
    FOR UPDATE OF t;
 
--- name: effect_commit
+-- name: effect_commit :exec
 -- In the same transaction as the effect's own writes.
 INSERT INTO afk_task_effect AS e (task_id, name, done, result, runs, started_token, started_at,
                                   recorded_token, recorded_at)
@@ -477,14 +477,14 @@ ON CONFLICT (task_id, name) DO UPDATE
         recorded_token = EXCLUDED.recorded_token, recorded_at = now()
   WHERE NOT e.done;
 
--- name: effects retry
+-- name: effects :many retry
 SELECT name, done, result, runs, started_at, recorded_at
   FROM afk_task_effect WHERE task_id = %(id)s ORDER BY coalesce(recorded_at, started_at), name;
 
--- name: now retry
+-- name: now :one retry
 SELECT now() AS now;
 
--- name: digest_claim
+-- name: digest_claim :one
 -- Claim the delivery of one period to one destination: a new row, a pending
 -- one whose retry is due, or one whose sender's lease ran out. Earlier periods
 -- still waiting are superseded: this digest's window covers them, since it
@@ -513,7 +513,7 @@ ON CONFLICT (destination, kind, period) DO UPDATE
     OR (d.state = 'sending' AND d.lease_until < now())
 RETURNING *;
 
--- name: digest_finish
+-- name: digest_finish :one
 -- Fenced by the claim's token: a sender whose claim expired cannot overwrite
 -- the outcome of the one that took over.
 UPDATE afk_digest_delivery
@@ -526,18 +526,18 @@ UPDATE afk_digest_delivery
    AND lease_token = %(token)s AND state = 'sending'
 RETURNING state;
 
--- name: digest_last_delivered retry
+-- name: digest_last_delivered :one retry
 SELECT max(window_end) AS since FROM afk_digest_delivery
  WHERE kind = 'digest' AND state = 'delivered';
 
--- name: digest_status retry
+-- name: digest_status :many retry
 SELECT destination, kind, period, state, attempts, last_status, last_error,
        window_start, window_end, delivered_at, next_attempt_at, updated_at
   FROM afk_digest_delivery
  ORDER BY updated_at DESC
  LIMIT %(limit)s;
 
--- name: digest_data retry
+-- name: digest_data :one retry
 -- Everything one digest shows, for a window, in one statement.
 WITH failed AS (
     SELECT id, agent_id, ordinal, title, attempts, max_attempts, idem_key, updated_at,
@@ -587,7 +587,7 @@ SELECT
         AS per_agent,
     now() AS now;
 
--- name: claim_batch
+-- name: claim_batch :many
 -- Up to %(limit)s of the agent's next tasks in one statement, each with a
 -- fencing token of its own. (A batch does not resume a runner's in-flight
 -- tasks: claim one at a time for that.)
@@ -613,7 +613,7 @@ WITH next AS (
 )
 SELECT * FROM upd ORDER BY ordinal;
 
--- name: done_batch
+-- name: done_batch :many
 -- Finishes many tasks in one statement, each fenced by its own token; the ids
 -- returned are those that were still held.
 WITH input AS (
@@ -630,7 +630,7 @@ WITH input AS (
 )
 SELECT id FROM upd;
 
--- name: hook_touch retry
+-- name: hook_touch :one retry
 -- An agent hook's look at the session's task, in one round trip. The task is
 -- the one given (%(id)s with its token: a supervisor's claim), else the one
 -- the session itself holds (lease_owner = %(runner)s). Fenced by the token, it
@@ -678,7 +678,7 @@ SELECT g.id, g.token, t.state::text AS cur_state, t.lease_token AS cur_token,
            AS lease_left
   FROM target g JOIN afk_task t ON t.id = g.id;
 
--- name: forget_agent retry
+-- name: forget_agent :exec retry
 -- Deletes an agent's whole backlog (its history and effects go with it, ON
 -- DELETE CASCADE) and its ordinal counter: what `afk demo` leaves behind.
 WITH gone AS (
@@ -688,7 +688,7 @@ WITH gone AS (
 )
 SELECT count(*) AS n FROM gone;
 
--- name: digest_due_retries retry
+-- name: digest_due_retries :many retry
 -- Deliveries that are not the periodic digest's own (a forced send) and whose
 -- retry is due: the job retries them until they land or fail for good.
 SELECT destination, kind, period FROM afk_digest_delivery
@@ -696,7 +696,7 @@ SELECT destination, kind, period FROM afk_digest_delivery
  ORDER BY period
  LIMIT 20;
 
--- name: leader_take retry
+-- name: leader_take :one retry
 -- Take the leader lease if it is free or expired, or renew it if we hold it;
 -- no row back means another replica holds it. The token grows with every
 -- change of holder.
@@ -712,12 +712,12 @@ ON CONFLICT (name) DO UPDATE
  WHERE l.holder = EXCLUDED.holder OR l.expires_at <= now()
 RETURNING token, elected_at
 
--- name: leader_release retry
+-- name: leader_release :exec retry
 -- A clean stop hands over at once: the next replica's check takes it.
 UPDATE afk_leader SET expires_at = now()
  WHERE name = %(name)s AND holder = %(holder)s AND expires_at > now()
 
--- name: timeline retry
+-- name: timeline :one retry
 -- The timeline this server writes WAL on (what afk_next_token() puts in a
 -- token's high bits): asked only to explain a refused token.
 SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint AS timeline

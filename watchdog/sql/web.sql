@@ -2,7 +2,7 @@
 -- statement, bounded, on the partial indexes. The overview's failures and
 -- stuck work come from the digest's own statement (digest_data).
 
--- name: web_overview retry
+-- name: web_overview :many retry
 -- One row per agent (the first %(limit)s by name): its waiting backlog and
 -- paused count (the claim and paused indexes), the first waiting task's age,
 -- and its running tasks with their runner, lease and last checkpoint (the
@@ -35,7 +35,7 @@ SELECT a.agent_id, a.enqueued,
   FROM agents a
  ORDER BY a.agent_id;
 
--- name: web_agent_tasks retry
+-- name: web_agent_tasks :many retry
 -- One page of an agent's backlog in ordinal order, after %(after)s (keyset
 -- paging on the (agent_id, ordinal) index), optionally of one state; one row
 -- more than the page says whether there is a next page.

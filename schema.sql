@@ -1,0 +1,167 @@
+-- The schema `afk migrate` makes of an empty database (pg_dump --schema-only, normalised).
+-- Checked by tests/test_migrations.py; do not edit by hand.
+CREATE TYPE public.afk_state AS ENUM (
+    'todo',
+    'running',
+    'paused',
+    'done',
+    'failed'
+);
+CREATE FUNCTION public.afk_next_token() RETURNS bigint
+    LANGUAGE sql
+    AS $$
+    SELECT (('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint
+            << 40)
+           | (nextval('afk_lease_token_seq') & ((1::bigint << 40) - 1))
+$$;
+CREATE FUNCTION public.afk_state_counts(exact_below bigint DEFAULT 200000) RETURNS TABLE(state text, n bigint, exact boolean)
+    LANGUAGE plpgsql STABLE
+    AS $$
+DECLARE
+    estimate bigint;
+    open_total bigint := 0;
+    c bigint;
+BEGIN
+    SELECT count(*) INTO c FROM afk_task t WHERE t.state IN ('todo', 'paused') AND t.state = 'todo';
+    state := 'todo'; n := c; exact := true; open_total := open_total + c; RETURN NEXT;
+    SELECT count(*) INTO c FROM afk_task t WHERE t.state IN ('todo', 'paused') AND t.state = 'paused';
+    state := 'paused'; n := c; exact := true; open_total := open_total + c; RETURN NEXT;
+    SELECT count(*) INTO c FROM afk_task t WHERE t.state = 'running';
+    state := 'running'; n := c; exact := true; open_total := open_total + c; RETURN NEXT;
+    SELECT count(*) INTO c FROM afk_task t WHERE t.state = 'failed';
+    state := 'failed'; n := c; exact := true; open_total := open_total + c; RETURN NEXT;
+    SELECT reltuples::bigint INTO estimate FROM pg_class WHERE oid = 'afk_task'::regclass;
+    state := 'done';
+    IF estimate IS NULL OR estimate < exact_below THEN
+        SELECT count(*) INTO c FROM afk_task t WHERE t.state = 'done';
+        n := c; exact := true;
+    ELSE
+        n := greatest(estimate - open_total, 0); exact := false;
+    END IF;
+    RETURN NEXT;
+END
+$$;
+CREATE FUNCTION public.afk_task_event_append_only() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    RAISE EXCEPTION 'afk_task_event is append-only';
+END
+$$;
+CREATE TABLE public.afk_agent (
+    agent_id text NOT NULL,
+    next_ordinal bigint NOT NULL
+);
+CREATE TABLE public.afk_digest_delivery (
+    destination text NOT NULL,
+    kind text DEFAULT 'digest'::text NOT NULL,
+    period timestamp with time zone NOT NULL,
+    state text NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    lease_token bigint,
+    lease_until timestamp with time zone,
+    next_attempt_at timestamp with time zone,
+    window_start timestamp with time zone NOT NULL,
+    window_end timestamp with time zone NOT NULL,
+    last_status integer,
+    last_error text,
+    delivered_at timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT afk_digest_delivery_state_check CHECK ((state = ANY (ARRAY['sending'::text, 'pending'::text, 'delivered'::text, 'failed'::text, 'superseded'::text])))
+);
+CREATE TABLE public.afk_leader (
+    name text NOT NULL,
+    holder text NOT NULL,
+    token bigint NOT NULL,
+    elected_at timestamp with time zone NOT NULL,
+    expires_at timestamp with time zone NOT NULL
+);
+CREATE SEQUENCE public.afk_lease_token_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+CREATE TABLE public.afk_task (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    agent_id text NOT NULL,
+    ordinal integer NOT NULL,
+    title text NOT NULL,
+    spec jsonb DEFAULT '{}'::jsonb NOT NULL,
+    state public.afk_state DEFAULT 'todo'::public.afk_state NOT NULL,
+    checkpoint jsonb DEFAULT '{}'::jsonb NOT NULL,
+    idem_key text,
+    lease_until timestamp with time zone,
+    attempts integer DEFAULT 0 NOT NULL,
+    max_attempts integer DEFAULT 5 NOT NULL,
+    last_error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    lease_owner text,
+    lease_token bigint DEFAULT 0 NOT NULL,
+    lease_seconds integer,
+    run_after timestamp with time zone,
+    result jsonb,
+    checkpoint_at timestamp with time zone,
+    CONSTRAINT afk_task_running_has_lease CHECK (((state <> 'running'::public.afk_state) OR (lease_until IS NOT NULL)))
+);
+CREATE TABLE public.afk_task_effect (
+    task_id uuid NOT NULL,
+    name text NOT NULL,
+    done boolean DEFAULT false NOT NULL,
+    result jsonb,
+    runs integer DEFAULT 0 NOT NULL,
+    started_token bigint,
+    started_at timestamp with time zone,
+    recorded_token bigint,
+    recorded_at timestamp with time zone
+);
+CREATE TABLE public.afk_task_event (
+    id bigint NOT NULL,
+    task_id uuid NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    from_state public.afk_state,
+    to_state public.afk_state NOT NULL,
+    reason text NOT NULL,
+    runner text,
+    token bigint,
+    attempts integer,
+    error text
+);
+ALTER TABLE public.afk_task_event ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.afk_task_event_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+ALTER TABLE ONLY public.afk_agent
+    ADD CONSTRAINT afk_agent_pkey PRIMARY KEY (agent_id);
+ALTER TABLE ONLY public.afk_digest_delivery
+    ADD CONSTRAINT afk_digest_delivery_pkey PRIMARY KEY (destination, kind, period);
+ALTER TABLE ONLY public.afk_leader
+    ADD CONSTRAINT afk_leader_pkey PRIMARY KEY (name);
+ALTER TABLE ONLY public.afk_task
+    ADD CONSTRAINT afk_task_agent_ordinal_key UNIQUE (agent_id, ordinal);
+ALTER TABLE ONLY public.afk_task_effect
+    ADD CONSTRAINT afk_task_effect_pkey PRIMARY KEY (task_id, name);
+ALTER TABLE ONLY public.afk_task_event
+    ADD CONSTRAINT afk_task_event_pkey PRIMARY KEY (id);
+ALTER TABLE ONLY public.afk_task
+    ADD CONSTRAINT afk_task_idem_key_key UNIQUE (idem_key);
+ALTER TABLE ONLY public.afk_task
+    ADD CONSTRAINT afk_task_pkey PRIMARY KEY (id);
+CREATE INDEX afk_digest_delivery_recent_idx ON public.afk_digest_delivery USING btree (updated_at);
+CREATE INDEX afk_task_claim_idx ON public.afk_task USING btree (agent_id, ordinal) WHERE (state = ANY (ARRAY['todo'::public.afk_state, 'paused'::public.afk_state]));
+CREATE INDEX afk_task_done_idx ON public.afk_task USING btree (updated_at) WHERE (state = 'done'::public.afk_state);
+CREATE INDEX afk_task_event_task_idx ON public.afk_task_event USING btree (task_id, id);
+CREATE INDEX afk_task_failed_idx ON public.afk_task USING btree (updated_at) WHERE (state = 'failed'::public.afk_state);
+CREATE INDEX afk_task_lease_idx ON public.afk_task USING btree (lease_until) WHERE (state = 'running'::public.afk_state);
+CREATE INDEX afk_task_paused_idx ON public.afk_task USING btree (agent_id, updated_at) WHERE (state = 'paused'::public.afk_state);
+CREATE TRIGGER afk_task_event_no_update BEFORE UPDATE ON public.afk_task_event FOR EACH ROW EXECUTE FUNCTION public.afk_task_event_append_only();
+ALTER TABLE ONLY public.afk_task_effect
+    ADD CONSTRAINT afk_task_effect_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.afk_task(id) ON DELETE CASCADE;
+ALTER TABLE ONLY public.afk_task_event
+    ADD CONSTRAINT afk_task_event_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.afk_task(id) ON DELETE CASCADE;

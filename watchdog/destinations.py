@@ -1,0 +1,248 @@
+"""Where the digest and the poison alerts go: one class per destination
+behind :class:`Destination`. Each takes what was rendered for it (the digest
+is built and rendered once per format, see :class:`Rendered`) and reports the
+receiver's status, or raises :class:`DeliveryError` saying whether a retry can
+help. The delivery ledger (``delivery.py``) decides when to send and records
+the outcome; adding a destination is a class here and its settings.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import hashlib
+import hmac
+import json
+import smtplib
+import ssl
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+from email.message import EmailMessage
+from typing import TYPE_CHECKING, Protocol
+
+from .config import DigestSettings
+from .digest import Digest, render, slack_escape
+from .errors import AfkError
+
+if TYPE_CHECKING:
+    from .queue import Task
+
+USER_AGENT = "afk-watchdog"
+
+
+class DeliveryError(AfkError):
+    """A destination did not take the message. Its text never holds a URL or
+    a password."""
+
+    def __init__(self, message: str, *, retryable: bool, status: int | None = None,
+                 retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.status = status
+        self.retry_after = retry_after
+
+
+
+
+def _http_post(url: str, body: bytes, headers: dict[str, str], timeout: float,
+               what: str) -> int:
+    import httpx
+
+    try:
+        response = httpx.post(url, content=body, timeout=timeout, follow_redirects=False,
+                              headers={"User-Agent": USER_AGENT, **headers})
+    except httpx.TimeoutException:
+        raise DeliveryError(f"{what}: timed out", retryable=True) from None
+    except httpx.TransportError as exc:
+        raise DeliveryError(f"{what}: cannot connect ({type(exc).__name__})",
+                            retryable=True) from None
+    status = response.status_code
+    if 200 <= status < 300:
+        return status
+    detail = response.text[:200].strip().replace(url, "<url>")
+    if status == 429 or status >= 500:
+        raise DeliveryError(f"{what}: HTTP {status} {detail}", retryable=True, status=status,
+                            retry_after=retry_after(response.headers.get("Retry-After")))
+    raise DeliveryError(f"{what}: HTTP {status} {detail}", retryable=False, status=status)
+
+
+def retry_after(value: str | None) -> float | None:
+    """Seconds from a Retry-After header (delta-seconds or an HTTP date)."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def send_slack(settings: DigestSettings, payload: str) -> int:
+    return _http_post(settings.slack_url, payload.encode(),
+                      {"Content-Type": "application/json"}, settings.timeout, "slack")
+
+
+def sign(secret: str, timestamp: int, body: bytes) -> str:
+    """The signature header: ``t=<unix time>,v1=<hex HMAC-SHA256 of "t.body">``."""
+    mac = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256)
+    return f"t={timestamp},v1={mac.hexdigest()}"
+
+
+def send_webhook(settings: DigestSettings, payload: str, delivery_id: str) -> int:
+    body = payload.encode()
+    return _http_post(settings.webhook_url, body, {
+        "Content-Type": "application/json",
+        "X-Afk-Signature": sign(settings.webhook_secret, int(time.time()), body),
+        # the same id on every retry of one period: receivers can drop repeats
+        "X-Afk-Delivery": delivery_id,
+    }, settings.timeout, "webhook")
+
+
+def send_email(settings: DigestSettings, subject: str, text: str, html: str | None) -> int:
+    url = urllib.parse.urlsplit(settings.smtp_url)
+    query = dict(urllib.parse.parse_qsl(url.query))
+    message = EmailMessage()
+    message["Subject"] = subject
+    message["From"] = settings.email_from
+    message["To"] = ", ".join(a.strip() for a in settings.email_to.split(",") if a.strip())
+    message["Date"] = email.utils.formatdate(localtime=False)
+    message["Message-ID"] = email.utils.make_msgid(domain="afk-watchdog")
+    message.set_content(text)
+    if html is not None:
+        message.add_alternative(html, subtype="html")
+    context = ssl.create_default_context(cafile=settings.smtp_cafile or None)
+    host = url.hostname or "localhost"
+    try:
+        if url.scheme == "smtps":
+            client: smtplib.SMTP = smtplib.SMTP_SSL(host, url.port or 465,
+                                                   timeout=settings.timeout, context=context)
+        else:
+            client = smtplib.SMTP(host, url.port or 587, timeout=settings.timeout)
+        with client:
+            client.ehlo()
+            starttls = query.get("starttls", "auto")
+            if url.scheme == "smtp" and starttls != "no":
+                if client.has_extn("starttls"):
+                    client.starttls(context=context)
+                    client.ehlo()
+                elif url.password or starttls == "required":
+                    raise DeliveryError("email: the server offers no STARTTLS; refusing to "
+                                        "log in in clear (add ?starttls=no to allow it)",
+                                        retryable=False)
+            if url.username:
+                client.login(urllib.parse.unquote(url.username),
+                             urllib.parse.unquote(url.password or ""))
+            client.send_message(message)
+    except smtplib.SMTPResponseException as exc:
+        code = exc.smtp_code
+        raise DeliveryError(f"email: SMTP {code}", retryable=400 <= code < 500,
+                            status=code) from None
+    except smtplib.SMTPRecipientsRefused:
+        raise DeliveryError("email: every recipient was refused", retryable=False) from None
+    except (TimeoutError, smtplib.SMTPServerDisconnected, smtplib.SMTPConnectError,
+            OSError) as exc:
+        raise DeliveryError(f"email: cannot deliver ({type(exc).__name__})",
+                            retryable=True) from None
+    return 250
+
+
+@dataclass
+class Rendered:
+    """A digest rendered on demand, once per format, for all destinations."""
+
+    digest: Digest
+    settings: DigestSettings
+    _texts: dict[str, str] = field(default_factory=dict)
+
+    def __getitem__(self, fmt: str) -> str:
+        if fmt not in self._texts:
+            self._texts[fmt] = render(self.digest, fmt, self.settings)
+        return self._texts[fmt]
+
+
+@dataclass(frozen=True)
+class Alert:
+    """The poison pills of one period, as every destination tells them."""
+
+    pills: list[Task]
+
+    @property
+    def text(self) -> str:
+        lines = []
+        for t in self.pills[:20]:
+            error = (t.last_error or "").strip().splitlines()[0][:200] if t.last_error else ""
+            lines.append(f"- {t.title} ({t.agent_id}): {error} — afk retry {t.id}")
+        if len(self.pills) > 20:
+            lines.append(f"… and {len(self.pills) - 20} more: afk dead --since 1h")
+        return (f"afk: {len(self.pills)} task(s) failed for good in the last hour\n"
+                + "\n".join(lines))
+
+
+class Destination(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    def send_digest(self, digest: Digest, rendered: Rendered, delivery_id: str) -> int: ...
+
+    def send_alert(self, alert: Alert, delivery_id: str) -> int: ...
+
+
+@dataclass(frozen=True)
+class Slack:
+    settings: DigestSettings
+    name: str = "slack"
+
+    def send_digest(self, digest: Digest, rendered: Rendered, delivery_id: str) -> int:
+        return send_slack(self.settings, rendered["slack"])
+
+    def send_alert(self, alert: Alert, delivery_id: str) -> int:
+        return send_slack(self.settings, json.dumps({"text": slack_escape(alert.text)}))
+
+
+@dataclass(frozen=True)
+class Webhook:
+    settings: DigestSettings
+    name: str = "webhook"
+
+    def send_digest(self, digest: Digest, rendered: Rendered, delivery_id: str) -> int:
+        return send_webhook(self.settings, rendered["webhook"], delivery_id)
+
+    def send_alert(self, alert: Alert, delivery_id: str) -> int:
+        body = json.dumps({"type": "afk.poison_pills", "count": len(alert.pills),
+                           "tasks": [{"id": str(t.id), "agent_id": t.agent_id,
+                                      "title": t.title, "last_error": t.last_error}
+                                     for t in alert.pills[:100]]})
+        return send_webhook(self.settings, body, delivery_id)
+
+
+@dataclass(frozen=True)
+class Email:
+    settings: DigestSettings
+    name: str = "email"
+
+    def send_digest(self, digest: Digest, rendered: Rendered, delivery_id: str) -> int:
+        subject = ("afk digest: all clear" if digest.all_clear
+                   else f"afk digest: {digest.failed_total} failed")
+        return send_email(self.settings, subject, rendered["text"], rendered["html"])
+
+    def send_alert(self, alert: Alert, delivery_id: str) -> int:
+        return send_email(self.settings, f"afk: {len(alert.pills)} poison pill(s)",
+                          alert.text, None)
+
+
+KINDS: dict[str, type[Slack] | type[Webhook] | type[Email]] = {
+    "slack": Slack, "webhook": Webhook, "email": Email}
+
+
+def configured(settings: DigestSettings) -> list[Destination]:
+    """The destinations the settings configure, in their order. A name with
+    no class is an error, never a silent fallback to another destination."""
+    out: list[Destination] = []
+    for name in settings.destinations():
+        if name not in KINDS:
+            raise AfkError(f"no destination called {name!r}")
+        out.append(KINDS[name](settings))
+    return out
