@@ -31,9 +31,13 @@ from watchdog.queue import NewTask, Queue
 AFK = str(Path(sys.executable).parent / "afk")
 
 
-def timed(command: list[str], runs: int,
-          stdin: bytes | Callable[[object], bytes] | None = None,
-          env: dict[str, str] | None = None, each: object = None) -> list[float]:
+def timed(
+    command: list[str],
+    runs: int,
+    stdin: bytes | Callable[[object], bytes] | None = None,
+    env: dict[str, str] | None = None,
+    each: object = None,
+) -> list[float]:
     out = []
     for _ in range(runs):
         data = stdin(each) if callable(stdin) else stdin
@@ -83,21 +87,41 @@ def run(dsn: str, runs: int) -> str:
     q.enqueue("bench-hooks", [NewTask("t")])
     task = q.claim("bench-hooks", runner="bench-supervisor", lease_seconds=3600)
     assert task is not None
-    env = {**os.environ, "AFK_DSN": dsn, "AFK_TASK_ID": str(task.id),
-           "AFK_TASK_TOKEN": str(task.token)}
+    env = {
+        **os.environ,
+        "AFK_DSN": dsn,
+        "AFK_TASK_ID": str(task.id),
+        "AFK_TASK_TOKEN": str(task.token),
+    }
 
     def payload(event: str, session: str = "bench-session", **extra: object) -> bytes:
-        return json.dumps({"session_id": session, "cwd": "/w", "hook_event_name": event,
-                           "tool_name": "Write", "tool_input": {"file_path": "/w/a.py"},
-                           **extra}).encode()
+        return json.dumps(
+            {
+                "session_id": session,
+                "cwd": "/w",
+                "hook_event_name": event,
+                "tool_name": "Write",
+                "tool_input": {"file_path": "/w/a.py"},
+                **extra,
+            }
+        ).encode()
 
     def fresh(event: str) -> Callable[[object], bytes]:
         return lambda _: payload(event, session=str(uuid.uuid4()))
 
     with psycopg.ClientCursor(psycopg.connect(dsn)) as cur:
-        statement = cur.mogrify(sql.query("hook_touch"), {
-            "id": task.id, "token": task.token, "runner": "bench-session", "renew": False,
-            "files": ["/w/a.py"], "max_files": 200, "lease_seconds": 3600})
+        statement = cur.mogrify(
+            sql.query("hook_touch"),
+            {
+                "id": task.id,
+                "token": task.token,
+                "runner": "bench-session",
+                "renew": False,
+                "files": ["/w/a.py"],
+                "max_files": 200,
+                "lease_seconds": 3600,
+            },
+        )
     psql = shutil.which("psql") or str(Path(sys.executable).parent / "psql")
     from watchdog.embedded import _bin_dir
 
@@ -106,12 +130,15 @@ def run(dsn: str, runs: int) -> str:
     results = {
         "python -c pass": timed([sys.executable, "-c", "pass"], runs),
         "psql -c (the hook's statement)": timed([psql, dsn, "-qAtc", statement], runs),
-        "afk hook PreToolUse, verdict cached (< 2 s old)":
-            timed([AFK, "hook"], runs, payload("PreToolUse"), env),
-        "afk hook PreToolUse, asking the database": timed([AFK, "hook"], runs,
-                                                          fresh("PreToolUse"), env),
-        "afk hook PostToolUse (Write: files_touched)": timed([AFK, "hook"], runs,
-                                                             payload("PostToolUse"), env),
+        "afk hook PreToolUse, verdict cached (< 2 s old)": timed(
+            [AFK, "hook"], runs, payload("PreToolUse"), env
+        ),
+        "afk hook PreToolUse, asking the database": timed(
+            [AFK, "hook"], runs, fresh("PreToolUse"), env
+        ),
+        "afk hook PostToolUse (Write: files_touched)": timed(
+            [AFK, "hook"], runs, payload("PostToolUse"), env
+        ),
     }
     base = statistics.median(results["psql -c (the hook's statement)"])
     lines = ["| process start to exit | p50 ms | p95 ms | p50 / psql -c |", "|---|---|---|---|"]

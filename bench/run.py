@@ -60,9 +60,20 @@ class Config:
     batch_size: int = 50
 
 
-QUICK = Config(tasks=300, agents=4, worker_counts=(1, 2), rounds=1, enqueue_rows=2_000,
-               per_row_rows=200, scale_sizes=(2_000,), scale_reps=2, cli_reps=2,
-               rss_hour_ticks=False, peers=False, batch_size=20)
+QUICK = Config(
+    tasks=300,
+    agents=4,
+    worker_counts=(1, 2),
+    rounds=1,
+    enqueue_rows=2_000,
+    per_row_rows=200,
+    scale_sizes=(2_000,),
+    scale_reps=2,
+    cli_reps=2,
+    rss_hour_ticks=False,
+    peers=False,
+    batch_size=20,
+)
 
 
 @dataclass
@@ -153,12 +164,13 @@ def vacuum(dsn: str) -> None:
 # -- 1. claim + done throughput --------------------------------------------------
 
 
-def drain(target: Callable[..., None], dsn: str, cfg: Config, n: int,
-          **kwargs: Any) -> float:
+def drain(target: Callable[..., None], dsn: str, cfg: Config, n: int, **kwargs: Any) -> float:
     """Start n worker processes, release them together, return tasks/s."""
     ready, start = CTX.Semaphore(0), CTX.Event()
-    procs = [CTX.Process(target=target, args=(dsn, agents_of(cfg), i, ready, start),
-                         kwargs=kwargs) for i in range(n)]
+    procs = [
+        CTX.Process(target=target, args=(dsn, agents_of(cfg), i, ready, start), kwargs=kwargs)
+        for i in range(n)
+    ]
     for p in procs:
         p.start()
     for _ in procs:
@@ -179,16 +191,20 @@ def _pgbench_sql(statement: str, values: dict[str, str]) -> str:
     return " ".join(out.split())
 
 
-CLAIM_VALUES = {"agent_id": "('bench-' || :a)", "runner": "('pgbench-' || :client_id)",
-                "lease_seconds": "300"}
+CLAIM_VALUES = {
+    "agent_id": "('bench-' || :a)",
+    "runner": "('pgbench-' || :client_id)",
+    "lease_seconds": "300",
+}
 
 
 def pgbench_script(path: Path) -> None:
     """The project's own claim and done statements, read from its SQL file,
     with pgbench variables in place of the named parameters."""
     claim = _pgbench_sql(queries.query("claim"), CLAIM_VALUES)
-    done = _pgbench_sql(queries.query("done"), {"id": ":id", "token": ":lease_token",
-                                                "result": "NULL"})
+    done = _pgbench_sql(
+        queries.query("done"), {"id": ":id", "token": ":lease_token", "result": "NULL"}
+    )
     path.write_text(f"\\set a random(0, :agents - 1)\n{claim}\n\\gset\n{done}\n")
 
 
@@ -200,32 +216,69 @@ def pgbench_next_script(path: Path) -> None:
     held = "SELECT count(*) AS have, min(id::text) AS id, min(lease_token) AS lease_token FROM upd"
     claim = re.sub(r"SELECT \* FROM upd$", held, queries.query("claim").strip())
     finish = queries.query("finish_claim").strip()
-    finish = finish[:finish.rindex("SELECT t.state AS cur_state")] + held
+    finish = finish[: finish.rindex("SELECT t.state AS cur_state")] + held
     claim = _pgbench_sql(claim, CLAIM_VALUES)
-    finish = _pgbench_sql(finish, {"id": "(:id)::uuid", "token": ":lease_token",
-                                   "result": "NULL", "error": "NULL", "backoff_base": "30",
-                                   "backoff_cap": "3600", "lease_seconds": "300"})
-    path.write_text("\\if :have = 0\n\\set a random(0, :agents - 1)\n"
-                    f"{claim}\n\\gset\n\\endif\n"
-                    f"\\if :have = 1\n{finish}\n\\gset\n\\endif\n")
+    finish = _pgbench_sql(
+        finish,
+        {
+            "id": "(:id)::uuid",
+            "token": ":lease_token",
+            "result": "NULL",
+            "error": "NULL",
+            "backoff_base": "30",
+            "backoff_cap": "3600",
+            "lease_seconds": "300",
+        },
+    )
+    path.write_text(
+        "\\if :have = 0\n\\set a random(0, :agents - 1)\n"
+        f"{claim}\n\\gset\n\\endif\n"
+        f"\\if :have = 1\n{finish}\n\\gset\n\\endif\n"
+    )
 
 
-def pgbench(server: Server, dsn: str, cfg: Config, clients: int, folder: Path,
-            combined: bool = False) -> float:
+def pgbench(
+    server: Server, dsn: str, cfg: Config, clients: int, folder: Path, combined: bool = False
+) -> float:
     """Tasks finished per second by pgbench running the statements."""
     script = folder / ("finish_claim.sql" if combined else "claim_done.sql")
     (pgbench_next_script if combined else pgbench_script)(script)
     params = conninfo_to_dict(dsn)
-    env = {**os.environ, "PGHOST": str(params.get("host", "")),
-           "PGPORT": str(params.get("port", "5432")), "PGUSER": str(params.get("user", "")),
-           "PGDATABASE": str(params["dbname"]), "PGPASSWORD": str(params.get("password", ""))}
+    env = {
+        **os.environ,
+        "PGHOST": str(params.get("host", "")),
+        "PGPORT": str(params.get("port", "5432")),
+        "PGUSER": str(params.get("user", "")),
+        "PGDATABASE": str(params["dbname"]),
+        "PGPASSWORD": str(params.get("password", "")),
+    }
     # pgbench draws an agent at random for each transaction: the table holds
     # 1.5x the tasks (see run_contender) so that no agent runs dry mid-run
     per_client = cfg.tasks // clients
-    out = subprocess.run([str(server.bin / "pgbench"), "-n", "-M", "prepared", "-c",
-                          str(clients), "-j", str(clients), "-t", str(per_client),
-                          "-D", f"agents={cfg.agents}", "-D", "have=0", "-f", str(script)],
-                         env=env, capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [
+            str(server.bin / "pgbench"),
+            "-n",
+            "-M",
+            "prepared",
+            "-c",
+            str(clients),
+            "-j",
+            str(clients),
+            "-t",
+            str(per_client),
+            "-D",
+            f"agents={cfg.agents}",
+            "-D",
+            "have=0",
+            "-f",
+            str(script),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     failed = re.search(r"number of failed transactions: (\d+)", out.stdout)
     if out.returncode != 0 or not failed or failed.group(1) != "0":
         raise RuntimeError(f"pgbench failed: {out.stdout[-500:]} {out.stderr[-500:]}")
@@ -277,15 +330,19 @@ def setup_procrastinate(dsn: str, cfg: Config) -> None:
 
 
 def contenders(cfg: Config) -> list[tuple[str, str]]:
-    names = [("afk (API, claim+done)", "afk"),
-             ("raw SQL limit (pgbench, same statements)", "pgbench"),
-             ("afk (API, done + claim next in one statement)", "afk-next"),
-             ("raw SQL limit (pgbench, combined statement)", "pgbench-next"),
-             (f"afk (batch of {cfg.batch_size})", "afk-batch")]
+    names = [
+        ("afk (API, claim+done)", "afk"),
+        ("raw SQL limit (pgbench, same statements)", "pgbench"),
+        ("afk (API, done + claim next in one statement)", "afk-next"),
+        ("raw SQL limit (pgbench, combined statement)", "pgbench-next"),
+        (f"afk (batch of {cfg.batch_size})", "afk-batch"),
+    ]
     if cfg.peers:
-        names += [("pgqueuer 1.6 (batch 10)", "pgqueuer-10"),
-                  ("pgqueuer 1.6 (batch 1)", "pgqueuer-1"),
-                  ("procrastinate 3.10", "procrastinate")]
+        names += [
+            ("pgqueuer 1.6 (batch 10)", "pgqueuer-10"),
+            ("pgqueuer 1.6 (batch 1)", "pgqueuer-1"),
+            ("procrastinate 3.10", "procrastinate"),
+        ]
     return names
 
 
@@ -325,8 +382,9 @@ def run_contender(key: str, server: Server, cfg: Config, n: int, folder: Path) -
         with server.database(migrate=False) as dsn:
             setup_pgqueuer(dsn, cfg)
             vacuum(dsn)
-            rate = drain(workers.pgqueuer_worker, as_uri(dsn), cfg, n,
-                         batch_size=int(key.split("-")[1]))
+            rate = drain(
+                workers.pgqueuer_worker, as_uri(dsn), cfg, n, batch_size=int(key.split("-")[1])
+            )
             left = count(dsn, "SELECT count(*) FROM pgqueuer")
             return checked(rate, total - left, total, key)
     with server.database(migrate=False) as dsn:
@@ -360,8 +418,10 @@ def pinned(server: Server) -> Iterator[bool]:
         yield False
         return
     server_cpu, client_cpu = {cpus[0]}, {cpus[1]}
-    pids = [info.pid, *(int(p) for p in Path(f"/proc/{info.pid}/task/{info.pid}/children")
-                        .read_text().split())]
+    pids = [
+        info.pid,
+        *(int(p) for p in Path(f"/proc/{info.pid}/task/{info.pid}/children").read_text().split()),
+    ]
     for pid in pids:  # backends forked from now on inherit the postmaster's
         with suppress(OSError):
             os.sched_setaffinity(pid, server_cpu)
@@ -380,9 +440,11 @@ def bench_pinned(server: Server, cfg: Config, results: Results, folder: Path) ->
     if the API's ratio to pgbench rises, the limit was the Python clients'
     CPU competing with the server, not the statements."""
     n = max(cfg.worker_counts[:2])
-    keys = [("afk (API, claim+done)", "afk"),
-            ("raw SQL limit (pgbench, same statements)", "pgbench"),
-            ("afk (API, done + claim next in one statement)", "afk-next")]
+    keys = [
+        ("afk (API, claim+done)", "afk"),
+        ("raw SQL limit (pgbench, same statements)", "pgbench"),
+        ("afk (API, done + claim next in one statement)", "afk-next"),
+    ]
     runs: dict[str, list[float]] = {label: [] for label, _ in keys}
     with pinned(server) as ok:
         if not ok:
@@ -400,9 +462,13 @@ def bench_pinned(server: Server, cfg: Config, results: Results, folder: Path) ->
 
 def bench_enqueue(server: Server, cfg: Config, results: Results) -> None:
     rows = cfg.enqueue_rows
-    labels = [f"API, one batch of {rows:,}", "API, batches of 1000", "COPY",
-              "raw SQL: COPY to a temp table, INSERT … SELECT … ON CONFLICT",
-              "one INSERT per row"]
+    labels = [
+        f"API, one batch of {rows:,}",
+        "API, batches of 1000",
+        "COPY",
+        "raw SQL: COPY to a temp table, INSERT … SELECT … ON CONFLICT",
+        "one INSERT per row",
+    ]
     for label in labels:
         results.enqueue[label] = []
 
@@ -411,8 +477,13 @@ def bench_enqueue(server: Server, cfg: Config, results: Results) -> None:
             q = Queue(dsn, pool_size=1)
             began = time.perf_counter()
             for lo in range(0, rows, batch):
-                q.enqueue("e", [NewTask(f"t{i}", {"i": i}, key=f"k{i}")
-                                for i in range(lo, min(rows, lo + batch))])
+                q.enqueue(
+                    "e",
+                    [
+                        NewTask(f"t{i}", {"i": i}, key=f"k{i}")
+                        for i in range(lo, min(rows, lo + batch))
+                    ],
+                )
             rate = rows / (time.perf_counter() - began)
             q.close()
             if count(dsn, "SELECT count(*) FROM afk_task") != rows:
@@ -426,21 +497,27 @@ def bench_enqueue(server: Server, cfg: Config, results: Results) -> None:
             # the staging design, as raw SQL with none of the API's checks:
             # the most it could reach
             began = time.perf_counter()
-            conn.execute("CREATE TEMP TABLE staged (n int, title text, spec jsonb, "
-                         "idem_key text) ON COMMIT DROP")
+            conn.execute(
+                "CREATE TEMP TABLE staged (n int, title text, spec jsonb, "
+                "idem_key text) ON COMMIT DROP"
+            )
             with conn.cursor().copy("COPY staged FROM STDIN") as copy:
                 for i in range(rows):
                     copy.write_row((i, f"t{i}", json.dumps({"i": i}), f"k{i}"))
-            conn.execute("INSERT INTO afk_task (agent_id, ordinal, title, spec, idem_key) "
-                         "SELECT 'e', n + 1, title, spec, idem_key FROM staged "
-                         "ON CONFLICT (idem_key) DO NOTHING RETURNING id").fetchall()
+            conn.execute(
+                "INSERT INTO afk_task (agent_id, ordinal, title, spec, idem_key) "
+                "SELECT 'e', n + 1, title, spec, idem_key FROM staged "
+                "ON CONFLICT (idem_key) DO NOTHING RETURNING id"
+            ).fetchall()
             conn.commit()
-            results.enqueue["raw SQL: COPY to a temp table, INSERT … SELECT … ON CONFLICT"
-                            ].append(rows / (time.perf_counter() - began))
+            results.enqueue["raw SQL: COPY to a temp table, INSERT … SELECT … ON CONFLICT"].append(
+                rows / (time.perf_counter() - began)
+            )
         with server.database() as dsn, psycopg.connect(dsn, autocommit=True) as conn:
             began = time.perf_counter()
-            with conn.cursor().copy("COPY afk_task (agent_id, ordinal, title, spec, idem_key) "
-                                    "FROM STDIN") as copy:
+            with conn.cursor().copy(
+                "COPY afk_task (agent_id, ordinal, title, spec, idem_key) FROM STDIN"
+            ) as copy:
                 for i in range(rows):
                     copy.write_row(("e", i + 1, f"t{i}", json.dumps({"i": i}), f"k{i}"))
             results.enqueue["COPY"].append(rows / (time.perf_counter() - began))
@@ -448,9 +525,11 @@ def bench_enqueue(server: Server, cfg: Config, results: Results) -> None:
             n = cfg.per_row_rows
             began = time.perf_counter()
             for i in range(n):
-                conn.execute("INSERT INTO afk_task (agent_id, ordinal, title, spec, idem_key) "
-                             "VALUES (%s, %s, %s, %s, %s)",
-                             ("e", i + 1, f"t{i}", json.dumps({"i": i}), f"k{i}"))
+                conn.execute(
+                    "INSERT INTO afk_task (agent_id, ordinal, title, spec, idem_key) "
+                    "VALUES (%s, %s, %s, %s, %s)",
+                    ("e", i + 1, f"t{i}", json.dumps({"i": i}), f"k{i}"),
+                )
             results.enqueue["one INSERT per row"].append(n / (time.perf_counter() - began))
     for label, rates in results.enqueue.items():
         log(f"enqueue · {label}: {statistics.median(rates):,.0f} rows/s")
@@ -463,31 +542,45 @@ def populate(dsn: str, size: int) -> None:
     """Mostly done rows over 50 agents, a few hundred running with expired
     leases, a thousand todo, some failed; as a year of use leaves them."""
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("""
+        conn.execute(
+            """
             INSERT INTO afk_task (agent_id, ordinal, title, state, attempts, updated_at,
                                   created_at, checkpoint)
             SELECT 'agent-' || (i %% 50), i, 'task ' || i, 'done', 1,
                    now() - (i %% 365) * interval '1 day', now() - (i %% 365) * interval '1 day',
                    '{"files": ["a.py"]}'
-              FROM generate_series(1, %s) i""", (size,))
-        conn.execute("""
+              FROM generate_series(1, %s) i""",
+            (size,),
+        )
+        conn.execute(
+            """
             INSERT INTO afk_task (agent_id, ordinal, title, state, attempts, lease_until,
                                   lease_owner, lease_token, lease_seconds, checkpoint_at)
             SELECT 'agent-' || (i %% 50), %s + i, 'stalled ' || i, 'running', 1,
                    now() - interval '1 minute', 'w' || i, i, 600, now() - interval '20 minutes'
-              FROM generate_series(1, 300) i""", (size,))
-        conn.execute("""
+              FROM generate_series(1, 300) i""",
+            (size,),
+        )
+        conn.execute(
+            """
             INSERT INTO afk_task (agent_id, ordinal, title, state)
             SELECT 'agent-' || (i %% 50), %s + 1000 + i, 'todo ' || i, 'todo'
-              FROM generate_series(1, 1000) i""", (size,))
-        conn.execute("""
+              FROM generate_series(1, 1000) i""",
+            (size,),
+        )
+        conn.execute(
+            """
             INSERT INTO afk_task (agent_id, ordinal, title, state, attempts, last_error, updated_at)
             SELECT 'agent-' || (i %% 50), %s + 3000 + i, 'failed ' || i, 'failed', 5,
                    'HTTP 503 (request ' || i || ')', now() - (i %% 48) * interval '1 hour'
-              FROM generate_series(1, 200) i""", (size,))
-        conn.execute("INSERT INTO afk_agent (agent_id, next_ordinal) "
-                     "SELECT agent_id, max(ordinal) + 1 FROM afk_task GROUP BY agent_id "
-                     "ON CONFLICT (agent_id) DO UPDATE SET next_ordinal = EXCLUDED.next_ordinal")
+              FROM generate_series(1, 200) i""",
+            (size,),
+        )
+        conn.execute(
+            "INSERT INTO afk_agent (agent_id, next_ordinal) "
+            "SELECT agent_id, max(ordinal) + 1 FROM afk_task GROUP BY agent_id "
+            "ON CONFLICT (agent_id) DO UPDATE SET next_ordinal = EXCLUDED.next_ordinal"
+        )
         conn.execute("VACUUM ANALYZE afk_task")
 
 
@@ -504,16 +597,19 @@ def timed(fn: Callable[[], Any], reps: int, reset: Callable[[], Any] | None = No
 
 def explain(dsn: str, name: str, params: dict[str, Any], out: Path) -> None:
     with psycopg.connect(dsn) as conn:
-        rows = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + queries.checked(name, params),
-                            params).fetchall()
+        rows = conn.execute(
+            "EXPLAIN (ANALYZE, BUFFERS) " + queries.checked(name, params), params
+        ).fetchall()
         conn.rollback()
     out.write_text("\n".join(r[0] for r in rows) + "\n")
 
 
 def expire_stalled(dsn: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("UPDATE afk_task SET state = 'running', "
-                     "lease_until = now() - interval '1 minute' WHERE title LIKE 'stalled %'")
+        conn.execute(
+            "UPDATE afk_task SET state = 'running', "
+            "lease_until = now() - interval '1 minute' WHERE title LIKE 'stalled %'"
+        )
 
 
 def claim_done(queue: Queue) -> None:
@@ -540,20 +636,25 @@ def measure_pages(dsn: str, queue: Queue, reps: int) -> dict[str, float]:
     with psycopg.connect(dsn) as conn:
         row = conn.execute("SELECT id FROM afk_task WHERE state = 'failed' LIMIT 1").fetchone()
     failed = str(row[0]) if row else str(uuid.UUID(int=0))
-    return {"page / p95": p95(pages.overview, reps),
-            "page /tasks/<id> p95": p95(lambda: pages.task(failed), reps),
-            "page /agents/<id> p95": p95(lambda: pages.agent("agent-7", None, None), reps)}
+    return {
+        "page / p95": p95(pages.overview, reps),
+        "page /tasks/<id> p95": p95(lambda: pages.task(failed), reps),
+        "page /agents/<id> p95": p95(lambda: pages.agent("agent-7", None, None), reps),
+    }
 
 
 def measure_scale(dsn: str, queue: Queue, reps: int) -> dict[str, float]:
     now = datetime.now(UTC)
     settings = DigestSettings()
-    return {**measure_pages(dsn, queue, reps),
-        "reclaim tick (300 expired)": timed(lambda: jobs.reclaim(queue), reps,
-                                            lambda: expire_stalled(dsn)),
+    return {
+        **measure_pages(dsn, queue, reps),
+        "reclaim tick (300 expired)": timed(
+            lambda: jobs.reclaim(queue), reps, lambda: expire_stalled(dsn)
+        ),
         "gauge refresh": timed(lambda: jobs.gauges(queue), reps),
         "digest query (24 h)": timed(
-            lambda: build(queue.db, now - timedelta(days=1), now, settings, UTC), reps),
+            lambda: build(queue.db, now - timedelta(days=1), now, settings, UTC), reps
+        ),
         "claim + done": timed(lambda: claim_done(queue), reps),
     }
 
@@ -565,9 +666,14 @@ def explain_all(dsn: str, slug: str, folder: Path) -> None:
         "reclaim": {"after_id": uuid.UUID(int=0), "batch": 500},
         "gauges": {"top_agents": 20, "poison_window": 3600, "exact_below": jobs.EXACT_BELOW},
         "claim": {"agent_id": "agent-7", "runner": "x", "lease_seconds": 60},
-        "digest_data": {"start": now - timedelta(days=1), "end": now, "limit": 5000,
-                        "paused_after": 21600, "todo_late_after": 21600,
-                        "exact_below": jobs.EXACT_BELOW},
+        "digest_data": {
+            "start": now - timedelta(days=1),
+            "end": now,
+            "limit": 5000,
+            "paused_after": 21600,
+            "todo_late_after": 21600,
+            "exact_below": jobs.EXACT_BELOW,
+        },
     }
     for name, params in plans.items():
         explain(dsn, name, params, folder / f"explain-{slug}-{name}.txt")
@@ -618,8 +724,10 @@ def bench_long_transaction(server: Server, cfg: Config, results: Results) -> Non
                         holder.execute("SELECT count(*) FROM afk_task")  # the snapshot stays
                         runs[variant][mode].append(drain(workers.afk_single, dsn, cfg, n))
                         holder.rollback()
-    results.long_txn = {"workers": n, **{f"{v} {m}": statistics.median(r)
-                                         for v, per in runs.items() for m, r in per.items()}}
+    results.long_txn = {
+        "workers": n,
+        **{f"{v} {m}": statistics.median(r) for v, per in runs.items() for m, r in per.items()},
+    }
     log(f"long transaction: {results.long_txn}")
 
 
@@ -629,13 +737,16 @@ def bench_long_transaction(server: Server, cfg: Config, results: Results) -> Non
 def bench_cli(server: Server, cfg: Config, results: Results) -> None:
     with server.database() as dsn:
         Queue(dsn, pool_size=None).enqueue(
-            "cli", [NewTask(f"t{i}") for i in range(cfg.cli_reps * 4)])
+            "cli", [NewTask(f"t{i}") for i in range(cfg.cli_reps * 4)]
+        )
         env = {**os.environ, "AFK_DSN": dsn}
         afk = [sys.executable, "-m", "watchdog.cli"]
         psql = [str(server.bin / "psql"), "-X", "-q", "-d", dsn, "-c"]
-        claim_sql = re.sub(r"%\((\w+)\)s", lambda m: {"agent_id": "'cli'", "runner": "'psql'",
-                                                      "lease_seconds": "300"}[m.group(1)],
-                           queries.query("claim"))
+        claim_sql = re.sub(
+            r"%\((\w+)\)s",
+            lambda m: {"agent_id": "'cli'", "runner": "'psql'", "lease_seconds": "300"}[m.group(1)],
+            queries.query("claim"),
+        )
         status_sql = re.sub(r"%\((\w+)\)s", "NULL", queries.query("status"))
 
         def run(cmd: list[str]) -> float:
@@ -643,10 +754,12 @@ def bench_cli(server: Server, cfg: Config, results: Results) -> None:
             subprocess.run(cmd, env=env, capture_output=True, check=False, timeout=60)
             return (time.perf_counter() - began) * 1000
 
-        for label, cmd in (("afk claim", [*afk, "claim", "--agent", "cli"]),
-                           ("psql -c (claim)", [*psql, claim_sql]),
-                           ("afk status", [*afk, "status"]),
-                           ("psql -c (status)", [*psql, status_sql])):
+        for label, cmd in (
+            ("afk claim", [*afk, "claim", "--agent", "cli"]),
+            ("psql -c (claim)", [*psql, claim_sql]),
+            ("afk status", [*afk, "status"]),
+            ("psql -c (status)", [*psql, status_sql]),
+        ):
             run(cmd)  # warm the page cache
             results.cli[label] = statistics.median(run(cmd) for _ in range(cfg.cli_reps))
         log(f"cli: {results.cli}")
@@ -657,11 +770,21 @@ def bench_rss(server: Server, cfg: Config, results: Results) -> None:
     60 reclaims, 240 gauge refreshes, the leader checks and one of everything else."""
     with server.database() as dsn:
         port = _free_port()
-        env = {**os.environ, "AFK_DSN": dsn, "AFK_METRICS_ADDR": f"127.0.0.1:{port}",
-               "AFK_RECLAIM_INTERVAL": "0.05", "AFK_GAUGES_INTERVAL": "0.0125",
-               "AFK_LEADER_INTERVAL": "0.0125", "AFK_LOG_LEVEL": "WARNING"}
-        proc = subprocess.Popen([sys.executable, "-m", "watchdog.cli", "watchdog", "run"],
-                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        env = {
+            **os.environ,
+            "AFK_DSN": dsn,
+            "AFK_METRICS_ADDR": f"127.0.0.1:{port}",
+            "AFK_RECLAIM_INTERVAL": "0.05",
+            "AFK_GAUGES_INTERVAL": "0.0125",
+            "AFK_LEADER_INTERVAL": "0.0125",
+            "AFK_LOG_LEVEL": "WARNING",
+        }
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "watchdog.cli", "watchdog", "run"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             import httpx
 
@@ -705,28 +828,50 @@ def med(values: list[float]) -> float:
 
 
 def report(results: Results, cfg: Config, folder: Path) -> str:
-    lines = ["# afk-watchdog benchmarks", "",
-             f"{results.environment}", "",
-             f"Configuration: {asdict(cfg)}", "",
-             "## 1. Claim + done throughput (tasks/s, median of rounds)", ""]
+    lines = [
+        "# afk-watchdog benchmarks",
+        "",
+        f"{results.environment}",
+        "",
+        f"Configuration: {asdict(cfg)}",
+        "",
+        "## 1. Claim + done throughput (tasks/s, median of rounds)",
+        "",
+    ]
     counts = cfg.worker_counts
     limit = "raw SQL limit (pgbench, same statements)"
-    lines.append("| contender | " + " | ".join(f"{n} workers" for n in counts) + " | "
-                 + " | ".join(f"x limit @{n}" for n in counts) + " |")
+    lines.append(
+        "| contender | "
+        + " | ".join(f"{n} workers" for n in counts)
+        + " | "
+        + " | ".join(f"x limit @{n}" for n in counts)
+        + " |"
+    )
     lines.append("|---" * (1 + 2 * len(counts)) + "|")
     for label, per in results.throughput.items():
         rates = [med(per[n]) for n in counts]
         ratios = [med(per[n]) / med(results.throughput[limit][n]) for n in counts]
-        lines.append(f"| {label} | " + " | ".join(f"{r:,.0f}" for r in rates) + " | "
-                     + " | ".join(f"{x:.2f}" for x in ratios) + " |")
+        lines.append(
+            f"| {label} | "
+            + " | ".join(f"{r:,.0f}" for r in rates)
+            + " | "
+            + " | ".join(f"{x:.2f}" for x in ratios)
+            + " |"
+        )
     if results.pinned:
         pn = results.pinned
         limit_rate = pn["raw SQL limit (pgbench, same statements)"]
-        lines += ["", f"### Clients pinned away from the server ({pn['workers']:.0f} workers, "
-                  "server on CPU 0, clients on CPU 1)", "",
-                  "| contender | tasks/s | x limit |", "|---|---|---|"]
-        lines += [f"| {k} | {v:,.0f} | {v / limit_rate:.2f} |" for k, v in pn.items()
-                  if k != "workers"]
+        lines += [
+            "",
+            f"### Clients pinned away from the server ({pn['workers']:.0f} workers, "
+            "server on CPU 0, clients on CPU 1)",
+            "",
+            "| contender | tasks/s | x limit |",
+            "|---|---|---|",
+        ]
+        lines += [
+            f"| {k} | {v:,.0f} | {v / limit_rate:.2f} |" for k, v in pn.items() if k != "workers"
+        ]
     lines += ["", "## 2. Enqueue (rows/s)", "", "| method | rows/s | x COPY |", "|---|---|---|"]
     copy = med(results.enqueue.get("COPY", []))
     for label, rates in results.enqueue.items():
@@ -742,20 +887,33 @@ def report(results: Results, cfg: Config, folder: Path) -> str:
         lines.append("EXPLAIN (ANALYZE, BUFFERS) of each statement: `explain-*.txt`.")
     if results.long_txn:
         lt = results.long_txn
-        lines += ["", "## 4. Under a long transaction (claim+done, tasks/s)", "",
-                  f"{lt['workers']} workers; *held*: another session holds a snapshot "
-                  "for the whole run.", "",
-                  "| table | normally | snapshot held | x |", "|---|---|---|---|"]
+        lines += [
+            "",
+            "## 4. Under a long transaction (claim+done, tasks/s)",
+            "",
+            f"{lt['workers']} workers; *held*: another session holds a snapshot for the whole run.",
+            "",
+            "| table | normally | snapshot held | x |",
+            "|---|---|---|---|",
+        ]
         for variant in ("as shipped", "fillfactor 50"):
             plain, held = lt[f"{variant} plain"], lt[f"{variant} held"]
             lines.append(f"| {variant} | {plain:,.0f} | {held:,.0f} | {held / plain:.2f} |")
     if results.cli:
         c = results.cli
-        lines += ["", "## 5. CLI start-up (ms, median) and service memory", "",
-                  "| command | ms |", "|---|---|"]
+        lines += [
+            "",
+            "## 5. CLI start-up (ms, median) and service memory",
+            "",
+            "| command | ms |",
+            "|---|---|",
+        ]
         lines += [f"| {k} | {v:.0f} |" for k, v in c.items()]
-        lines += ["", f"afk claim x psql: {c['afk claim'] / c['psql -c (claim)']:.2f}; "
-                  f"afk status x psql: {c['afk status'] / c['psql -c (status)']:.2f}"]
+        lines += [
+            "",
+            f"afk claim x psql: {c['afk claim'] / c['psql -c (claim)']:.2f}; "
+            f"afk status x psql: {c['afk status'] / c['psql -c (status)']:.2f}",
+        ]
     if results.rss_mb is not None:
         lines.append(f"\nService RSS after an hour-equivalent of ticks: {results.rss_mb:.1f} MB")
     if results.notes:
@@ -778,8 +936,9 @@ def chart(results: Results, cfg: Config, path: Path) -> None:
     width = 0.8 / max(1, len(labels))
     for i, label in enumerate(labels):
         xs = [j + i * width for j in range(len(cfg.worker_counts))]
-        ax.bar(xs, [med(results.throughput[label][n]) for n in cfg.worker_counts], width,
-               label=label)
+        ax.bar(
+            xs, [med(results.throughput[label][n]) for n in cfg.worker_counts], width, label=label
+        )
     ax.set_xticks([j + width * (len(labels) - 1) / 2 for j in range(len(cfg.worker_counts))])
     ax.set_xticklabels([f"{n} workers" for n in cfg.worker_counts])
     ax.set_ylabel("tasks/s (claim + done)")
@@ -791,16 +950,18 @@ def chart(results: Results, cfg: Config, path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--dsn", help="a server to run on (default: a fresh embedded one)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, seconds")
     parser.add_argument("--no-peers", action="store_true", help="skip pgqueuer, procrastinate")
     parser.add_argument("--peers", action="store_true", help="include the peers with --quick")
     parser.add_argument("--workers", help="comma-separated worker counts, e.g. 1,4,8")
     parser.add_argument("--rounds", type=int, help="rounds of interleaved runs (default 3)")
-    parser.add_argument("--only", help="comma-separated sections: "
-                        "throughput,pinned,enqueue,scale,long,cli,rss")
+    parser.add_argument(
+        "--only", help="comma-separated sections: throughput,pinned,enqueue,scale,long,cli,rss"
+    )
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
     args = parser.parse_args(argv)
     cfg = QUICK if args.quick else Config()
@@ -817,8 +978,12 @@ def main(argv: list[str] | None = None) -> int:
     folder.mkdir(parents=True, exist_ok=True)
     server = Server(args.dsn)
     results = Results(config=asdict(cfg))
-    results.environment = {"postgres": server.version(), "python": platform.python_version(),
-                           "cpus": os.cpu_count(), "machine": platform.machine()}
+    results.environment = {
+        "postgres": server.version(),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "machine": platform.machine(),
+    }
     try:
         if "throughput" in sections:
             bench_throughput(server, cfg, results, folder)

@@ -16,9 +16,9 @@ def afk_single(dsn: str, agents: list[str], index: int, ready: Any, start: Any) 
     queue.status()  # connect before the clock starts
     ready.release()
     start.wait()
-    order = agents[index % len(agents):] + agents[: index % len(agents)]
+    order = agents[index % len(agents) :] + agents[: index % len(agents)]
     for agent in order:
-        while (task := queue.claim(agent, runner=f"bench-{index}", lease_seconds=300)):
+        while task := queue.claim(agent, runner=f"bench-{index}", lease_seconds=300):
             queue.done(task)
     queue.close()
 
@@ -31,7 +31,7 @@ def afk_next(dsn: str, agents: list[str], index: int, ready: Any, start: Any) ->
     queue.status()
     ready.release()
     start.wait()
-    order = agents[index % len(agents):] + agents[: index % len(agents)]
+    order = agents[index % len(agents) :] + agents[: index % len(agents)]
     for agent in order:
         task = queue.claim(agent, runner=f"bench-{index}", lease_seconds=300)
         while task is not None:
@@ -39,8 +39,9 @@ def afk_next(dsn: str, agents: list[str], index: int, ready: Any, start: Any) ->
     queue.close()
 
 
-def afk_batch(dsn: str, agents: list[str], index: int, ready: Any, start: Any,
-              size: int = 50) -> None:
+def afk_batch(
+    dsn: str, agents: list[str], index: int, ready: Any, start: Any, size: int = 50
+) -> None:
     """This project through its batch claim and batch done."""
     from watchdog import Queue
 
@@ -48,15 +49,16 @@ def afk_batch(dsn: str, agents: list[str], index: int, ready: Any, start: Any,
     queue.status()
     ready.release()
     start.wait()
-    order = agents[index % len(agents):] + agents[: index % len(agents)]
+    order = agents[index % len(agents) :] + agents[: index % len(agents)]
     for agent in order:
         while batch := queue.claim_many(agent, size, runner=f"bench-{index}", lease_seconds=300):
             queue.done_many(batch)
     queue.close()
 
 
-def pgqueuer_worker(dsn: str, agents: list[str], index: int, ready: Any, start: Any,
-                    batch_size: int = 10) -> None:
+def pgqueuer_worker(
+    dsn: str, agents: list[str], index: int, ready: Any, start: Any, batch_size: int = 10
+) -> None:
     """pgqueuer, as its own benchmark drives it: asyncpg, drain mode, no-op jobs."""
     import asyncpg  # type: ignore[import-untyped]
     from pgqueuer import PgQueuer
@@ -79,8 +81,7 @@ def pgqueuer_worker(dsn: str, agents: list[str], index: int, ready: Any, start: 
     asyncio.run(main())
 
 
-def procrastinate_worker(dsn: str, agents: list[str], index: int, ready: Any,
-                         start: Any) -> None:
+def procrastinate_worker(dsn: str, agents: list[str], index: int, ready: Any, start: Any) -> None:
     """procrastinate with its defaults: one worker per process, concurrency 1,
     stopping when the queue is empty (wait=False)."""
     import logging

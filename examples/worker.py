@@ -89,8 +89,9 @@ def work(queue: Queue, agent: str, runner: str, stop: Stop) -> int:
                     if lease.lost.is_set():
                         raise lease.error or LeaseLost()
                     if status != 0:
-                        task = queue.fail(current, f"agent exited {status} at {step!r}",
-                                          claim_next=True)
+                        task = queue.fail(
+                            current, f"agent exited {status} at {step!r}", claim_next=True
+                        )
                         break
                     done.append(step)
                     queue.checkpoint(current, {"steps_done": done})

@@ -141,17 +141,18 @@ class Sql:
 
     def fingerprint(self) -> str:
         """A digest of every queue table, to prove that a call changed nothing."""
-        return str(self.one(
-            "SELECT md5(concat_ws('|',"
-            " (SELECT string_agg(t::text, ',' ORDER BY t.id) FROM afk_task t),"
-            " (SELECT string_agg(e::text, ',' ORDER BY e.id) FROM afk_task_event e),"
-            " (SELECT string_agg(a::text, ',' ORDER BY a.agent_id) FROM afk_agent a)))"
-        ))
+        return str(
+            self.one(
+                "SELECT md5(concat_ws('|',"
+                " (SELECT string_agg(t::text, ',' ORDER BY t.id) FROM afk_task t),"
+                " (SELECT string_agg(e::text, ',' ORDER BY e.id) FROM afk_task_event e),"
+                " (SELECT string_agg(a::text, ',' ORDER BY a.agent_id) FROM afk_agent a)))"
+            )
+        )
 
     def expire(self, task_id: Any) -> None:
         """Back-date a lease instead of sleeping past it."""
-        self("UPDATE afk_task SET lease_until = now() - interval '1 second' WHERE id = %s",
-             task_id)
+        self("UPDATE afk_task SET lease_until = now() - interval '1 second' WHERE id = %s", task_id)
 
 
 @pytest.fixture
@@ -165,18 +166,24 @@ class Afk:
     """The afk CLI as a real subprocess against the test's database."""
 
     def __init__(self, dsn: str) -> None:
-        self.env = {k: v for k, v in os.environ.items()
-                    if not k.startswith(("AFK_", "CLAUDE_"))}
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("AFK_", "CLAUDE_"))}
         self.env["AFK_DSN"] = dsn
 
     @staticmethod
     def command(*args: str) -> list[str]:
         return [sys.executable, "-m", "watchdog.cli", *args]
 
-    def __call__(self, *args: str, input: str | None = None,
-                 env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(self.command(*args), input=input, text=True,
-                              capture_output=True, env={**self.env, **(env or {})}, timeout=60)
+    def __call__(
+        self, *args: str, input: str | None = None, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            self.command(*args),
+            input=input,
+            text=True,
+            capture_output=True,
+            env={**self.env, **(env or {})},
+            timeout=60,
+        )
 
     def json(self, *args: str, **kw: Any) -> Any:
         proc = self(*args, **kw)

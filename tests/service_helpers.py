@@ -16,9 +16,14 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 FAST = {
-    "AFK_RECLAIM_INTERVAL": "1", "AFK_GAUGES_INTERVAL": "0.5", "AFK_LEADER_INTERVAL": "0.5",
-    "AFK_POISON_INTERVAL": "1", "AFK_PRUNE_INTERVAL": "1", "AFK_MISFIRE_GRACE": "5",
-    "AFK_LOG_FORMAT": "json", "AFK_SHUTDOWN_TIMEOUT": "5",
+    "AFK_RECLAIM_INTERVAL": "1",
+    "AFK_GAUGES_INTERVAL": "0.5",
+    "AFK_LEADER_INTERVAL": "0.5",
+    "AFK_POISON_INTERVAL": "1",
+    "AFK_PRUNE_INTERVAL": "1",
+    "AFK_MISFIRE_GRACE": "5",
+    "AFK_LOG_FORMAT": "json",
+    "AFK_SHUTDOWN_TIMEOUT": "5",
 }
 
 
@@ -40,8 +45,12 @@ class Service:
         full.update({"AFK_DSN": dsn, "AFK_METRICS_ADDR": f"127.0.0.1:{self.port}"})
         full.update(env)
         self._log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen([sys.executable, "-m", "watchdog.cli", "watchdog", "run"],
-                                     env=full, stdout=self._log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "watchdog.cli", "watchdog", "run"],
+            env=full,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
 
     @property
     def url(self) -> str:
@@ -95,5 +104,10 @@ class Service:
 def run(*args: str, **env: Any) -> subprocess.CompletedProcess[str]:
     full = {k: v for k, v in os.environ.items() if not k.startswith("AFK_")}
     full.update(env)
-    return subprocess.run([sys.executable, "-m", "watchdog.cli", *args], env=full, text=True,
-                          capture_output=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "watchdog.cli", *args],
+        env=full,
+        text=True,
+        capture_output=True,
+        timeout=60,
+    )

@@ -57,8 +57,13 @@ class Agent:
         self.context: list[str] = []
 
     def log(self, **entry: Any) -> None:
-        entry = {"session": self.session, "title": self.title, "pid": os.getpid(),
-                 "at": time.time(), **entry}
+        entry = {
+            "session": self.session,
+            "title": self.title,
+            "pid": os.getpid(),
+            "at": time.time(),
+            **entry,
+        }
         with open(self.log_path, "a") as out:
             out.write(json.dumps(entry) + "\n")
 
@@ -66,9 +71,14 @@ class Agent:
 
     def hooks(self, event: str, match: str | None, **fields: Any) -> list[dict[str, Any]]:
         """Run every hook of ``event`` whose matcher matches; their results."""
-        payload = {"session_id": self.session, "transcript_path": f"/tmp/{self.session}.jsonl",
-                   "cwd": str(self.project), "permission_mode": "bypassPermissions",
-                   "hook_event_name": event, **fields}
+        payload = {
+            "session_id": self.session,
+            "transcript_path": f"/tmp/{self.session}.jsonl",
+            "cwd": str(self.project),
+            "permission_mode": "bypassPermissions",
+            "hook_event_name": event,
+            **fields,
+        }
         results = []
         for group in self.settings.get("hooks", {}).get(event, []):
             matcher = group.get("matcher") or "*"
@@ -80,15 +90,25 @@ class Agent:
                     env["CLAUDE_ENV_FILE"] = str(self.env_file)
                 started = time.monotonic()
                 try:
-                    proc = subprocess.run(["bash", "-c", hook["command"]],
-                                          input=json.dumps(payload), text=True, env=env,
-                                          capture_output=True, cwd=self.project,
-                                          timeout=hook.get("timeout", 60))
+                    proc = subprocess.run(
+                        ["bash", "-c", hook["command"]],
+                        input=json.dumps(payload),
+                        text=True,
+                        env=env,
+                        capture_output=True,
+                        cwd=self.project,
+                        timeout=hook.get("timeout", 60),
+                    )
                     code, out, err = proc.returncode, proc.stdout, proc.stderr
                 except subprocess.TimeoutExpired:
                     code, out, err = None, "", "timed out"
-                result = {"event": event, "hook_exit": code, "stdout": out, "stderr": err,
-                          "seconds": time.monotonic() - started}
+                result = {
+                    "event": event,
+                    "hook_exit": code,
+                    "stdout": out,
+                    "stderr": err,
+                    "seconds": time.monotonic() - started,
+                }
                 try:
                     result["json"] = json.loads(out) if out.strip() else None
                 except ValueError:
@@ -109,8 +129,13 @@ class Agent:
 
     def tool(self, name: str, tool_input: dict[str, Any]) -> bool:
         """One tool call through PreToolUse and PostToolUse; False if denied."""
-        for r in self.hooks("PreToolUse", name, tool_name=name, tool_input=tool_input,
-                            tool_use_id=f"toolu_{uuid.uuid4().hex[:12]}"):
+        for r in self.hooks(
+            "PreToolUse",
+            name,
+            tool_name=name,
+            tool_input=tool_input,
+            tool_use_id=f"toolu_{uuid.uuid4().hex[:12]}",
+        ):
             specific = (r["json"] or {}).get("hookSpecificOutput", {})
             if r["hook_exit"] == 2 or specific.get("permissionDecision") == "deny":
                 reason = specific.get("permissionDecisionReason") or r["stderr"]
@@ -118,15 +143,17 @@ class Agent:
                 return False
         response = self.run_tool(name, tool_input)
         self.log(event="tool", tool=name, tool_input=tool_input, response=response)
-        self.hooks("PostToolUse", name, tool_name=name, tool_input=tool_input,
-                   tool_response=response)
+        self.hooks(
+            "PostToolUse", name, tool_name=name, tool_input=tool_input, tool_response=response
+        )
         return True
 
     def run_tool(self, name: str, tool_input: dict[str, Any]) -> dict[str, Any]:
         if name == "Bash":
             script = f'[ -f "{self.env_file}" ] && . "{self.env_file}"\n{tool_input["command"]}'
-            proc = subprocess.run(["bash", "-c", script], text=True, capture_output=True,
-                                  cwd=self.project)
+            proc = subprocess.run(
+                ["bash", "-c", script], text=True, capture_output=True, cwd=self.project
+            )
             return {"stdout": proc.stdout, "stderr": proc.stderr, "exit": proc.returncode}
         path = Path(tool_input["file_path"])
         if name == "Write":
@@ -168,8 +195,11 @@ class Agent:
             self.act(action)
         active = False
         for _ in range(8):
-            blocked = [r for r in self.hooks("Stop", None, stop_hook_active=active)
-                       if r["hook_exit"] == 2 or (r["json"] or {}).get("decision") == "block"]
+            blocked = [
+                r
+                for r in self.hooks("Stop", None, stop_hook_active=active)
+                if r["hook_exit"] == 2 or (r["json"] or {}).get("decision") == "block"
+            ]
             if not blocked:
                 break
             self.log(event="stop_blocked", reason=(blocked[0]["json"] or {}).get("reason"))

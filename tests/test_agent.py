@@ -36,7 +36,7 @@ def test_once_does_not_record_a_failing_command(afk, tmp_path):
     afk.json("enqueue", "--agent", "A", "--title", "t")
     task_id, token = claim(afk)
     flag = tmp_path / "flag"
-    script = f'[ -e {flag} ] && echo ok && exit 0; touch {flag}; echo failing; exit 7'
+    script = f"[ -e {flag} ] && echo ok && exit 0; touch {flag}; echo failing; exit 7"
     failed = afk("once", task_id, "--token", token, "--name", "x", "--", "sh", "-c", script)
     assert (failed.returncode, failed.stdout) == (7, "failing\n")
     ok = afk("once", task_id, "--token", token, "--name", "x", "--", "sh", "-c", script)
@@ -62,28 +62,47 @@ def test_resume_brief_tells_the_next_session_what_not_to_redo(afk, queue, sql):
     sql("UPDATE afk_task SET run_after = NULL")
     queue.claim("A", runner="s2")
     brief = afk("resume-brief", str(task.id)).stdout
-    for expected in ("# Resume: Fix login", '"issue": 12', "`auth.py`", "`repro`",
-                     "`open-pr`", '"pr": 9', "tests timed out", "attempt 2 of 5"):
+    for expected in (
+        "# Resume: Fix login",
+        '"issue": 12',
+        "`auth.py`",
+        "`repro`",
+        "`open-pr`",
+        '"pr": 9',
+        "tests timed out",
+        "attempt 2 of 5",
+    ):
         assert expected in brief, expected
 
 
 def stand_in_agent(tmp_path: Path) -> Path:
     """An agent command for the examples: logs its prompt; fails on 'broken'."""
     agent = tmp_path / "agent.sh"
-    agent.write_text(f'#!/bin/sh\necho "$1" | head -n 1 >> {tmp_path}/prompts\n'
-                     'case "$1" in *broken*) exit 9;; esac\n')
+    agent.write_text(
+        f'#!/bin/sh\necho "$1" | head -n 1 >> {tmp_path}/prompts\n'
+        'case "$1" in *broken*) exit 9;; esac\n'
+    )
     agent.chmod(agent.stat().st_mode | stat.S_IEXEC)
     return agent
 
 
 def test_the_ralph_loop_example(afk, queue, tmp_path, dsn):
     queue.enqueue("R", [NewTask("one"), NewTask("broken two", max_attempts=1), NewTask("three")])
-    env = {**os.environ, "AFK_DSN": dsn, "AFK_AGENT_ID": "R",
-           "AGENT_CMD": str(stand_in_agent(tmp_path)),
-           "AFK": f"{sys.executable} -m watchdog.cli",
-           "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"]}
-    proc = subprocess.Popen(["bash", str(ROOT / "examples" / "ralph.sh")], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = {
+        **os.environ,
+        "AFK_DSN": dsn,
+        "AFK_AGENT_ID": "R",
+        "AGENT_CMD": str(stand_in_agent(tmp_path)),
+        "AFK": f"{sys.executable} -m watchdog.cli",
+        "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"],
+    }
+    proc = subprocess.Popen(
+        ["bash", str(ROOT / "examples" / "ralph.sh")],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert proc.wait(timeout=120) == 0
     # nothing the loop started outlives it holding its output open (the
     # keepalive's sleep lasts a third of the 120 s lease)
@@ -101,11 +120,20 @@ def test_the_python_worker_example(queue, tmp_path, dsn):
     crashed = queue.claim("W", runner="old")
     queue.checkpoint(crashed, {"steps_done": ["reproduce", "fix"]})
     queue.pause("W", runner="old")
-    env = {**os.environ, "AFK_DSN": dsn, "AFK_AGENT_ID": "W",
-           "COMMENTS_FILE": str(tmp_path / "comments"),
-           "AGENT_CMD": str(stand_in_agent(tmp_path))}
-    proc = subprocess.run([sys.executable, str(ROOT / "examples" / "worker.py")], env=env,
-                          capture_output=True, text=True, timeout=120)
+    env = {
+        **os.environ,
+        "AFK_DSN": dsn,
+        "AFK_AGENT_ID": "W",
+        "COMMENTS_FILE": str(tmp_path / "comments"),
+        "AGENT_CMD": str(stand_in_agent(tmp_path)),
+    }
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "worker.py")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert queue.status("W")["done"] == 3
     prompts = (tmp_path / "prompts").read_text().splitlines()

@@ -7,16 +7,40 @@ import json
 
 import pytest
 
-CLAIM_FIELDS = {"id", "agent_id", "ordinal", "title", "spec", "state", "checkpoint",
-                "attempts", "max_attempts", "lease_until", "token"}
+CLAIM_FIELDS = {
+    "id",
+    "agent_id",
+    "ordinal",
+    "title",
+    "spec",
+    "state",
+    "checkpoint",
+    "attempts",
+    "max_attempts",
+    "lease_until",
+    "token",
+}
 
 
 def test_a_task_s_life_through_the_cli(afk):
-    out = afk.json("enqueue", "--agent", "A", "--title", "fix it", "--spec", '{"issue": 12}',
-                   "--key", "issue-12", "--max-attempts", "3")
+    out = afk.json(
+        "enqueue",
+        "--agent",
+        "A",
+        "--title",
+        "fix it",
+        "--spec",
+        '{"issue": 12}',
+        "--key",
+        "issue-12",
+        "--max-attempts",
+        "3",
+    )
     assert len(out["enqueued"]) == 1 and out["duplicates"] == []
     assert afk.json("enqueue", "--agent", "A", "--title", "fix it", "--key", "issue-12") == {
-        "enqueued": [], "duplicates": ["issue-12"]}
+        "enqueued": [],
+        "duplicates": ["issue-12"],
+    }
 
     task = afk.json("claim", "--agent", "A", "--runner", "r1", "--lease", "60")
     assert set(task) >= CLAIM_FIELDS
@@ -25,11 +49,17 @@ def test_a_task_s_life_through_the_cli(afk):
     tid, token = task["id"], str(task["token"])
 
     assert afk.json("checkpoint", tid, "--token", token, "--patch", '{"step": 1}')[
-        "checkpoint"] == {"step": 1}
+        "checkpoint"
+    ] == {"step": 1}
     assert afk.json("heartbeat", tid, "--token", token)["state"] == "running"
     assert afk.json("done", tid, "--token", token, "--result", '{"pr": 3}')["state"] == "done"
     assert afk.json("status", "--agent", "A") == {
-        "todo": 0, "running": 0, "paused": 0, "done": 1, "failed": 0}
+        "todo": 0,
+        "running": 0,
+        "paused": 0,
+        "done": 1,
+        "failed": 0,
+    }
     shown = afk.json("show", tid)
     assert [h["reason"] for h in shown["history"]] == ["claimed", "done"]
 
@@ -55,10 +85,12 @@ def test_lease_lost_exits_4(afk, sql):
     again = afk.json("claim", "--agent", "A", "--runner", "r2")
     assert again["token"] > task["token"]
     before = sql.fingerprint()
-    for args in (["checkpoint", task["id"], "--token", str(task["token"]), "--patch", "{}"],
-                 ["heartbeat", task["id"], "--token", str(task["token"])],
-                 ["done", task["id"], "--token", str(task["token"])],
-                 ["fail", task["id"], "--token", str(task["token"]), "--error", "x"]):
+    for args in (
+        ["checkpoint", task["id"], "--token", str(task["token"]), "--patch", "{}"],
+        ["heartbeat", task["id"], "--token", str(task["token"])],
+        ["done", task["id"], "--token", str(task["token"])],
+        ["fail", task["id"], "--token", str(task["token"]), "--error", "x"],
+    ):
         proc = afk(*args)
         assert proc.returncode == 4, (args, proc.stderr)
         assert "lease" in proc.stderr and proc.stdout == ""
@@ -71,8 +103,10 @@ def test_pause_then_fail_then_dead_then_retry(afk):
     assert afk.json("pause", "--agent", "A", "--runner", "r") == {"paused": 1}
     task = afk.json("claim", "--agent", "A", "--runner", "r")
     assert task["attempts"] == 1
-    assert afk.json("fail", task["id"], "--token", str(task["token"]), "--error", "boom")[
-        "state"] == "failed"
+    assert (
+        afk.json("fail", task["id"], "--token", str(task["token"]), "--error", "boom")["state"]
+        == "failed"
+    )
     dead = afk.json("dead", "--agent", "A", "--since", "1h")
     assert [d["id"] for d in dead] == [task["id"]] and dead[0]["last_error"] == "boom"
     assert afk.json("retry", task["id"]) == {"retried": [task["id"]]}
@@ -91,8 +125,7 @@ def test_enqueue_from_a_jsonl_file_and_stdin(afk, tmp_path):
 
 
 def test_db_unreachable_exits_1_with_a_one_line_reason_and_no_password(afk):
-    proc = afk("status", "--dsn",
-               "postgresql://afk:s3cret-pw@127.0.0.1:1/afk?connect_timeout=2")
+    proc = afk("status", "--dsn", "postgresql://afk:s3cret-pw@127.0.0.1:1/afk?connect_timeout=2")
     assert proc.returncode == 1
     assert proc.stderr.count("\n") == 1 and "unreachable" in proc.stderr
     assert "s3cret-pw" not in proc.stderr
@@ -109,10 +142,14 @@ BAD = [
     ("spec not JSON", ["enqueue", "--agent", "A", "--title", "t", "--spec", "{nope"]),
     ("spec an array", ["enqueue", "--agent", "A", "--title", "t", "--spec", "[1,2]"]),
     ("spec NaN", ["enqueue", "--agent", "A", "--title", "t", "--spec", '{"x": NaN}']),
-    ("spec over the cap", ["enqueue", "--agent", "A", "--title", "t",
-                           "--spec", json.dumps({"x": "y" * 5000})]),
-    ("spec over 1 MiB from a file", ["enqueue", "--agent", "A", "--title", "t",
-                                     "--spec", "@{big}"]),
+    (
+        "spec over the cap",
+        ["enqueue", "--agent", "A", "--title", "t", "--spec", json.dumps({"x": "y" * 5000})],
+    ),
+    (
+        "spec over 1 MiB from a file",
+        ["enqueue", "--agent", "A", "--title", "t", "--spec", "@{big}"],
+    ),
     ("empty title", ["enqueue", "--agent", "A", "--title", ""]),
     ("blank title", ["enqueue", "--agent", "A", "--title", "   "]),
     ("empty agent", ["enqueue", "--agent", "", "--title", "t"]),
@@ -121,12 +158,18 @@ BAD = [
     ("patch not JSON", ["checkpoint", "{id}", "--token", "{token}", "--patch", "nope"]),
     ("patch an array", ["checkpoint", "{id}", "--token", "{token}", "--patch", "[1]"]),
     ("patch a string", ["checkpoint", "{id}", "--token", "{token}", "--patch", '"s"']),
-    ("patch over the cap", ["checkpoint", "{id}", "--token", "{token}",
-                            "--patch", json.dumps({"x": "y" * 5000})]),
-    ("patch over 1 MiB from a file", ["checkpoint", "{id}", "--token", "{token}",
-                                      "--patch", "@{big}"]),
-    ("patch from a missing file", ["checkpoint", "{id}", "--token", "{token}",
-                                   "--patch", "@/nonexistent/patch.json"]),
+    (
+        "patch over the cap",
+        ["checkpoint", "{id}", "--token", "{token}", "--patch", json.dumps({"x": "y" * 5000})],
+    ),
+    (
+        "patch over 1 MiB from a file",
+        ["checkpoint", "{id}", "--token", "{token}", "--patch", "@{big}"],
+    ),
+    (
+        "patch from a missing file",
+        ["checkpoint", "{id}", "--token", "{token}", "--patch", "@/nonexistent/patch.json"],
+    ),
     ("unknown id", ["done", "00000000-0000-0000-0000-000000000001", "--token", "1"]),
     ("not a uuid", ["done", "12", "--token", "1"]),
     ("token not a number", ["done", "{id}", "--token", "abc"]),
@@ -154,8 +197,7 @@ def test_bad_input_exits_2_and_changes_nothing(afk, sql, tmp_path, name, args):
     todo = sql.one("SELECT id::text FROM afk_task WHERE state = 'todo'")
     big = tmp_path / "big.json"
     big.write_text(json.dumps({"x": "y" * (1024 * 1024)}))
-    slots = {"{id}": task["id"], "{token}": str(task["token"]), "{todo}": todo,
-             "@{big}": f"@{big}"}
+    slots = {"{id}": task["id"], "{token}": str(task["token"]), "{todo}": todo, "@{big}": f"@{big}"}
     args = [slots.get(a, a) for a in args]
     before = sql.fingerprint()
     # the 1 MiB default is tested through files; on the command line, a smaller
@@ -168,8 +210,17 @@ def test_bad_input_exits_2_and_changes_nothing(afk, sql, tmp_path, name, args):
     assert sql.fingerprint() == before
 
 
-@pytest.mark.parametrize("bad_line", ['{"title": "x"', '[1]', '{"spec": {}}', '{"title": ""}',
-                                      '{"title": "x", "spec": [1]}', '{"title": "x", "nope": 1}'])
+@pytest.mark.parametrize(
+    "bad_line",
+    [
+        '{"title": "x"',
+        "[1]",
+        '{"spec": {}}',
+        '{"title": ""}',
+        '{"title": "x", "spec": [1]}',
+        '{"title": "x", "nope": 1}',
+    ],
+)
 def test_a_bad_jsonl_line_refuses_the_whole_file(afk, sql, tmp_path, bad_line):
     path = tmp_path / "plan.jsonl"
     path.write_text('{"title": "good 1"}\n' + bad_line + '\n{"title": "good 2"}\n')

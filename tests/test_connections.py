@@ -19,7 +19,8 @@ def kill_others(dsn: str) -> int:
     with psycopg.connect(dsn, autocommit=True) as conn:
         row = conn.execute(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND application_name = 'afk'").fetchone()
+            " WHERE datname = current_database() AND application_name = 'afk'"
+        ).fetchone()
         return int(row[0]) if row else 0
 
 
@@ -67,6 +68,7 @@ def test_work_keeps_flowing_while_every_backend_is_killed_twice_a_second(dsn, sq
 def kill_when_blocked(dsn: str) -> threading.Thread:
     """Kill our statement once it waits on a lock the test holds: it was
     sent and is running."""
+
     def kill() -> None:
         with psycopg.connect(dsn, autocommit=True) as conn:
             deadline = time.monotonic() + 20
@@ -74,7 +76,8 @@ def kill_when_blocked(dsn: str) -> threading.Thread:
                 row = conn.execute(
                     "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
                     " WHERE datname = current_database() AND wait_event_type = 'Lock'"
-                    " AND application_name = 'afk'").fetchone()
+                    " AND application_name = 'afk'"
+                ).fetchone()
                 if row and row[0]:
                     return
                 time.sleep(0.02)
@@ -93,8 +96,7 @@ def test_an_idle_connection_the_server_closed_is_never_used(dsn):
     q.close()
 
 
-def test_a_write_not_safe_to_repeat_surfaces_a_lost_connection_a_safe_one_is_retried(
-        dsn, sql):
+def test_a_write_not_safe_to_repeat_surfaces_a_lost_connection_a_safe_one_is_retried(dsn, sql):
     q = Queue(Database(dsn, pool_size=1))
     q.enqueue("a", [NewTask("first")])
     task = q.claim("a", runner="r")
@@ -112,15 +114,15 @@ def test_a_write_not_safe_to_repeat_surfaces_a_lost_connection_a_safe_one_is_ret
         killer = kill_when_blocked(dsn)
         releaser = threading.Timer(1.0, holder.rollback)
         result: list[object] = []
-        worker = threading.Thread(target=lambda: result.append(
-            q.checkpoint(task, {"step": 2})))
+        worker = threading.Thread(target=lambda: result.append(q.checkpoint(task, {"step": 2})))
         worker.start()
         killer.join()
         releaser.start()
         worker.join(30)
         releaser.join()
-    assert result and sql.one("SELECT checkpoint FROM afk_task WHERE id = %s",
-                              task.id) == {"step": 2}
+    assert result and sql.one("SELECT checkpoint FROM afk_task WHERE id = %s", task.id) == {
+        "step": 2
+    }
     q.close()
 
 
@@ -131,8 +133,11 @@ def test_a_safe_statement_waits_out_an_outage_up_to_retry_for(dsn, server_dsn):
         with psycopg.connect(server_dsn, autocommit=True) as conn:
             conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS {str(yes).lower()}')
             if not yes:
-                conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                             " WHERE datname = %s AND application_name = 'afk'", (name,))
+                conn.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE datname = %s AND application_name = 'afk'",
+                    (name,),
+                )
 
     q = Queue(Database(dsn, pool_size=2, retry_for=10))
     q.status("a")
@@ -159,8 +164,9 @@ def test_a_safe_statement_waits_out_an_outage_up_to_retry_for(dsn, server_dsn):
 
 
 def test_a_database_never_reached_fails_at_once():
-    db = Database("postgresql://postgres@127.0.0.1:1/none", pool_size=1, retry_for=30,
-                  connect_timeout=1)
+    db = Database(
+        "postgresql://postgres@127.0.0.1:1/none", pool_size=1, retry_for=30, connect_timeout=1
+    )
     started = time.monotonic()
     with pytest.raises(DatabaseError, match="unreachable"):
         Queue(db).status("a")

@@ -30,8 +30,9 @@ WORKER = textwrap.dedent("""
 
 def test_sigkilled_worker_task_is_reclaimed_and_resumed_from_its_checkpoint(queue, dsn, sql):
     queue.enqueue("agent", [NewTask("one"), NewTask("two")])
-    with subprocess.Popen([sys.executable, "-c", WORKER, dsn], stdout=subprocess.PIPE,
-                          text=True) as proc:
+    with subprocess.Popen(
+        [sys.executable, "-c", WORKER, dsn], stdout=subprocess.PIPE, text=True
+    ) as proc:
         task_id, token = proc.stdout.readline().split()
         os.kill(proc.pid, signal.SIGKILL)
         assert proc.wait(timeout=30) == -signal.SIGKILL
@@ -50,8 +51,9 @@ def test_sigkilled_worker_task_is_reclaimed_and_resumed_from_its_checkpoint(queu
 
 def test_a_restarted_runner_resumes_without_waiting_for_the_lease(queue, dsn):
     queue.enqueue("agent", [NewTask("one"), NewTask("two")])
-    with subprocess.Popen([sys.executable, "-c", WORKER, dsn], stdout=subprocess.PIPE,
-                          text=True) as proc:
+    with subprocess.Popen(
+        [sys.executable, "-c", WORKER, dsn], stdout=subprocess.PIPE, text=True
+    ) as proc:
         task_id, _ = proc.stdout.readline().split()
         proc.kill()
         proc.wait(timeout=30)

@@ -35,8 +35,9 @@ def verify(received, secret=SECRET, tolerance=300) -> dict:
     """What a receiver does (the README shows the same): check the signature."""
     fields = dict(part.split("=", 1) for part in received.headers["X-Afk-Signature"].split(","))
     assert abs(time.time() - int(fields["t"])) < tolerance, "replayed or stale"
-    expected = hmac.new(secret.encode(), fields["t"].encode() + b"." + received.body,
-                        hashlib.sha256).hexdigest()
+    expected = hmac.new(
+        secret.encode(), fields["t"].encode() + b"." + received.body, hashlib.sha256
+    ).hexdigest()
     assert hmac.compare_digest(expected, fields["v1"]), "bad signature"
     return json.loads(received.body)
 
@@ -55,7 +56,8 @@ def test_signed_webhook_once_per_period(queue, sql, receiver):
     (got,) = receiver.received
     document = verify(got)
     assert document["failed_total"] == 1 and document["groups"][0]["tasks"][0]["title"] == (
-        "Fix the login")
+        "Fix the login"
+    )
     assert got.headers["X-Afk-Delivery"].startswith("webhook:digest:")
     tampered = type(got)(got.path, got.headers, got.body.replace(b"boom", b"fine"))
     with pytest.raises(AssertionError, match="bad signature"):
@@ -104,8 +106,7 @@ def test_a_4xx_is_not_retried_and_shows_in_status(queue, sql, receiver, afk):
 
 
 def test_an_unreachable_destination_is_retried(queue, sql):
-    settings = due_now(sql, webhook_url="http://127.0.0.1:1/hook", webhook_secret=SECRET,
-                       timeout=2)
+    settings = due_now(sql, webhook_url="http://127.0.0.1:1/hook", webhook_secret=SECRET, timeout=2)
     (outcome,) = run_once(queue.db, settings)
     assert outcome.state == "pending" and "cannot connect" in outcome.error
 
@@ -113,10 +114,13 @@ def test_an_unreachable_destination_is_retried(queue, sql):
 def test_a_crashed_senders_claim_expires_and_is_retried(queue, sql, receiver):
     settings = due_now(sql, webhook_url=receiver.url(), webhook_secret=SECRET)
     period = latest_period(settings, sql.one("SELECT now()"))
-    sql("""INSERT INTO afk_digest_delivery (destination, kind, period, state, attempts,
+    sql(
+        """INSERT INTO afk_digest_delivery (destination, kind, period, state, attempts,
                                             lease_token, lease_until, window_start, window_end)
            VALUES ('webhook', 'digest', %s, 'sending', 1, 1, now() + interval '1 hour',
-                   now() - interval '1 day', now())""", period)
+                   now() - interval '1 day', now())""",
+        period,
+    )
     assert run_once(queue.db, settings) == []  # a live sender holds it
     sql("UPDATE afk_digest_delivery SET lease_until = now() - interval '1 second'")
     (outcome,) = run_once(queue.db, settings)
@@ -133,8 +137,10 @@ def test_catch_up_sends_one_digest_covering_the_whole_gap(queue, sql, receiver):
                    now() - interval '4 days', now() - interval '3 days', now() - interval '3 days'),
                   ('webhook', 'digest', now() - interval '2 days', 'pending',
                    now() - interval '3 days', now() - interval '2 days', NULL)""")
-    sql("UPDATE afk_digest_delivery SET next_attempt_at = now() + interval '1 hour' "
-        "WHERE state = 'pending'")
+    sql(
+        "UPDATE afk_digest_delivery SET next_attempt_at = now() + interval '1 hour' "
+        "WHERE state = 'pending'"
+    )
     old = failing_task(queue, "failed two days ago")
     sql("UPDATE afk_task SET updated_at = now() - interval '50 hours' WHERE id = %s", old.id)
     failing_task(queue, "failed today")
@@ -147,7 +153,10 @@ def test_catch_up_sends_one_digest_covering_the_whole_gap(queue, sql, receiver):
     start = datetime.fromisoformat(document["window"]["start"])
     assert start < datetime.now(UTC) - timedelta(days=2, hours=23)
     assert sql("SELECT state FROM afk_digest_delivery ORDER BY period") == [
-        {"state": "delivered"}, {"state": "superseded"}, {"state": "delivered"}]
+        {"state": "delivered"},
+        {"state": "superseded"},
+        {"state": "delivered"},
+    ]
 
 
 def test_all_clear_can_be_turned_off(queue, sql, receiver):
@@ -181,8 +190,13 @@ def smtp_server():
         ok = auth_data.login == b"afk" and auth_data.password == b"p@ss word"
         return AuthResult(success=ok)
 
-    controller = Controller(inbox, hostname="127.0.0.1", port=free_port(),
-                            authenticator=authenticator, auth_require_tls=False)
+    controller = Controller(
+        inbox,
+        hostname="127.0.0.1",
+        port=free_port(),
+        authenticator=authenticator,
+        auth_require_tls=False,
+    )
     controller.start()
     yield controller, inbox
     controller.stop()
@@ -192,9 +206,12 @@ def test_email_is_multipart_text_and_html(queue, sql, smtp_server):
     controller, inbox = smtp_server
     failing_task(queue, "<b>Fix</b> the login")
     port = controller.port
-    settings = due_now(sql, smtp_url=f"smtp://afk:p%40ss%20word@127.0.0.1:{port}?starttls=no",
-                       email_to="me@example.org, you@example.org",
-                       email_from="afk@example.org")
+    settings = due_now(
+        sql,
+        smtp_url=f"smtp://afk:p%40ss%20word@127.0.0.1:{port}?starttls=no",
+        email_to="me@example.org, you@example.org",
+        email_from="afk@example.org",
+    )
     (outcome,) = run_once(queue.db, settings)
     assert outcome.state == "delivered", outcome.error
     (message,) = inbox.messages
@@ -218,8 +235,12 @@ def test_email_refused_recipients_are_not_retried(queue, sql):
     controller = Controller(Refusing(), hostname="127.0.0.1", port=free_port())
     controller.start()
     try:
-        settings = due_now(sql, smtp_url=f"smtp://127.0.0.1:{controller.port}?starttls=no",
-                           email_to="nobody@example.org", email_from="afk@example.org")
+        settings = due_now(
+            sql,
+            smtp_url=f"smtp://127.0.0.1:{controller.port}?starttls=no",
+            email_to="nobody@example.org",
+            email_from="afk@example.org",
+        )
         (outcome,) = run_once(queue.db, settings)
         assert outcome.state == "failed" and "refused" in outcome.error
         assert run_once(queue.db, settings) == []
@@ -230,8 +251,12 @@ def test_email_refused_recipients_are_not_retried(queue, sql):
 def test_email_refuses_a_password_in_clear(queue, sql, smtp_server):
     controller, _inbox = smtp_server
     port = controller.port
-    settings = due_now(sql, smtp_url=f"smtp://afk:pw@127.0.0.1:{port}",
-                       email_to="me@example.org", email_from="afk@example.org")
+    settings = due_now(
+        sql,
+        smtp_url=f"smtp://afk:pw@127.0.0.1:{port}",
+        email_to="me@example.org",
+        email_from="afk@example.org",
+    )
     (outcome,) = run_once(queue.db, settings)
     assert outcome.state == "failed" and "STARTTLS" in outcome.error
 
@@ -243,9 +268,27 @@ def test_email_over_implicit_tls(queue, sql, tmp_path):
     from aiosmtpd.handlers import Sink
 
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    made = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days",
-                           "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-                           "-keyout", str(key), "-out", str(cert)], capture_output=True)
+    made = subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        capture_output=True,
+    )
     assert made.returncode == 0, made.stderr
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert, key)
@@ -256,20 +299,28 @@ def test_email_over_implicit_tls(queue, sql, tmp_path):
             got.append(envelope.content)
             return "250 OK"
 
-    controller = Controller(Handler(), hostname="127.0.0.1", port=free_port(),
-                            ssl_context=context)
+    controller = Controller(Handler(), hostname="127.0.0.1", port=free_port(), ssl_context=context)
     controller.start()
     try:
         port = controller.port
-        settings = due_now(sql, smtp_url=f"smtps://127.0.0.1:{port}", smtp_cafile=str(cert),
-                           email_to="me@example.org", email_from="afk@example.org")
+        settings = due_now(
+            sql,
+            smtp_url=f"smtps://127.0.0.1:{port}",
+            smtp_cafile=str(cert),
+            email_to="me@example.org",
+            email_from="afk@example.org",
+        )
         (outcome,) = run_once(queue.db, settings)
         assert outcome.state == "delivered", outcome.error
         assert len(got) == 1
         # without trusting the certificate, nothing is sent
         sql("DELETE FROM afk_digest_delivery")
-        untrusted = due_now(sql, smtp_url=f"smtps://127.0.0.1:{port}",
-                            email_to="me@example.org", email_from="afk@example.org")
+        untrusted = due_now(
+            sql,
+            smtp_url=f"smtps://127.0.0.1:{port}",
+            email_to="me@example.org",
+            email_from="afk@example.org",
+        )
         (outcome,) = run_once(queue.db, untrusted)
         assert outcome.state != "delivered" and len(got) == 1
     finally:
@@ -280,8 +331,12 @@ def test_cli_send_status_dry_run_and_no_secrets(afk, queue, sql, receiver):
     failing_task(queue)
     url = receiver.url("/hooks/T0/B0/sup3r-secret-path")
     at = (sql.one("SELECT now()").astimezone(UTC) - timedelta(minutes=2)).strftime("%H:%M")
-    env = {"AFK_DIGEST_WEBHOOK_URL": url, "AFK_DIGEST_WEBHOOK_SECRET": SECRET,
-           "AFK_DIGEST_AT": at, "AFK_DIGEST_TZ": "UTC"}
+    env = {
+        "AFK_DIGEST_WEBHOOK_URL": url,
+        "AFK_DIGEST_WEBHOOK_SECRET": SECRET,
+        "AFK_DIGEST_AT": at,
+        "AFK_DIGEST_TZ": "UTC",
+    }
     slack = afk("digest", "--dry-run", "--format", "slack", env=env)
     assert slack.returncode == 0 and json.loads(slack.stdout)["blocks"]
     sent = afk("digest", "send", env=env)
@@ -314,11 +369,25 @@ def test_html_digest_renders_in_chromium(tmp_path):
     page = tmp_path / "digest.html"
     page.write_text(render(sample_digest(), "html", DigestSettings()))
     shot = tmp_path / "digest.png"
-    subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                    "--no-first-run", "--disable-background-networking",
-                    "--disable-component-update", "--disable-sync",
-                    f"--user-data-dir={tmp_path / 'profile'}", "--window-size=800,1000",
-                    f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=120)
+    subprocess.run(
+        [
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--window-size=800,1000",
+            f"--screenshot={shot}",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        timeout=120,
+    )
     assert shot.exists()
     from PIL import Image
 
@@ -335,10 +404,11 @@ def test_a_forced_digest_that_hit_a_5xx_is_retried_by_the_job(queue, sql, receiv
     settings = due_now(sql, webhook_url=receiver.url(), webhook_secret=SECRET)
     (forced,) = run_once(queue.db, settings, force=True)
     assert forced.state == "pending"
-    sql("UPDATE afk_digest_delivery SET next_attempt_at = now() - interval '1 second' "
-        "WHERE kind = 'forced'")
+    sql(
+        "UPDATE afk_digest_delivery SET next_attempt_at = now() - interval '1 second' "
+        "WHERE kind = 'forced'"
+    )
     outcomes = run_once(queue.db, settings)  # the service's job, not forced
     assert {(o.state, o.period) for o in outcomes} >= {("delivered", forced.period)}
     assert sql.one("SELECT count(*) FROM afk_digest_delivery WHERE state = 'pending'") == 0
-    assert any(r.headers["X-Afk-Delivery"].startswith("webhook:forced:")
-               for r in receiver.received)
+    assert any(r.headers["X-Afk-Delivery"].startswith("webhook:forced:") for r in receiver.received)

@@ -32,29 +32,32 @@ def test_systemd_units_verify(tmp_path):
         (tmp_path / unit.name).write_text(text)
         units.append(str(tmp_path / unit.name))
     assert len(units) == 3
-    done = subprocess.run([analyze, "verify", *units], capture_output=True, text=True,
-                          cwd=tmp_path)
+    done = subprocess.run([analyze, "verify", *units], capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    ours = [line for line in done.stderr.splitlines() if str(tmp_path) in line
-            or "afk-" in line]
+    ours = [line for line in done.stderr.splitlines() if str(tmp_path) in line or "afk-" in line]
     assert ours == [], "systemd-analyze warned about our units"
 
 
 def test_alert_rules_pass_promtool():
     promtool = require_tool("promtool")
-    done = subprocess.run([promtool, "check", "rules", str(DEPLOY / "prometheus" / "alerts.yml")],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [promtool, "check", "rules", str(DEPLOY / "prometheus" / "alerts.yml")],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"),
-            "gauge": ("",)}
+SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}
 
 
 def exported_names() -> set[str]:
     """Every series name the service can export (labelled ones included)."""
-    return {family.name + suffix for family in Metrics().registry.collect()
-            for suffix in SUFFIXES[family.type]}
+    return {
+        family.name + suffix
+        for family in Metrics().registry.collect()
+        for suffix in SUFFIXES[family.type]
+    }
 
 
 def test_alerts_and_dashboard_use_only_exported_metrics():

@@ -29,23 +29,27 @@ from watchdog.digest import (
 
 ROOT = Path(__file__).parent.parent
 GOLDEN = Path(__file__).parent / "golden"
-HOSTILE_TITLE = ('He said "hi" \\ <script>alert(1)</script> <!channel> @here '
-                 '<http://evil|click>\nline 2')
+HOSTILE_TITLE = (
+    'He said "hi" \\ <script>alert(1)</script> <!channel> @here <http://evil|click>\nline 2'
+)
 
 
 def test_normalise_error_masks_ids_and_numbers():
-    a = normalise_error("Timeout after 30s talking to 10.0.0.7 "
-                        "(task 3f2b1c4e-1111-2222-3333-444455556666)")
-    b = normalise_error("Timeout after 45s talking to 10.0.0.9 "
-                        "(task 9a2b1c4e-1111-2222-3333-444455556666)\nstack")
+    a = normalise_error(
+        "Timeout after 30s talking to 10.0.0.7 (task 3f2b1c4e-1111-2222-3333-444455556666)"
+    )
+    b = normalise_error(
+        "Timeout after 45s talking to 10.0.0.9 (task 9a2b1c4e-1111-2222-3333-444455556666)\nstack"
+    )
     assert a == b == "Timeout after <n>s talking to <n>.<n>.<n>.<n> (task <id>)"
     assert normalise_error("commit deadbeefcafe1 not found") == "commit <hex> not found"
     assert normalise_error("") == "(no error text)"
 
 
 def fail_tasks(queue, agent: str, errors: list[str], **task) -> list:
-    queue.enqueue(agent, [NewTask(f"{agent} task {i}", max_attempts=1, **task)
-                          for i in range(len(errors))])
+    queue.enqueue(
+        agent, [NewTask(f"{agent} task {i}", max_attempts=1, **task) for i in range(len(errors))]
+    )
     out = []
     for error in errors:
         t = queue.claim(agent, runner="r")
@@ -64,8 +68,9 @@ def test_fifty_failures_with_one_error_read_as_one_group(queue, sql):
     fail_tasks(queue, "a", ["syntax error in tests/test_x.py line 3"])
     fail_tasks(queue, "b", ["HTTP 503 from api (request 1)"])
     start, end = window(sql)
-    d = build(queue.db, start, end, DigestSettings(link_template="https://t/{agent_id}/{task_id}"),
-              UTC)
+    d = build(
+        queue.db, start, end, DigestSettings(link_template="https://t/{agent_id}/{task_id}"), UTC
+    )
     assert d.failed_total == 52
     assert [(g.agent_id, g.count) for g in d.groups] == [("a", 50), ("a", 1), ("b", 1)]
     big = d.groups[0]
@@ -73,8 +78,10 @@ def test_fifty_failures_with_one_error_read_as_one_group(queue, sql):
     t = big.tasks[0]
     assert t.checkpoint_keys == ["files", "pr"] and t.retry == f"afk retry {t.id}"
     assert t.link == f"https://t/a/{t.id}"
-    assert d.per_agent == [{"agent_id": "a", "done": 0, "failed": 51},
-                           {"agent_id": "b", "done": 0, "failed": 1}]
+    assert d.per_agent == [
+        {"agent_id": "a", "done": 0, "failed": 51},
+        {"agent_id": "b", "done": 0, "failed": 1},
+    ]
 
 
 def test_stuck_and_all_clear(queue, sql):
@@ -145,30 +152,74 @@ def test_hostile_content_is_shown_literally(queue, sql):
 def sample_digest() -> Digest:
     """Fixed data and a fixed clock, for the golden files."""
     at = datetime(2026, 11, 30, 6, 45, tzinfo=UTC)
-    t1 = FailedTask("11111111-1111-1111-1111-111111111111", "backlog-a", "Fix the flaky login test",
-                    5, 5, at, "AssertionError: expected 200, got 503", ["files", "steps_done"],
-                    "https://tracker.example/backlog-a/11111111-1111-1111-1111-111111111111")
-    t2 = FailedTask("22222222-2222-2222-2222-222222222222", "backlog-a", "Bump the HTTP client",
-                    3, 3, at - timedelta(hours=3), "pip: resolution impossible", [], None)
+    t1 = FailedTask(
+        "11111111-1111-1111-1111-111111111111",
+        "backlog-a",
+        "Fix the flaky login test",
+        5,
+        5,
+        at,
+        "AssertionError: expected 200, got 503",
+        ["files", "steps_done"],
+        "https://tracker.example/backlog-a/11111111-1111-1111-1111-111111111111",
+    )
+    t2 = FailedTask(
+        "22222222-2222-2222-2222-222222222222",
+        "backlog-a",
+        "Bump the HTTP client",
+        3,
+        3,
+        at - timedelta(hours=3),
+        "pip: resolution impossible",
+        [],
+        None,
+    )
     return Digest(
-        window_start=at - timedelta(hours=24), window_end=at + timedelta(hours=1, minutes=15),
-        generated_at=at + timedelta(hours=1, minutes=15), tz=UTC,
+        window_start=at - timedelta(hours=24),
+        window_end=at + timedelta(hours=1, minutes=15),
+        generated_at=at + timedelta(hours=1, minutes=15),
+        tz=UTC,
         totals={"todo": 4, "running": 1, "paused": 1, "done": 31, "failed": 2},
         per_agent=[{"agent_id": "backlog-a", "done": 12, "failed": 2}],
         failed_total=2,
-        groups=[Group("backlog-a", "AssertionError: expected <n>, got <n>", 1, [t1]),
-                Group("backlog-a", "pip: resolution impossible", 1, [t2])],
-        hidden_groups=0, hidden_failures=0, ungrouped_failures=0,
-        expired=[{"id": "33333333-3333-3333-3333-333333333333", "agent_id": "backlog-b",
-                  "title": "Document the config", "lease_owner": "laptop-2",
-                  "lease_until": "2026-11-30T05:00:00+00:00", "attempts": 1}],
-        paused=[], oldest_todo=[{"id": "44444444-4444-4444-4444-444444444444",
-                                 "agent_id": "backlog-b", "title": "Remove the dead flag",
-                                 "created_at": "2026-11-28T22:10:00+00:00"}])
+        groups=[
+            Group("backlog-a", "AssertionError: expected <n>, got <n>", 1, [t1]),
+            Group("backlog-a", "pip: resolution impossible", 1, [t2]),
+        ],
+        hidden_groups=0,
+        hidden_failures=0,
+        ungrouped_failures=0,
+        expired=[
+            {
+                "id": "33333333-3333-3333-3333-333333333333",
+                "agent_id": "backlog-b",
+                "title": "Document the config",
+                "lease_owner": "laptop-2",
+                "lease_until": "2026-11-30T05:00:00+00:00",
+                "attempts": 1,
+            }
+        ],
+        paused=[],
+        oldest_todo=[
+            {
+                "id": "44444444-4444-4444-4444-444444444444",
+                "agent_id": "backlog-b",
+                "title": "Remove the dead flag",
+                "created_at": "2026-11-28T22:10:00+00:00",
+            }
+        ],
+    )
 
 
-@pytest.mark.parametrize(("fmt", "name"), [("slack", "slack.json"), ("html", "email.html"),
-                                           ("text", "email.txt"), ("webhook", "webhook.json")])
+@pytest.mark.parametrize(
+    ("fmt", "name"),
+    [
+        ("slack", "slack.json"),
+        ("html", "email.html"),
+        ("text", "email.txt"),
+        ("webhook", "webhook.json"),
+    ],
+)
 def test_golden_files(fmt, name):
     rendered = render(sample_digest(), fmt, DigestSettings())
     path = GOLDEN / name
@@ -181,8 +232,9 @@ def test_a_templates_dir_overrides_one_template(tmp_path):
     (tmp_path / "email.txt.j2").write_text("custom: {{ d.failed_total }} failed\n")
     settings = DigestSettings(templates_dir=str(tmp_path))
     assert render(sample_digest(), "text", settings) == "custom: 2 failed\n"
-    assert render(sample_digest(), "webhook", settings) == render(sample_digest(), "webhook",
-                                                                  DigestSettings())
+    assert render(sample_digest(), "webhook", settings) == render(
+        sample_digest(), "webhook", DigestSettings()
+    )
 
 
 def test_a_broken_custom_template_is_a_clear_error(tmp_path):
@@ -197,24 +249,46 @@ def test_a_broken_custom_template_is_a_clear_error(tmp_path):
 
 
 def test_templates_are_found_in_a_wheel_install(tmp_path):
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w",
-                            str(tmp_path / "dist"), str(ROOT)], capture_output=True, text=True,
-                           timeout=300)
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "-q",
+            "-w",
+            str(tmp_path / "dist"),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert built.returncode == 0, built.stderr
     (wheel,) = (tmp_path / "dist").glob("afk_watchdog-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
-        assert {f"watchdog/templates/{n}" for n in ("slack.json.j2", "email.html.j2",
-                                                    "email.txt.j2", "webhook.json.j2")} <= names
+        assert {
+            f"watchdog/templates/{n}"
+            for n in ("slack.json.j2", "email.html.j2", "email.txt.j2", "webhook.json.j2")
+        } <= names
         assert "watchdog/sql/queries.sql" in names
         assert "watchdog/migrations/0001_afk_task.sql" in names
         archive.extractall(tmp_path / "site")
-    script = ("import watchdog.digest as d, sys; from watchdog.config import DigestSettings;"
-              "assert d.__file__.startswith(sys.argv[1]), d.__file__;"
-              "print(d.template_dirs(DigestSettings()))")
+    script = (
+        "import watchdog.digest as d, sys; from watchdog.config import DigestSettings;"
+        "assert d.__file__.startswith(sys.argv[1]), d.__file__;"
+        "print(d.template_dirs(DigestSettings()))"
+    )
     env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
-    out = subprocess.run([sys.executable, "-c", script, str(tmp_path / "site")], env=env,
-                         capture_output=True, text=True, cwd=tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "site")],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out.stderr
     assert str(tmp_path / "site" / "watchdog" / "templates") in out.stdout
 
@@ -227,42 +301,59 @@ TRACEBACK = """Traceback (most recent call last):
 {}"""
 
 
-@pytest.mark.parametrize(("error", "headline"), [
-    (TRACEBACK.format("d['k']", "KeyError: 'user_42'"), "KeyError: 'user_<n>'"),
-    (TRACEBACK.format("open(p, 'w')", "OSError: [Errno 28] No space left on device"),
-     "OSError: [Errno <n>] No space left on device"),
-    ("===== short test summary info =====\nFAILED tests/test_login.py::test_ok - "
-     "AssertionError: assert 401 == 200\n===== 1 failed in 0.3s =====",
-     "FAILED tests/test_login.py::test_ok - AssertionError: assert <n> == <n>"),
-    ("npm ERR! code ERESOLVE\nnpm ERR! ERESOLVE unable to resolve dependency tree",
-     "npm ERR! code ERESOLVE"),
-    ("To github.com:acme/web.git\n ! [rejected]        main -> main (fetch first)\n"
-     "error: failed to push some refs", "! [rejected] main -> main (fetch first)"),
-    ("HTTP 503 from https://api.example.com/v1/jobs/8f3a9c1e2b", "HTTP <n> from "
-     "https://api.example.com/v<n>/jobs/<hex>"),
-])
+@pytest.mark.parametrize(
+    ("error", "headline"),
+    [
+        (TRACEBACK.format("d['k']", "KeyError: 'user_42'"), "KeyError: 'user_<n>'"),
+        (
+            TRACEBACK.format("open(p, 'w')", "OSError: [Errno 28] No space left on device"),
+            "OSError: [Errno <n>] No space left on device",
+        ),
+        (
+            "===== short test summary info =====\nFAILED tests/test_login.py::test_ok - "
+            "AssertionError: assert 401 == 200\n===== 1 failed in 0.3s =====",
+            "FAILED tests/test_login.py::test_ok - AssertionError: assert <n> == <n>",
+        ),
+        (
+            "npm ERR! code ERESOLVE\nnpm ERR! ERESOLVE unable to resolve dependency tree",
+            "npm ERR! code ERESOLVE",
+        ),
+        (
+            "To github.com:acme/web.git\n ! [rejected]        main -> main (fetch first)\n"
+            "error: failed to push some refs",
+            "! [rejected] main -> main (fetch first)",
+        ),
+        (
+            "HTTP 503 from https://api.example.com/v1/jobs/8f3a9c1e2b",
+            "HTTP <n> from https://api.example.com/v<n>/jobs/<hex>",
+        ),
+    ],
+)
 def test_errors_are_grouped_by_what_failed(error, headline):
     from watchdog.digest import normalise_error
 
     assert normalise_error(error) == headline
 
 
-def test_a_keyerror_and_a_full_disk_are_two_groups_and_a_long_traceback_keeps_its_tail(
-        queue, sql):
+def test_a_keyerror_and_a_full_disk_are_two_groups_and_a_long_traceback_keeps_its_tail(queue, sql):
     from watchdog.config import DigestSettings
     from watchdog.digest import build
 
-    frames = "".join(f'  File "/w/m{i}.py", line {i}, in f{i}\n    f{i + 1}()\n'
-                     for i in range(400))
-    errors = [TRACEBACK.format("d['k']", "KeyError: 'k'"),
-              "Traceback (most recent call last):\n" + frames + "OSError: [Errno 28] No space "
-              "left on device"]
+    frames = "".join(
+        f'  File "/w/m{i}.py", line {i}, in f{i}\n    f{i + 1}()\n' for i in range(400)
+    )
+    errors = [
+        TRACEBACK.format("d['k']", "KeyError: 'k'"),
+        "Traceback (most recent call last):\n" + frames + "OSError: [Errno 28] No space "
+        "left on device",
+    ]
     for i, error in enumerate(errors):
         queue.enqueue("a", [NewTask(f"t{i}", max_attempts=1)])
         queue.fail(queue.claim("a", runner="r"), error)
     now = sql.one("SELECT now()")
-    digest = build(queue.db, now - timedelta(hours=1), now + timedelta(seconds=1),
-                   DigestSettings(), UTC)
+    digest = build(
+        queue.db, now - timedelta(hours=1), now + timedelta(seconds=1), DigestSettings(), UTC
+    )
     titles = sorted(g.error for g in digest.groups)
     assert titles == ["KeyError: 'k'", "OSError: [Errno <n>] No space left on device"]
 
@@ -283,8 +374,9 @@ def test_the_digest_reads_right_at_breakfast(queue, sql):
         queue.enqueue(who, [NewTask(f"t{i} \u202eevil", max_attempts=1)])
         queue.fail(queue.claim(who, runner="r"), error)
     now = sql.one("SELECT now()")
-    digest = build(queue.db, now - timedelta(hours=1), now + timedelta(seconds=1),
-                   DigestSettings(), UTC)
+    digest = build(
+        queue.db, now - timedelta(hours=1), now + timedelta(seconds=1), DigestSettings(), UTC
+    )
     assert [t["agent_id"] for t in digest.oldest_todo] == ["late"]
     agents = [g.agent_id for g in digest.groups]
     assert agents == sorted(agents, key=agents.index)  # each agent's groups together

@@ -19,9 +19,16 @@ SECRET = "k3y"
 
 def digest_env(sql, receiver, **extra) -> dict[str, str]:
     at = (sql.one("SELECT now()").astimezone(UTC) - timedelta(minutes=1)).strftime("%H:%M")
-    return {"AFK_DIGEST_WEBHOOK_URL": receiver.url(), "AFK_DIGEST_WEBHOOK_SECRET": SECRET,
-            "AFK_DIGEST_AT": at, "AFK_DIGEST_TZ": "UTC", "AFK_DIGEST_CHECK_INTERVAL": "0.3",
-            "AFK_DIGEST_RETRY_BASE": "0.2", "AFK_DIGEST_RETRY_CAP": "0.5", **extra}
+    return {
+        "AFK_DIGEST_WEBHOOK_URL": receiver.url(),
+        "AFK_DIGEST_WEBHOOK_SECRET": SECRET,
+        "AFK_DIGEST_AT": at,
+        "AFK_DIGEST_TZ": "UTC",
+        "AFK_DIGEST_CHECK_INTERVAL": "0.3",
+        "AFK_DIGEST_RETRY_BASE": "0.2",
+        "AFK_DIGEST_RETRY_CAP": "0.5",
+        **extra,
+    }
 
 
 def test_two_replicas_at_digest_time_send_one_message(dsn, sql, queue, receiver):
@@ -33,8 +40,14 @@ def test_two_replicas_at_digest_time_send_one_message(dsn, sql, queue, receiver)
     try:
         assert poll(lambda: len(receiver.received) == 1, timeout=60)
         leader = first if first.value("afk_watchdog_leader") == 1 else second
-        assert poll(lambda: leader.value("afk_digest_deliveries_total", destination="webhook",
-                                         outcome="delivered") == 1)
+        assert poll(
+            lambda: (
+                leader.value(
+                    "afk_digest_deliveries_total", destination="webhook", outcome="delivered"
+                )
+                == 1
+            )
+        )
         # kill the leader: the other replica takes over and still sends nothing more
         leader.proc.kill()
         other = second if leader is first else first
@@ -51,8 +64,9 @@ def test_two_replicas_at_digest_time_send_one_message(dsn, sql, queue, receiver)
 def test_a_poison_alert_goes_out_once_per_period_across_restarts(dsn, sql, queue, receiver):
     queue.enqueue("a", [NewTask("poisonous", max_attempts=1)])
     queue.fail(queue.claim("a", runner="r"), "always fails")
-    env = digest_env(sql, receiver, AFK_POISON_ALERT="1", AFK_POISON_INTERVAL="1h",
-                     AFK_DIGEST_CRON="0 0 1 1 *")  # no digest due in this test
+    env = digest_env(
+        sql, receiver, AFK_POISON_ALERT="1", AFK_POISON_INTERVAL="1h", AFK_DIGEST_CRON="0 0 1 1 *"
+    )  # no digest due in this test
 
     def alerts() -> list:
         return [r for r in receiver.received if b"afk.poison_pills" in r.body]
@@ -67,8 +81,12 @@ def test_a_poison_alert_goes_out_once_per_period_across_restarts(dsn, sql, queue
     # a restart within the same hour runs the poison job again, and sends nothing
     second = Service(dsn, **env)
     try:
-        assert poll(lambda: second.value("afk_job_last_success_timestamp_seconds",
-                                         job="poison") is not None, timeout=60)
+        assert poll(
+            lambda: (
+                second.value("afk_job_last_success_timestamp_seconds", job="poison") is not None
+            ),
+            timeout=60,
+        )
         assert len(alerts()) == 1
     finally:
         second.cleanup()

@@ -95,8 +95,7 @@ def test_transactional_effect_rolls_back_with_the_lease_lost(queue, claimed, sql
     queue.reclaim()
     queue.claim("a", runner="r2")
     with pytest.raises(LeaseLost):
-        queue.effect(claimed, "charge", lambda ctx: pytest.fail("must not run"),
-                     transactional=True)
+        queue.effect(claimed, "charge", lambda ctx: pytest.fail("must not run"), transactional=True)
 
     def boom(ctx):
         ctx.conn.execute("INSERT INTO charges VALUES ('x', 1)")

@@ -53,14 +53,17 @@ def test_a_token_handed_out_by_a_lost_transaction_does_not_fence_in_a_zombie(clu
         q.checkpoint(zombie, {"zombie": True})
     seq = zombie.token & ((1 << 40) - 1)  # the sequence's part of the token
     with psycopg.connect(cluster.dsn("b"), autocommit=True) as conn:
-        row = conn.execute("SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END"
-                           " FROM afk_lease_token_seq").fetchone()
+        row = conn.execute(
+            "SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END"
+            " FROM afk_lease_token_seq"
+        ).fetchone()
         assert row is not None
         # the hole is real: the new primary will hand out the zombie's value again
         assert row[0] <= seq
         # ...once other agents' claims on it have used the values before it
-        conn.execute("SELECT nextval('afk_lease_token_seq') FROM generate_series(1, %s)",
-                     (seq - row[0],))
+        conn.execute(
+            "SELECT nextval('afk_lease_token_seq') FROM generate_series(1, %s)", (seq - row[0],)
+        )
     holder = fresh.claim("a", runner="new-holder")
     assert holder is not None and holder.id == zombie.id
     assert holder.token != zombie.token  # a token is never handed out twice
@@ -138,12 +141,15 @@ def test_workers_and_the_service_carry_on_across_a_failover_and_nothing_is_lost(
     # nothing is lost: every task is done on the new primary (work finished on
     # the old one in its last moments may have been done again: at least once)
     with psycopg.connect(cluster.dsn("b")) as conn:
-        states = dict(conn.execute(
-            "SELECT state::text, count(*) FROM afk_task GROUP BY 1").fetchall())
+        states = dict(
+            conn.execute("SELECT state::text, count(*) FROM afk_task GROUP BY 1").fetchall()
+        )
     assert states == {"done": total}, states
     window = resumed_at - killed_at
-    print(f"\nfailover: unavailable for {window:.2f}s (kill to first finish on the new "
-          f"primary; promote took {promoted_at - killed_at:.2f}s), "
-          f"{len(lease_lost)} LeaseLost, {len(finished)} finishes for {total} tasks")
+    print(
+        f"\nfailover: unavailable for {window:.2f}s (kill to first finish on the new "
+        f"primary; promote took {promoted_at - killed_at:.2f}s), "
+        f"{len(lease_lost)} LeaseLost, {len(finished)} finishes for {total} tasks"
+    )
     assert window < 30
     q.close()

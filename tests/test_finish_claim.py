@@ -13,9 +13,14 @@ from watchdog import LeaseLost, NewTask, Queue
 
 
 def history(sql, task_id):
-    return [(r["from_state"], r["to_state"], r["reason"], r["token"]) for r in sql(
-        "SELECT from_state::text, to_state::text, reason, token FROM afk_task_event"
-        " WHERE task_id = %s ORDER BY id", task_id)]
+    return [
+        (r["from_state"], r["to_state"], r["reason"], r["token"])
+        for r in sql(
+            "SELECT from_state::text, to_state::text, reason, token FROM afk_task_event"
+            " WHERE task_id = %s ORDER BY id",
+            task_id,
+        )
+    ]
 
 
 def test_done_claims_the_next_task_in_one_statement(queue, sql):
@@ -42,8 +47,10 @@ def test_fail_claims_the_next_task_with_the_same_attempt_rules(queue, sql):
     flaky = queue.claim("a", runner="r")
     nxt = queue.fail(flaky, "boom", claim_next=True)
     assert nxt is not None and nxt.title == "next"  # flaky is in backoff, not claimable
-    row = sql("SELECT state::text, last_error, run_after > now() AS later FROM afk_task"
-              " WHERE id = %s", flaky.id)[0]
+    row = sql(
+        "SELECT state::text, last_error, run_after > now() AS later FROM afk_task WHERE id = %s",
+        flaky.id,
+    )[0]
     assert row == {"state": "todo", "last_error": "boom", "later": True}
     sql("UPDATE afk_task SET run_after = NULL WHERE id = %s", flaky.id)
     again = queue.done(nxt, claim_next=True)

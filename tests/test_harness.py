@@ -38,15 +38,24 @@ class Harness:
         self.runs = 0
         self.plan({})
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("AFK_", "CLAUDE"))}
-        self.env.update({
-            "AFK_DSN": dsn, "PATH": BIN + os.pathsep + os.environ["PATH"],
-            "STANDIN_PLAN": str(self.plan_path), "STANDIN_LOG": str(self.log_path),
-            "AGENT_CMD": f"{sys.executable} {STANDIN}", "AFK_LEASE_SECONDS": LEASE,
-            "CLAUDE_PROJECT_DIR": str(self.project),
-        })
+        self.env.update(
+            {
+                "AFK_DSN": dsn,
+                "PATH": BIN + os.pathsep + os.environ["PATH"],
+                "STANDIN_PLAN": str(self.plan_path),
+                "STANDIN_LOG": str(self.log_path),
+                "AGENT_CMD": f"{sys.executable} {STANDIN}",
+                "AFK_LEASE_SECONDS": LEASE,
+                "CLAUDE_PROJECT_DIR": str(self.project),
+            }
+        )
         install = subprocess.run(
             ["afk", "hooks", "claude", "--install", str(self.project / ".claude/settings.json")],
-            env=self.env, capture_output=True, text=True, timeout=30)
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert install.returncode == 0, install.stderr
 
     def plan(self, plan: dict[str, Any], path: Path | None = None) -> str:
@@ -58,20 +67,29 @@ class Harness:
         Its output goes to a file: an orphaned agent keeps pipes open."""
         self.runs += 1
         with open(self.project.parent / f"run-{self.runs}.err", "w") as err:
-            proc = subprocess.Popen(command, env={**self.env, **env}, cwd=self.project,
-                                    text=True, stdout=subprocess.DEVNULL, stderr=err,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                command,
+                env={**self.env, **env},
+                cwd=self.project,
+                text=True,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                start_new_session=True,
+            )
         proc.err_path = err.name  # type: ignore[attr-defined]
         return proc
 
     def ralph(self, agent: str, **env: str) -> subprocess.Popen[str]:
-        return self.start(["bash", str(ROOT / "examples" / "ralph.sh")], AFK_AGENT_ID=agent,
-                          **env)
+        return self.start(["bash", str(ROOT / "examples" / "ralph.sh")], AFK_AGENT_ID=agent, **env)
 
     def worker(self, agent: str, **env: str) -> subprocess.Popen[str]:
-        return self.start([sys.executable, str(ROOT / "examples" / "worker.py")],
-                          AFK_AGENT_ID=agent, COMMENTS_FILE=str(self.project / "comments"),
-                          PYTHONPATH=str(ROOT), **env)
+        return self.start(
+            [sys.executable, str(ROOT / "examples" / "worker.py")],
+            AFK_AGENT_ID=agent,
+            COMMENTS_FILE=str(self.project / "comments"),
+            PYTHONPATH=str(ROOT),
+            **env,
+        )
 
     def log(self) -> list[dict[str, Any]]:
         if not self.log_path.exists():
@@ -79,8 +97,9 @@ class Harness:
         return [json.loads(line) for line in self.log_path.read_text().splitlines()]
 
     def events(self, event: str, title: str | None = None) -> list[dict[str, Any]]:
-        return [e for e in self.log() if e["event"] == event
-                and (title is None or e["title"] == title)]
+        return [
+            e for e in self.log() if e["event"] == event and (title is None or e["title"] == title)
+        ]
 
 
 @pytest.fixture
@@ -102,8 +121,9 @@ def finish(proc: subprocess.Popen[str], timeout: float = 90) -> tuple[int, str]:
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-        raise AssertionError(f"did not finish in {timeout}s: "
-                             f"{Path(proc.err_path).read_text()}") from None  # type: ignore[attr-defined]
+        raise AssertionError(
+            f"did not finish in {timeout}s: {Path(proc.err_path).read_text()}"
+        ) from None  # type: ignore[attr-defined]
     return proc.returncode, Path(proc.err_path).read_text()  # type: ignore[attr-defined]
 
 
@@ -112,12 +132,20 @@ def reasons(queue, task_id) -> list[str]:
 
 
 def test_ralph_drains_a_backlog_each_agent_run_once_with_files_in_the_checkpoints(
-        harness, queue, watchdog_service):
+    harness, queue, watchdog_service
+):
     titles = ["alpha", "beta", "gamma"]
     ids = queue.enqueue("R", [NewTask(t, {"issue": t}) for t in titles]).enqueued
-    harness.plan({t: [{"write": f"{t}.py", "content": "print()\n"}, {"edit": "NOTES.md"},
-                      {"bash": f"afk checkpoint --patch '{{\"step\": \"{t} tested\"}}'"}]
-                  for t in titles})
+    harness.plan(
+        {
+            t: [
+                {"write": f"{t}.py", "content": "print()\n"},
+                {"edit": "NOTES.md"},
+                {"bash": f'afk checkpoint --patch \'{{"step": "{t} tested"}}\''},
+            ]
+            for t in titles
+        }
+    )
     code, err = finish(harness.ralph("R"))
     assert code == 0, err
     assert [e["title"] for e in harness.events("start")] == titles  # each run exactly once
@@ -126,18 +154,25 @@ def test_ralph_drains_a_backlog_each_agent_run_once_with_files_in_the_checkpoint
         task, history = queue.show(task_id)
         assert (task.state, task.attempts) == ("done", 1)
         assert task.checkpoint["step"] == f"{title} tested"
-        assert task.checkpoint["files_touched"] == [str(harness.project / f"{title}.py"),
-                                                    str(harness.project / "NOTES.md")]
+        assert task.checkpoint["files_touched"] == [
+            str(harness.project / f"{title}.py"),
+            str(harness.project / "NOTES.md"),
+        ]
         assert not any(h["reason"].startswith("session ended") for h in history)
 
 
 @pytest.mark.parametrize("supervisor", ["ralph", "worker"])
 def test_a_task_that_outlives_its_lease_many_times_is_done_on_its_first_attempt(
-        harness, queue, watchdog_service, supervisor):
+    harness, queue, watchdog_service, supervisor
+):
     # 7 s of thinking without a tool call, then 7 s of tool calls: a 2 s lease
     ids = queue.enqueue("L", [NewTask("thinker"), NewTask("busy")]).enqueued
-    harness.plan({"thinker": [{"think": 7}, {"write": "a.txt"}],
-                  "busy": [{"bash": "sleep 0.7"} for _ in range(10)]})
+    harness.plan(
+        {
+            "thinker": [{"think": 7}, {"write": "a.txt"}],
+            "busy": [{"bash": "sleep 0.7"} for _ in range(10)],
+        }
+    )
     start = harness.ralph if supervisor == "ralph" else harness.worker
     code, err = finish(start("L"))
     assert code == 0, err
@@ -149,10 +184,12 @@ def test_a_task_that_outlives_its_lease_many_times_is_done_on_its_first_attempt(
 
 
 def test_a_killed_supervisor_task_is_finished_elsewhere_and_the_orphan_is_stopped(
-        harness, queue, watchdog_service, tmp_path):
+    harness, queue, watchdog_service, tmp_path
+):
     (task_id,) = queue.enqueue("K", [NewTask("victim")]).enqueued
-    harness.plan({"victim": [{"bash": "echo working"}, {"wait_for": "release"},
-                             {"write": "zombie.txt"}]})
+    harness.plan(
+        {"victim": [{"bash": "echo working"}, {"wait_for": "release"}, {"write": "zombie.txt"}]}
+    )
     first = harness.ralph("K")
     poll(lambda: harness.events("tool", "victim"))
     orphan_pid = harness.events("start", "victim")[0]["pid"]
@@ -162,8 +199,7 @@ def test_a_killed_supervisor_task_is_finished_elsewhere_and_the_orphan_is_stoppe
         # its lease runs out (the orphan's tool calls do not renew a supervisor's lease),
         # the watchdog reclaims it, and a second supervisor finishes it
         poll(lambda: "lease expired" in reasons(queue, task_id), timeout=30)
-        second_plan = harness.plan({"victim": [{"write": "finished.txt"}]},
-                                   tmp_path / "plan2.json")
+        second_plan = harness.plan({"victim": [{"write": "finished.txt"}]}, tmp_path / "plan2.json")
         code, err = finish(harness.ralph("K", STANDIN_PLAN=second_plan))
         assert code == 0, err
         task = queue.show(task_id)[0]
@@ -194,9 +230,14 @@ def test_ctrl_c_pauses_the_task_and_leaves_the_next_untouched(harness, queue, su
 
 def test_compaction_brings_back_the_spec_and_the_checkpoint(harness, queue):
     queue.enqueue("P", [NewTask("compacted", {"repo": "acme/web", "issue": 4242})])
-    harness.plan({"compacted": [
-        {"bash": "afk checkpoint --patch '{\"step\": \"wrote the failing test\"}'"},
-        {"compact": True}]})
+    harness.plan(
+        {
+            "compacted": [
+                {"bash": 'afk checkpoint --patch \'{"step": "wrote the failing test"}\''},
+                {"compact": True},
+            ]
+        }
+    )
     code, err = finish(harness.ralph("P"))
     assert code == 0, err
     (context,) = [e for e in harness.events("context") if e["source"] == "compact"]
@@ -205,8 +246,9 @@ def test_compaction_brings_back_the_spec_and_the_checkpoint(harness, queue):
 
 
 def test_session_end_pauses_the_sessions_own_claim_only(harness, queue):
-    supervised_id, own_id = queue.enqueue("S", [NewTask("held by a supervisor"),
-                                                NewTask("claimed inside")]).enqueued
+    supervised_id, own_id = queue.enqueue(
+        "S", [NewTask("held by a supervisor"), NewTask("claimed inside")]
+    ).enqueued
     supervised = queue.claim("S", runner="a-supervisor")
     assert supervised is not None and supervised.id == supervised_id
     # an interactive session claims a task itself: its runner is the session id,

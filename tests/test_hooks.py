@@ -19,17 +19,26 @@ SESSION = "3f1c9a6e-5b7d-4c2a-9e8f-0a1b2c3d4e5f"  # one per test: each has its o
 
 def hook(afk, payload, env=None, *args):
     data = payload if isinstance(payload, bytes | str) else json.dumps(payload)
-    proc = subprocess.run(afk.command("hook", *args), input=data if isinstance(data, bytes)
-                          else data.encode(), capture_output=True, env={**afk.env, **(env or {})},
-                          timeout=30)
+    proc = subprocess.run(
+        afk.command("hook", *args),
+        input=data if isinstance(data, bytes) else data.encode(),
+        capture_output=True,
+        env={**afk.env, **(env or {})},
+        timeout=30,
+    )
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout.decode()
     return (json.loads(out) if out.strip() else None), proc.stderr.decode()
 
 
 def event(name, **fields):
-    return {"session_id": SESSION, "cwd": "/work", "hook_event_name": name,
-            "transcript_path": "/tmp/t.jsonl", **fields}
+    return {
+        "session_id": SESSION,
+        "cwd": "/work",
+        "hook_event_name": name,
+        "transcript_path": "/tmp/t.jsonl",
+        **fields,
+    }
 
 
 def tool(name, tool_name="Bash", **tool_input):
@@ -45,8 +54,14 @@ def supervised(task):
 
 def test_hooks_claude_writes_every_event_with_matchers_absolute_paths_and_timeouts(afk):
     settings = afk.json("hooks", "claude")["hooks"]
-    assert set(settings) == {"SessionStart", "PreToolUse", "PostToolUse", "PreCompact", "Stop",
-                             "SessionEnd"}
+    assert set(settings) == {
+        "SessionStart",
+        "PreToolUse",
+        "PostToolUse",
+        "PreCompact",
+        "Stop",
+        "SessionEnd",
+    }
     assert settings["PreToolUse"][0]["matcher"] == settings["PostToolUse"][0]["matcher"] == "*"
     assert "compact" in settings["SessionStart"][0]["matcher"].split("|")
     for event_name, groups in settings.items():
@@ -69,22 +84,31 @@ def test_hooks_codex_shares_the_same_hook_command(afk):
 def test_install_merges_replaces_old_entries_and_is_idempotent(afk, tmp_path):
     path = tmp_path / ".claude" / "settings.json"
     path.parent.mkdir()
-    other = {"model": "x", "permissions": {"allow": ["Bash(ls)"]},
-             "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "notify-send done"},
-                                           {"type": "command",
-                                            "command": "/old/venv/bin/afk hook stop"}]}],
-                       "SessionEnd": [{"hooks": [{"type": "command",
-                                                  "command": "'/old/bin/afk' hook stop"}]}],
-                       "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command",
-                                                                     "command": "check"}]}]}}
+    other = {
+        "model": "x",
+        "permissions": {"allow": ["Bash(ls)"]},
+        "hooks": {
+            "Stop": [
+                {
+                    "hooks": [
+                        {"type": "command", "command": "notify-send done"},
+                        {"type": "command", "command": "/old/venv/bin/afk hook stop"},
+                    ]
+                }
+            ],
+            "SessionEnd": [{"hooks": [{"type": "command", "command": "'/old/bin/afk' hook stop"}]}],
+            "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "check"}]}],
+        },
+    }
     path.write_text(json.dumps(other))
     for _ in range(2):
         assert afk("hooks", "claude", "--install", str(path)).returncode == 0
     merged = json.loads(path.read_text())
     assert merged["model"] == "x" and merged["permissions"] == other["permissions"]
     ours = afk.json("hooks", "claude")["hooks"]
-    commands = {e: [h["command"] for g in merged["hooks"][e] for h in g["hooks"]]
-                for e in merged["hooks"]}
+    commands = {
+        e: [h["command"] for g in merged["hooks"][e] for h in g["hooks"]] for e in merged["hooks"]
+    }
     assert commands["Stop"] == ["notify-send done", ours["Stop"][0]["hooks"][0]["command"]]
     assert commands["PreToolUse"] == ["check", ours["PreToolUse"][0]["hooks"][0]["command"]]
     assert all(len(commands[e]) == 1 for e in ("SessionEnd", "SessionStart", "PostToolUse"))
@@ -166,23 +190,29 @@ def test_pre_tool_use_denies_a_zombie_within_seconds_of_the_loss(afk, queue, sql
 
 
 def test_post_tool_use_records_edited_files_fenced_and_renews_only_the_sessions_own_lease(
-        afk, queue, sql):
+    afk, queue, sql
+):
     queue.enqueue("A", [NewTask("mine"), NewTask("supervised")])
     own = queue.claim("A", runner=SESSION, lease_seconds=30)
     theirs = queue.claim("A", runner="a-supervisor", lease_seconds=30)
     sql("UPDATE afk_task SET lease_until = now() + interval '5 seconds'")
-    for name, path in [("Write", "/w/a.py"), ("Edit", "/w/b.py"), ("Write", "/w/a.py"),
-                       ("Bash", None)]:
+    for name, path in [
+        ("Write", "/w/a.py"),
+        ("Edit", "/w/b.py"),
+        ("Write", "/w/a.py"),
+        ("Bash", None),
+    ]:
         fields = {"file_path": path} if path else {"command": "make"}
         hook(afk, tool("PostToolUse", name, **fields))
         hook(afk, tool("PostToolUse", name, **fields), supervised(theirs))
     hook(afk, tool("PostToolUse", "NotebookEdit", notebook_path="/w/n.ipynb"))
-    left = {r["id"]: r["left"] for r in sql(
-        "SELECT id, extract(epoch FROM lease_until - now()) AS left FROM afk_task")}
+    left = {
+        r["id"]: r["left"]
+        for r in sql("SELECT id, extract(epoch FROM lease_until - now()) AS left FROM afk_task")
+    }
     assert left[own.id] > 20  # the session's own claim: renewed by its lease (30 s)
     assert left[theirs.id] < 6  # the supervisor's: the supervisor keeps it, not the agent
-    assert queue.show(own.id)[0].checkpoint["files_touched"] == ["/w/b.py", "/w/a.py",
-                                                                 "/w/n.ipynb"]
+    assert queue.show(own.id)[0].checkpoint["files_touched"] == ["/w/b.py", "/w/a.py", "/w/n.ipynb"]
     assert queue.show(theirs.id)[0].checkpoint["files_touched"] == ["/w/b.py", "/w/a.py"]
     # a stale token records nothing
     queue.pause_task(theirs)
@@ -213,8 +243,9 @@ def test_the_stop_gate_blocks_a_bounded_number_of_times(afk, queue):
     blocked, _ = hook(afk, event("Stop", stop_hook_active=False), None, "--gate")
     assert blocked["decision"] == "block" and f"afk done {task.id}" in blocked["reason"]
     assert hook(afk, event("Stop", stop_hook_active=True), None, "--gate")[0] is None
-    outcomes = [hook(afk, event("Stop", stop_hook_active=False), None, "--gate")[0]
-                for _ in range(4)]
+    outcomes = [
+        hook(afk, event("Stop", stop_hook_active=False), None, "--gate")[0] for _ in range(4)
+    ]
     assert [o is not None for o in outcomes] == [True, True, False, False]  # 3 in all
     assert queue.show(task.id)[0].state == "running"  # a Stop never pauses
 
@@ -231,7 +262,11 @@ def test_hooks_never_act_on_a_session_id_as_sql(afk, queue, sql):
 
 
 HOSTILE = [
-    b"", b"not json", b"[1, 2]", b'"a string"', b"\xff\xfe\x00garbage",
+    b"",
+    b"not json",
+    b"[1, 2]",
+    b'"a string"',
+    b"\xff\xfe\x00garbage",
     b'{"hook_event_name": 5, "session_id": "s"}',
     b'{"hook_event_name": "SessionEnd", "session_id": 5}',
     b'{"hook_event_name": "SessionEnd", "session_id": ""}',
@@ -244,7 +279,8 @@ HOSTILE = [
     b'{"hook_event_name": "Notification", "session_id": "S"}',
     b'{"hook_event_name": "SessionEnd", "session_id": "' + b"x" * 100_000 + b'"}',
     b'{"hook_event_name": "SessionEnd", "session_id": "S", "reason": "x", "pad": "'
-    + b"y" * (17 * 1024 * 1024) + b'"}',
+    + b"y" * (17 * 1024 * 1024)
+    + b'"}',
 ]
 
 
@@ -269,8 +305,14 @@ def test_a_hook_with_the_database_down_exits_0_quickly_with_a_warning(afk):
 def test_a_hook_with_no_embedded_server_running_says_so(afk, tmp_path):
     env = {"AFK_HOME": str(tmp_path / "home")}
     env_without_dsn = {k: v for k, v in afk.env.items() if k != "AFK_DSN"}
-    proc = subprocess.run(afk.command("hook"), input=json.dumps(event("SessionEnd")), text=True,
-                          capture_output=True, env={**env_without_dsn, **env}, timeout=30)
+    proc = subprocess.run(
+        afk.command("hook"),
+        input=json.dumps(event("SessionEnd")),
+        text=True,
+        capture_output=True,
+        env={**env_without_dsn, **env},
+        timeout=30,
+    )
     assert proc.returncode == 0 and "not running" in proc.stderr
     assert embedded.running(tmp_path / "home" / "pgdata") is None  # and it started none
 
@@ -279,8 +321,9 @@ def test_cli_commands_take_the_task_from_the_environment(afk, queue):
     queue.enqueue("A", [NewTask("t")])
     task = queue.claim("A", runner="sup")
     env = supervised(task)
-    assert afk.json("checkpoint", "--patch", '{"step": "one"}', env=env)["checkpoint"] == \
-        {"step": "one"}
+    assert afk.json("checkpoint", "--patch", '{"step": "one"}', env=env)["checkpoint"] == {
+        "step": "one"
+    }
     assert afk("heartbeat", env=env).returncode == 0
     assert afk("resume-brief", env=env).stdout.startswith("# Resume: t")
     assert afk("done", env=env).returncode == 0

@@ -61,8 +61,10 @@ def test_migrate_is_idempotent(empty_dsn):
 
 def test_two_processes_migrate_at_once(empty_dsn):
     cmd = [sys.executable, "-m", "watchdog.cli", "--dsn", empty_dsn, "migrate"]
-    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(2)]
+    procs = [
+        subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
     outs = [p.communicate(timeout=60) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     applied = sorted(len(__import__("json").loads(out)["applied"]) for out, _ in outs)
@@ -87,7 +89,8 @@ def test_upgrade_of_the_original_table_keeps_every_row(empty_dsn, template_dsn):
         """)
         before = conn.execute(
             "SELECT id, agent_id, title, state::text, checkpoint, idem_key, attempts, last_error"
-            " FROM afk_task ORDER BY id").fetchall()
+            " FROM afk_task ORDER BY id"
+        ).fetchall()
 
     q = Queue(empty_dsn)
     assert q.migrate() == ALL
@@ -95,11 +98,14 @@ def test_upgrade_of_the_original_table_keeps_every_row(empty_dsn, template_dsn):
     with psycopg.connect(empty_dsn, row_factory=dict_row) as conn:
         after = conn.execute(
             "SELECT id, agent_id, title, state::text, checkpoint, idem_key, attempts, last_error"
-            " FROM afk_task ORDER BY id").fetchall()
+            " FROM afk_task ORDER BY id"
+        ).fetchall()
         ordinals = conn.execute(
-            "SELECT title, ordinal FROM afk_task WHERE agent_id = 'a' ORDER BY ordinal").fetchall()
+            "SELECT title, ordinal FROM afk_task WHERE agent_id = 'a' ORDER BY ordinal"
+        ).fetchall()
         imported = conn.execute(
-            "SELECT count(*) AS n FROM afk_task_event WHERE reason = 'imported'").fetchone()
+            "SELECT count(*) AS n FROM afk_task_event WHERE reason = 'imported'"
+        ).fetchone()
     assert after == before
     assert [r["title"] for r in ordinals] == ["one", "two", "two again", "three"]
     assert len({r["ordinal"] for r in ordinals}) == 4
@@ -113,8 +119,10 @@ def test_upgrade_of_the_original_table_keeps_every_row(empty_dsn, template_dsn):
     assert task is not None and task.title == "two again"
     assert q.status("a")["todo"] == 1
     with psycopg.connect(empty_dsn) as conn:
-        assert conn.execute("SELECT max(ordinal) FROM afk_task WHERE agent_id = 'a'"
-                            ).fetchone()[0] == 5
+        assert (
+            conn.execute("SELECT max(ordinal) FROM afk_task WHERE agent_id = 'a'").fetchone()[0]
+            == 5
+        )
     q.close()
 
 
@@ -128,14 +136,26 @@ def dump(dsn: str) -> str:
     (comments, SET lines, pg_dump 18's \\restrict key, blank lines)."""
     from watchdog.embedded import _bin_dir
 
-    out = subprocess.run([str(_bin_dir() / "pg_dump"), "--schema-only", "--no-owner",
-                          "--no-privileges", "--exclude-table=afk_schema_version",
-                          "--dbname", dsn], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [
+            str(_bin_dir() / "pg_dump"),
+            "--schema-only",
+            "--no-owner",
+            "--no-privileges",
+            "--exclude-table=afk_schema_version",
+            "--dbname",
+            dsn,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     keep = []
     for line in out.stdout.splitlines():
-        if not line.strip() or line.startswith(("--", "SET ", "SELECT pg_catalog.",
-                                                 "\\restrict", "\\unrestrict")):
+        if not line.strip() or line.startswith(
+            ("--", "SET ", "SELECT pg_catalog.", "\\restrict", "\\unrestrict")
+        ):
             continue
         keep.append(line.rstrip())
     return "\n".join(keep) + "\n"
@@ -147,11 +167,15 @@ def test_a_fresh_install_is_the_checked_in_schema(empty_dsn):
     Database(empty_dsn).migrate()
     fresh = dump(empty_dsn)
     if os.environ.get("AFK_WRITE_SCHEMA"):
-        SCHEMA_SQL.write_text("-- The schema `afk migrate` makes of an empty database (pg_dump "
-                              "--schema-only, normalised).\n-- Checked by "
-                              "tests/test_migrations.py; do not edit by hand.\n" + fresh)
-    recorded = "\n".join(line for line in SCHEMA_SQL.read_text().splitlines()
-                         if not line.startswith("--")) + "\n"
+        SCHEMA_SQL.write_text(
+            "-- The schema `afk migrate` makes of an empty database (pg_dump "
+            "--schema-only, normalised).\n-- Checked by "
+            "tests/test_migrations.py; do not edit by hand.\n" + fresh
+        )
+    recorded = (
+        "\n".join(line for line in SCHEMA_SQL.read_text().splitlines() if not line.startswith("--"))
+        + "\n"
+    )
     assert fresh == recorded
 
 
@@ -159,8 +183,10 @@ def test_an_upgrade_of_the_design_table_is_the_checked_in_schema(empty_dsn):
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
         conn.execute(ORIGINAL.replace("task_state", "afk_state"))
     Database(empty_dsn).migrate()
-    recorded = "\n".join(line for line in SCHEMA_SQL.read_text().splitlines()
-                         if not line.startswith("--")) + "\n"
+    recorded = (
+        "\n".join(line for line in SCHEMA_SQL.read_text().splitlines() if not line.startswith("--"))
+        + "\n"
+    )
     assert dump(empty_dsn) == recorded
 
 
@@ -173,8 +199,12 @@ def test_a_design_table_keeps_its_afk_state_type(empty_dsn):
     Database(empty_dsn).migrate()
     with psycopg.connect(empty_dsn) as conn:
         assert conn.execute("SELECT 'afk_state'::regtype::oid").fetchone()[0] == oid
-        assert conn.execute("SELECT count(*) FROM afk_task WHERE state = 'todo'::afk_state"
-                            ).fetchone()[0] == 0
+        assert (
+            conn.execute(
+                "SELECT count(*) FROM afk_task WHERE state = 'todo'::afk_state"
+            ).fetchone()[0]
+            == 0
+        )
         assert conn.execute("SELECT to_regtype('afk_task_state')").fetchone()[0] is None
 
 

@@ -69,7 +69,8 @@ def test_the_python_api_through_transaction_pooling_many_workers(dsn, bouncer, s
     q.close()
     assert not errors, (errors, bouncer.log()[-2000:])
     assert sql("SELECT state, count(*) AS n FROM afk_task GROUP BY state") == [
-        {"state": "done", "n": 300}]
+        {"state": "done", "n": 300}
+    ]
     # each task was claimed once: no lost or doubled claim through the pooler
     assert sql.one("SELECT count(*) FROM afk_task_event WHERE to_state = 'running'") == 300
 
@@ -93,16 +94,33 @@ def test_cli_and_hooks_through_pgbouncer(dsn, bouncer, queue):
     task = afk.json("claim", "--agent", "A", "--runner", SESSION)
     env = {"AFK_TASK_ID": task["id"], "AFK_TASK_TOKEN": str(task["token"])}
     afk.json("checkpoint", "--patch", '{"step": 1}', env=env)
-    payload = {"session_id": SESSION, "cwd": "/w", "hook_event_name": "PostToolUse",
-               "transcript_path": "/tmp/t.jsonl", "tool_name": "Write",
-               "tool_input": {"file_path": "/w/a.py"}}
-    proc = subprocess.run(afk.command("hook"), input=json.dumps(payload), text=True,
-                          capture_output=True, env=afk.env, timeout=30)
+    payload = {
+        "session_id": SESSION,
+        "cwd": "/w",
+        "hook_event_name": "PostToolUse",
+        "transcript_path": "/tmp/t.jsonl",
+        "tool_name": "Write",
+        "tool_input": {"file_path": "/w/a.py"},
+    }
+    proc = subprocess.run(
+        afk.command("hook"),
+        input=json.dumps(payload),
+        text=True,
+        capture_output=True,
+        env=afk.env,
+        timeout=30,
+    )
     assert proc.returncode == 0 and "afk:" not in proc.stderr, proc.stderr
     start = {**payload, "hook_event_name": "SessionStart", "source": "startup"}
     del start["tool_name"], start["tool_input"]
-    proc = subprocess.run(afk.command("hook"), input=json.dumps(start), text=True,
-                          capture_output=True, env=afk.env, timeout=30)
+    proc = subprocess.run(
+        afk.command("hook"),
+        input=json.dumps(start),
+        text=True,
+        capture_output=True,
+        env=afk.env,
+        timeout=30,
+    )
     assert proc.returncode == 0 and "afk:" not in proc.stderr, proc.stderr
     brief = json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
     assert "one" in brief
@@ -115,7 +133,8 @@ def test_cli_and_hooks_through_pgbouncer(dsn, bouncer, queue):
 
 
 def test_two_service_replicas_through_pgbouncer_one_leader_once_only_jobs_once(
-        dsn, bouncer, replicas, queue, sql, receiver):
+    dsn, bouncer, replicas, queue, sql, receiver
+):
     from test_digest_service import digest_env
 
     pooled = bouncer.for_database(dsn)
@@ -129,8 +148,9 @@ def test_two_service_replicas_through_pgbouncer_one_leader_once_only_jobs_once(
     # and a worker through the same pooler meanwhile
     worker = Queue(pooled, pool_size=2)
     queue.enqueue("w", [NewTask(f"w{i}") for i in range(200)])
-    drained = threading.Thread(target=lambda: [
-        worker.done(t) for t in iter(lambda: worker.claim("w", runner="w"), None)])
+    drained = threading.Thread(
+        target=lambda: [worker.done(t) for t in iter(lambda: worker.claim("w", runner="w"), None)]
+    )
     drained.start()
 
     leaders: list[tuple[float | None, float | None]] = []
@@ -150,15 +170,17 @@ def test_two_service_replicas_through_pgbouncer_one_leader_once_only_jobs_once(
             assert (s.value("afk_job_failures_total", job=job) or 0) == 0, (job, s.log())
     # the reclaim ran, and the gauges agree with the SQL counts
     assert poll(lambda: sql.one("SELECT state FROM afk_task WHERE agent_id = 'b'") == "failed")
-    counts = {r["state"]: r["n"] for r in sql(
-        "SELECT state::text, count(*) AS n FROM afk_task GROUP BY state")}
+    counts = {
+        r["state"]: r["n"]
+        for r in sql("SELECT state::text, count(*) AS n FROM afk_task GROUP BY state")
+    }
     for s in (first, second):
-        assert poll(lambda s=s: all(s.value("afk_tasks", state=k) == v
-                                    for k, v in counts.items()))
+        assert poll(lambda s=s: all(s.value("afk_tasks", state=k) == v for k, v in counts.items()))
     # the once-only prune ran on exactly one replica
     leader, other = (first, second) if first.value("afk_watchdog_leader") else (second, first)
-    assert poll(lambda: (leader.value("afk_job_last_success_timestamp_seconds",
-                                      job="prune") or 0) > 0)
+    assert poll(
+        lambda: (leader.value("afk_job_last_success_timestamp_seconds", job="prune") or 0) > 0
+    )
     assert other.value("afk_job_last_success_timestamp_seconds", job="prune") is None
     # the digest went out once, from the leader
     runs = leader.value("afk_job_runs_total", job="digest") or 0
@@ -166,8 +188,10 @@ def test_two_service_replicas_through_pgbouncer_one_leader_once_only_jobs_once(
     assert len(receiver.received) == 1
     assert json.loads(receiver.received[0].body)["failed_total"] == 2
     assert other.value("afk_job_runs_total", job="digest") is not None  # it checked...
-    assert other.value("afk_digest_deliveries_total", destination="webhook",
-                       outcome="delivered") is None  # ...and sent nothing
+    assert (
+        other.value("afk_digest_deliveries_total", destination="webhook", outcome="delivered")
+        is None
+    )  # ...and sent nothing
     drained.join(60)
     worker.close()
     assert queue.status("w")["done"] == 200

@@ -28,7 +28,11 @@ def test_ordinals_follow_the_batch_order_per_agent(queue, sql):
     queue.enqueue("a", [NewTask("x3")])
     rows = sql("SELECT agent_id, ordinal, title FROM afk_task ORDER BY agent_id, ordinal")
     assert [(r["agent_id"], r["ordinal"], r["title"]) for r in rows] == [
-        ("a", 1, "x1"), ("a", 2, "x2"), ("a", 3, "x3"), ("b", 1, "y1")]
+        ("a", 1, "x1"),
+        ("a", 2, "x2"),
+        ("a", 3, "x3"),
+        ("b", 1, "y1"),
+    ]
 
 
 def test_a_key_repeated_inside_one_batch_is_a_duplicate(queue, sql):
@@ -78,9 +82,13 @@ def test_stale_token_is_rejected_after_reclaim_and_reclaim(queue, sql):
     new = queue.claim("a", runner="other")
     assert new.id == old.id and new.token > old.token
     before = sql.fingerprint()
-    for write in (lambda: queue.checkpoint(old, {"v": "zombie"}), lambda: queue.heartbeat(old),
-                  lambda: queue.done(old), lambda: queue.fail(old, "x"),
-                  lambda: queue.pause_task(old)):
+    for write in (
+        lambda: queue.checkpoint(old, {"v": "zombie"}),
+        lambda: queue.heartbeat(old),
+        lambda: queue.done(old),
+        lambda: queue.fail(old, "x"),
+        lambda: queue.pause_task(old),
+    ):
         with pytest.raises(LeaseLost):
             write()
     assert sql.fingerprint() == before
@@ -150,8 +158,9 @@ def test_failure_backs_off_then_fails_at_max_attempts(queue, sql):
         if attempt < 3:
             assert after.state == "todo"
             assert queue.claim("a", runner="r") is None  # in backoff
-            delays.append(sql.one(
-                "SELECT round(extract(epoch FROM run_after - updated_at)) FROM afk_task"))
+            delays.append(
+                sql.one("SELECT round(extract(epoch FROM run_after - updated_at)) FROM afk_task")
+            )
             sql("UPDATE afk_task SET run_after = now() - interval '1 second'")
     assert delays == [30, 60]
     assert after.state == "failed" and after.last_error == "boom 3"
@@ -214,8 +223,12 @@ def test_done_again_is_a_replay_and_any_other_write_after_it_is_a_lost_lease(que
     again = queue.done(task, {"ok": True})
     assert (again.state, again.result) == ("done", {"ok": True})
     # exit 4 means "you no longer hold this task", whatever the reason
-    for write in (lambda: queue.fail(task, "late"), lambda: queue.heartbeat(task),
-                  lambda: queue.checkpoint(task, {"x": 1}), lambda: queue.pause_task(task)):
+    for write in (
+        lambda: queue.fail(task, "late"),
+        lambda: queue.heartbeat(task),
+        lambda: queue.checkpoint(task, {"x": 1}),
+        lambda: queue.pause_task(task),
+    ):
         with pytest.raises(LeaseLost):
             write()
     with pytest.raises(BadInput):
@@ -245,8 +258,10 @@ def test_reclaim_skips_rows_locked_by_a_live_writer(queue, sql, dsn):
     with psycopg.connect(dsn) as holder:
         holder.execute("SELECT 1 FROM afk_task WHERE id = %s FOR UPDATE", (tasks[0].id,))
         assert queue.reclaim().paused == 1  # did not wait for the locked row
-        holder.execute("UPDATE afk_task SET lease_until = now() + interval '1 hour' "
-                       "WHERE id = %s", (tasks[0].id,))
+        holder.execute(
+            "UPDATE afk_task SET lease_until = now() + interval '1 hour' WHERE id = %s",
+            (tasks[0].id,),
+        )
     assert queue.reclaim().paused == 0
     assert queue.show(tasks[0].id)[0].state == "running"
 
@@ -287,8 +302,10 @@ def test_status_show_and_dead(queue, sql):
     assert shown.result == {"pr": 7}
     assert [h["to_state"] for h in history] == ["running", "done"]
     assert queue.dead() == []
-    sql("UPDATE afk_task SET state = 'failed', updated_at = now() - interval '2 hours' "
-        "WHERE agent_id = 'b'")
+    sql(
+        "UPDATE afk_task SET state = 'failed', updated_at = now() - interval '2 hours' "
+        "WHERE agent_id = 'b'"
+    )
     assert len(queue.dead("b")) == 1
     assert queue.dead("b", since_seconds=3600) == []
 
@@ -310,18 +327,21 @@ def test_agent_ids_and_keys_are_stored_verbatim(queue, sql):
     assert queue.claim(agent, runner=agent).agent_id == agent
 
 
-@pytest.mark.parametrize("bad", [
-    lambda q: q.enqueue("", [NewTask("t")]),
-    lambda q: q.enqueue("a", [NewTask("  ")]),
-    lambda q: q.enqueue("a", [NewTask("t", spec=[1, 2])]),  # type: ignore[arg-type]
-    lambda q: q.enqueue("a", [NewTask("t", spec={"x": "y" * 2_000_000})]),
-    lambda q: q.enqueue("a", [NewTask("t", max_attempts=0)]),
-    lambda q: q.enqueue("a", [NewTask("ok"), {"title": "t", "oops": 1}]),
-    lambda q: q.enqueue("a", []),
-    lambda q: q.claim("a", lease_seconds=0),
-    lambda q: q.claim("a", lease_seconds=-5),
-    lambda q: q.claim(""),
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        lambda q: q.enqueue("", [NewTask("t")]),
+        lambda q: q.enqueue("a", [NewTask("  ")]),
+        lambda q: q.enqueue("a", [NewTask("t", spec=[1, 2])]),  # type: ignore[arg-type]
+        lambda q: q.enqueue("a", [NewTask("t", spec={"x": "y" * 2_000_000})]),
+        lambda q: q.enqueue("a", [NewTask("t", max_attempts=0)]),
+        lambda q: q.enqueue("a", [NewTask("ok"), {"title": "t", "oops": 1}]),
+        lambda q: q.enqueue("a", []),
+        lambda q: q.claim("a", lease_seconds=0),
+        lambda q: q.claim("a", lease_seconds=-5),
+        lambda q: q.claim(""),
+    ],
+)
 def test_bad_input_changes_nothing(queue, sql, bad):
     queue.enqueue("a", plan(1))
     before = sql.fingerprint()

@@ -48,8 +48,9 @@ def _enqueue(dsn: str, offset: int, start: mp.synchronize.Event, out: mp.Queue) 
     new = 0
     # overlapping windows of keys, in small batches, so the batches interleave
     for lo in range(offset, offset + 200, 10):
-        new += len(q.enqueue("agent", [NewTask(f"t{k}", key=f"k{k}")
-                                       for k in range(lo, lo + 10)]).enqueued)
+        new += len(
+            q.enqueue("agent", [NewTask(f"t{k}", key=f"k{k}") for k in range(lo, lo + 10)]).enqueued
+        )
     q.close()
     out.put(new)
 
@@ -69,5 +70,3 @@ def test_four_processes_enqueue_overlapping_keys(queue, dsn, sql):
     assert sql.one("SELECT count(*) FROM afk_task") == 350
     assert sql.one("SELECT count(DISTINCT idem_key) FROM afk_task") == 350
     assert sql.one("SELECT count(DISTINCT ordinal) FROM afk_task") == 350
-
-

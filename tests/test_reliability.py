@@ -32,10 +32,13 @@ def test_no_error_path_echoes_any_part_of_a_dsn_password(dsn, secrets, code):
     assert status.returncode == code and "Traceback" not in status.stderr
     assert len(status.stderr.strip().splitlines()) == 1
     outputs.append(status.stderr)
-    hook = subprocess.run([sys.executable, "-m", "watchdog.cli", "hook", "--dsn", dsn],
-                          input=json.dumps({"hook_event_name": "PreToolUse",
-                                            "session_id": "s", "tool_name": "Bash"}),
-                          text=True, capture_output=True, timeout=30)
+    hook = subprocess.run(
+        [sys.executable, "-m", "watchdog.cli", "hook", "--dsn", dsn],
+        input=json.dumps({"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": "Bash"}),
+        text=True,
+        capture_output=True,
+        timeout=30,
+    )
     assert hook.returncode == 0
     outputs.append(hook.stderr)
     for fmt in ("text", "json"):
@@ -50,8 +53,11 @@ def test_no_error_path_echoes_any_part_of_a_dsn_password(dsn, secrets, code):
 def test_once_records_an_effect_whose_output_is_over_the_cap(afk, tmp_path):
     afk.json("enqueue", "--agent", "A", "--title", "t")
     task = afk.json("claim", "--agent", "A", "--runner", "r")
-    env = {"AFK_TASK_ID": task["id"], "AFK_TASK_TOKEN": str(task["token"]),
-           "AFK_MAX_JSON_BYTES": "4096"}
+    env = {
+        "AFK_TASK_ID": task["id"],
+        "AFK_TASK_TOKEN": str(task["token"]),
+        "AFK_MAX_JSON_BYTES": "4096",
+    }
     calls = tmp_path / "calls"
     script = f"echo call >> {calls}; head -c 100000 /dev/zero | tr '\\0' x"
     first = afk("once", "--name", "big", "--", "sh", "-c", script, env=env)
@@ -68,8 +74,9 @@ def test_once_with_a_missing_program_is_a_clean_error_and_records_nothing(afk, s
     task = afk.json("claim", "--agent", "A", "--runner", "r")
     before = sql.fingerprint()
     effects = sql.one("SELECT count(*) FROM afk_task_effect")
-    proc = afk("once", task["id"], "--token", str(task["token"]), "--name", "x", "--",
-               "/nonexistent/prog")
+    proc = afk(
+        "once", task["id"], "--token", str(task["token"]), "--name", "x", "--", "/nonexistent/prog"
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "/nonexistent/prog" in proc.stderr
     assert sql.fingerprint() == before
@@ -93,8 +100,16 @@ def test_a_stale_postmaster_pid_is_recovered_by_starting_the_server(short_home):
     # after a crash or a reboot, postmaster.pid names a pid that is now another process
     other = subprocess.Popen(["sleep", "60"])
     try:
-        lines = [str(other.pid), str(home / "pgdata"), "1", str(info.port), str(info.socket_dir),
-                 "127.0.0.1", "1 1", "ready   "]
+        lines = [
+            str(other.pid),
+            str(home / "pgdata"),
+            "1",
+            str(info.port),
+            str(info.socket_dir),
+            "127.0.0.1",
+            "1 1",
+            "ready   ",
+        ]
         (home / "pgdata" / "postmaster.pid").write_text("\n".join(lines) + "\n")
         env = {"AFK_HOME": str(home)}
         status = run("db", "status", **env)
@@ -115,8 +130,10 @@ def test_running_rows_without_a_lease_come_back_after_migrate(empty_dsn, sql_fac
     design = (Path(__file__).parent / "fixtures" / "original_design.sql").read_text()
     raw = sql_factory(empty_dsn)
     raw(design)
-    raw("INSERT INTO afk_task (agent_id, ordinal, title, state, attempts) "
-        "VALUES ('a', 1, 'stuck', 'running', 1)")
+    raw(
+        "INSERT INTO afk_task (agent_id, ordinal, title, state, attempts) "
+        "VALUES ('a', 1, 'stuck', 'running', 1)"
+    )
     from watchdog.db import Database
 
     Database(empty_dsn).migrate()
@@ -128,22 +145,33 @@ def test_running_rows_without_a_lease_come_back_after_migrate(empty_dsn, sql_fac
         raw("UPDATE afk_task SET state = 'running', lease_until = NULL")
 
 
-@pytest.mark.parametrize("argv", [
-    ["status", "--agent", "x\udcffy"],
-    ["enqueue", "--agent", "a", "--title", "t", "--spec", '{"a": "\\ud800"}'],
-    ["enqueue", "--agent", "a", "--title", "t\udce9"],
-    ["enqueue", "--agent", "a", "--title", "t", "--max-attempts", "99999999999"],
-    ["dead", "--since", "999999999999d"],
-    ["claim", "--agent", "a", "--lease", "1e300"],
-    ["claim", "--agent", "a", "--lease", "nan"],
-    ["claim", "--agnet", "a"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["status", "--agent", "x\udcffy"],
+        ["enqueue", "--agent", "a", "--title", "t", "--spec", '{"a": "\\ud800"}'],
+        ["enqueue", "--agent", "a", "--title", "t\udce9"],
+        ["enqueue", "--agent", "a", "--title", "t", "--max-attempts", "99999999999"],
+        ["dead", "--since", "999999999999d"],
+        ["claim", "--agent", "a", "--lease", "1e300"],
+        ["claim", "--agent", "a", "--lease", "nan"],
+        ["claim", "--agnet", "a"],
+    ],
+)
 def test_bad_input_is_one_line_exit_2_and_changes_nothing(afk, sql, argv):
     before = sql.fingerprint()
     env = {**afk.env}
-    proc = subprocess.run([sys.executable, "-m", "watchdog.cli",
-                           *[a.encode("utf-8", "surrogateescape") for a in argv]],
-                          capture_output=True, env=env, timeout=30)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "watchdog.cli",
+            *[a.encode("utf-8", "surrogateescape") for a in argv],
+        ],
+        capture_output=True,
+        env=env,
+        timeout=30,
+    )
     err = proc.stderr.decode("utf-8", "replace")
     assert proc.returncode == 2, err
     assert "Traceback" not in err
@@ -221,8 +249,18 @@ def sql_factory():
 def test_a_killed_once_returns_128_plus_the_signal(afk):
     afk.json("enqueue", "--agent", "A", "--title", "t")
     task = afk.json("claim", "--agent", "A", "--runner", "r")
-    proc = afk("once", task["id"], "--token", str(task["token"]), "--name", "k", "--",
-               "sh", "-c", "kill -TERM $$")
+    proc = afk(
+        "once",
+        task["id"],
+        "--token",
+        str(task["token"]),
+        "--name",
+        "k",
+        "--",
+        "sh",
+        "-c",
+        "kill -TERM $$",
+    )
     assert proc.returncode == 128 + 15
 
 
@@ -234,7 +272,6 @@ def test_the_demo_leaves_the_users_queue_as_it_found_it(short_home):
     assert '"done": 5' in demo.stdout  # it did its work
     assert json.loads(run("status", **env).stdout) == before  # and took it away again
     assert "Task(" not in demo.stdout and "['" not in demo.stdout and "{'" not in demo.stdout
-
 
 
 def test_small_things_a_user_trips_over(afk, dsn, tmp_path):
@@ -250,8 +287,9 @@ def test_small_things_a_user_trips_over(afk, dsn, tmp_path):
     proc = afk("digest", "--force")
     assert proc.returncode == 2 and "send" in proc.stderr and "dry-run" not in proc.stderr
     # @- reads standard input
-    task = afk.json("enqueue", "--agent", "a", "--title", "t", "--spec", "@-",
-                    input='{"from": "stdin"}')
+    task = afk.json(
+        "enqueue", "--agent", "a", "--title", "t", "--spec", "@-", input='{"from": "stdin"}'
+    )
     assert len(task["enqueued"]) == 1
     # a one-shot tick does not announce its leadership at INFO on every cron run
     tick = run("watchdog", "tick", "poison", AFK_DSN=dsn, AFK_LOG_FORMAT="text")
@@ -287,17 +325,38 @@ def test_every_entry_point_resolves_the_same_database_and_settings(dsn, tmp_path
     assert run("digest", "--dry-run", **env).returncode == 0
     gauges = json.loads(run("watchdog", "tick", "gauges", **env).stdout)
     assert gauges["ok"] and gauges["result"]["states"]["running"] == 1
-    hook = subprocess.run([sys.executable, "-m", "watchdog.cli", "hook"],
-                          input=json.dumps({"hook_event_name": "PreToolUse", "session_id": "s",
-                                            "tool_name": "Bash", "tool_input": {}}),
-                          text=True, capture_output=True, timeout=30,
-                          env={**_clean_env(), **env, "AFK_TASK_ID": claimed["id"],
-                               "AFK_TASK_TOKEN": str(claimed["token"])})
+    hook = subprocess.run(
+        [sys.executable, "-m", "watchdog.cli", "hook"],
+        input=json.dumps(
+            {
+                "hook_event_name": "PreToolUse",
+                "session_id": "s",
+                "tool_name": "Bash",
+                "tool_input": {},
+            }
+        ),
+        text=True,
+        capture_output=True,
+        timeout=30,
+        env={
+            **_clean_env(),
+            **env,
+            "AFK_TASK_ID": claimed["id"],
+            "AFK_TASK_TOKEN": str(claimed["token"]),
+        },
+    )
     assert hook.returncode == 0 and hook.stdout == "" and hook.stderr == ""
-    script = ("from watchdog import Queue\nq = Queue.connect()\n"
-              "print(q.settings.lease_seconds, q.status('cfg')['running'])")
-    out = subprocess.run([sys.executable, "-c", script], text=True, capture_output=True,
-                         env={**_clean_env(), **env}, timeout=30)
+    script = (
+        "from watchdog import Queue\nq = Queue.connect()\n"
+        "print(q.settings.lease_seconds, q.status('cfg')['running'])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        text=True,
+        capture_output=True,
+        env={**_clean_env(), **env},
+        timeout=30,
+    )
     assert out.stdout.split() == ["77", "1"], out.stderr
     # no server was started on the side
     assert embedded.running(tmp_path / "no-server-here" / "pgdata") is None

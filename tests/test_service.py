@@ -107,8 +107,12 @@ def test_tick_runs_one_job_and_exits(dsn, queue, sql):
     assert json.loads(out.stdout)["result"] == {"paused": 1, "failed": 0}
     gauges = json.loads(run("watchdog", "tick", "gauges", AFK_DSN=dsn).stdout)
     assert gauges["result"]["states"]["paused"] == 1
-    down = run("watchdog", "tick", "reclaim",
-               AFK_DSN="postgresql://afk:hunter2-secret@127.0.0.1:1/afk?connect_timeout=1")
+    down = run(
+        "watchdog",
+        "tick",
+        "reclaim",
+        AFK_DSN="postgresql://afk:hunter2-secret@127.0.0.1:1/afk?connect_timeout=1",
+    )
     assert down.returncode == 1
     assert "hunter2-secret" not in down.stdout + down.stderr
     refused = run("watchdog", "tick", "reclaim", AFK_DSN=dsn, AFK_RECLAIM_INTERVAL="2h")
@@ -146,8 +150,9 @@ def test_database_down_at_start_then_up(private_server, services):
     home, dsn = private_server
     embedded.stop(home)
     service = services(dsn)
-    assert poll(lambda: (service.value("afk_job_failures_total", job="reclaim") or 0) >= 1,
-                timeout=60)
+    assert poll(
+        lambda: (service.value("afk_job_failures_total", job="reclaim") or 0) >= 1, timeout=60
+    )
     assert service.health() == 503 and service.value("afk_up") == 0
     embedded.ensure_running(home)  # the server comes up (the schema is created on start)
     assert poll(lambda: service.health() == 200, timeout=60)
@@ -155,8 +160,10 @@ def test_database_down_at_start_then_up(private_server, services):
 
 
 def failures(service: Service) -> float:
-    return sum(service.value("afk_job_failures_total", job=job) or 0
-               for job in ("reclaim", "gauges", "leader", "poison", "prune"))
+    return sum(
+        service.value("afk_job_failures_total", job=job) or 0
+        for job in ("reclaim", "gauges", "leader", "poison", "prune")
+    )
 
 
 def test_database_restart_while_running(private_server, services):
@@ -179,8 +186,9 @@ def test_database_restart_while_running(private_server, services):
 
 def test_logs_never_show_the_dsn_password(services):
     service = services("postgresql://afk:hunter2-secret@127.0.0.1:1/afk?connect_timeout=1")
-    assert poll(lambda: (service.value("afk_job_failures_total", job="reclaim") or 0) >= 1,
-                timeout=60)
+    assert poll(
+        lambda: (service.value("afk_job_failures_total", job="reclaim") or 0) >= 1, timeout=60
+    )
     assert service.stop() == 0
     log = service.log()
     assert "unreachable" in log or "failed" in log
@@ -195,6 +203,7 @@ def test_metrics_pass_promtool(dsn, services, queue):
     service = services(dsn)
     assert poll(lambda: service.value("afk_tasks", state="todo") == 1)
     text = service.get("/metrics").text
-    checked = subprocess.run([promtool, "check", "metrics"], input=text, text=True,
-                             capture_output=True)
+    checked = subprocess.run(
+        [promtool, "check", "metrics"], input=text, text=True, capture_output=True
+    )
     assert checked.returncode == 0, checked.stdout + checked.stderr

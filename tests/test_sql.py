@@ -31,7 +31,8 @@ def test_every_statement_called_is_defined_with_the_cardinality_of_its_method():
     for file, method, name in calls():
         assert name in statements, f"{file} runs {name!r}, which no .sql file defines"
         assert statements[name].returns == METHOD[method], (
-            f"{file} runs {name} with {method}() but it is :{statements[name].returns}")
+            f"{file} runs {name} with {method}() but it is :{statements[name].returns}"
+        )
 
 
 def test_every_statement_defined_is_called():
@@ -44,12 +45,15 @@ def test_no_module_but_its_owner_names_statements():
     assert not [c for c in calls() if c[0] == "cli.py"]
 
 
-@pytest.mark.parametrize("text, message", [
-    ("-- name: x\nSELECT 1", "header must read"),
-    ("-- name: x :some\nSELECT 1", "header must read"),
-    ("-- name: x :one frobnicate\nSELECT 1", "unknown flags"),
-    ("-- name: x :one\nSELECT 1\n-- name: x :one\nSELECT 2", "defined twice"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("-- name: x\nSELECT 1", "header must read"),
+        ("-- name: x :some\nSELECT 1", "header must read"),
+        ("-- name: x :one frobnicate\nSELECT 1", "unknown flags"),
+        ("-- name: x :one\nSELECT 1\n-- name: x :one\nSELECT 2", "defined twice"),
+    ],
+)
 def test_a_bad_header_is_refused(text, message):
     with pytest.raises(ValueError, match=message):
         sql.parse(text)

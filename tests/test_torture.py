@@ -35,8 +35,9 @@ def test_crash_torture(queue, sql, dsn, tmp_path):
     killed: set[int] = set()
 
     def start(runner: str) -> None:
-        proc = subprocess.Popen([sys.executable, WORKER, dsn, "torture", runner, str(tmp_path)],
-                                env=env)
+        proc = subprocess.Popen(
+            [sys.executable, WORKER, dsn, "torture", runner, str(tmp_path)], env=env
+        )
         workers[proc.pid] = (proc, runner)
 
     try:
@@ -72,11 +73,20 @@ def test_crash_torture(queue, sql, dsn, tmp_path):
         service.cleanup()
 
     # every task is done
-    assert queue.status("torture") == {"todo": 0, "running": 0, "paused": 0, "done": TASKS,
-                                       "failed": 0}
+    assert queue.status("torture") == {
+        "todo": 0,
+        "running": 0,
+        "paused": 0,
+        "done": TASKS,
+        "failed": 0,
+    }
     # the same-database effect: exactly once per task
-    per_task = {r["t"]: r["n"] for r in sql("SELECT task_id::text AS t, count(*) AS n "
-                                            "FROM torture_effect GROUP BY task_id")}
+    per_task = {
+        r["t"]: r["n"]
+        for r in sql(
+            "SELECT task_id::text AS t, count(*) AS n FROM torture_effect GROUP BY task_id"
+        )
+    }
     assert len(per_task) == TASKS and set(per_task.values()) == {1}
 
     # the external effect: at least once; a duplicate only where a killed
@@ -86,9 +96,13 @@ def test_crash_torture(queue, sql, dsn, tmp_path):
     for task_id, pid in lines:
         calls[task_id].append(int(pid))
     assert len(calls) == TASKS
-    recorded = {r["t"]: int(r["pid"]) for r in sql(
-        "SELECT task_id::text AS t, result->>'pid' AS pid FROM afk_task_effect "
-        "WHERE name = 'comment' AND done")}
+    recorded = {
+        r["t"]: int(r["pid"])
+        for r in sql(
+            "SELECT task_id::text AS t, result->>'pid' AS pid FROM afk_task_effect "
+            "WHERE name = 'comment' AND done"
+        )
+    }
     assert len(recorded) == TASKS
     duplicates = 0
     for task_id, pids in calls.items():
@@ -106,15 +120,23 @@ def test_crash_torture(queue, sql, dsn, tmp_path):
             if event["reason"] in ("claimed", "resumed"):
                 end = events[i + 1]["at"] if i + 1 < len(events) else datetime.max
                 tenure[(task_id, event["token"])] = (event["at"], end)
-    writes = [json.loads(line) for log in tmp_path.glob("writes-*.jsonl")
-              for line in log.read_text().splitlines()]
+    writes = [
+        json.loads(line)
+        for log in tmp_path.glob("writes-*.jsonl")
+        for line in log.read_text().splitlines()
+    ]
     assert len(writes) >= TASKS * 4 - len(killed)  # a kill loses at most one log line
     for w in writes:
         start_at, end_at = tenure[(w["task"], w["token"])]
         at = datetime.fromisoformat(w["at"])
         assert start_at <= at <= end_at, w
-    assert sql.one("SELECT count(*) FROM afk_task_event "
-                   "WHERE reason = 'claimed' AND from_state = 'running'") == 0
+    assert (
+        sql.one(
+            "SELECT count(*) FROM afk_task_event "
+            "WHERE reason = 'claimed' AND from_state = 'running'"
+        )
+        == 0
+    )
 
     # checkpoints never went backwards
     by_task = collections.defaultdict(list)
@@ -126,18 +148,23 @@ def test_crash_torture(queue, sql, dsn, tmp_path):
 
     reclaims = sql.one("SELECT count(*) FROM afk_task_event WHERE reason = 'lease expired'")
     resumes = sql.one("SELECT count(*) FROM afk_task_event WHERE reason = 'resumed'")
-    reruns = sql.one("SELECT count(*) FROM (SELECT task_id FROM afk_task_event "
-                     "WHERE reason IN ('claimed', 'resumed') GROUP BY task_id "
-                     "HAVING count(*) > 1) r")
-    print(f"\ntorture: {TASKS} tasks, {len(killed)} kills, {reclaims} reclaims, "
-          f"{resumes} resumes by a restarted runner, {reruns} tasks re-run, "
-          f"{duplicates} duplicate external effects, 0 duplicate same-database effects")
+    reruns = sql.one(
+        "SELECT count(*) FROM (SELECT task_id FROM afk_task_event "
+        "WHERE reason IN ('claimed', 'resumed') GROUP BY task_id "
+        "HAVING count(*) > 1) r"
+    )
+    print(
+        f"\ntorture: {TASKS} tasks, {len(killed)} kills, {reclaims} reclaims, "
+        f"{resumes} resumes by a restarted runner, {reruns} tasks re-run, "
+        f"{duplicates} duplicate external effects, 0 duplicate same-database effects"
+    )
     assert killed and reclaims > 0 and reruns > 0
 
 
 def group_events(sql) -> dict[str, list[dict]]:
     out = collections.defaultdict(list)
-    for row in sql("SELECT task_id::text AS task, reason, token, at FROM afk_task_event "
-                   "ORDER BY task_id, id"):
+    for row in sql(
+        "SELECT task_id::text AS task, reason, token, at FROM afk_task_event ORDER BY task_id, id"
+    ):
         out[row["task"]].append(row)
     return out

@@ -23,7 +23,8 @@ def test_gauges_match_sql_counts(queue, sql):
     snap = jobs.gauges(queue, top_agents=1)
     for state in ("todo", "running", "paused", "done", "failed"):
         assert snap.states[state] == sql.one(
-            "SELECT count(*) FROM afk_task WHERE state = %s", state), state
+            "SELECT count(*) FROM afk_task WHERE state = %s", state
+        ), state
     assert snap.expired_leases == 1
     assert 99 <= snap.since_checkpoint < 200
     assert 3599 <= snap.oldest_todo_age < 3700
@@ -41,8 +42,7 @@ def test_an_empty_queue_reads_as_zeros(queue):
 def test_poison_logs_one_line_per_failed_task_of_the_window(queue, sql, caplog):
     queue.enqueue("a", [NewTask(f"t{i}", max_attempts=1) for i in range(3)])
     failed = [queue.fail(queue.claim("a", runner="r"), f"boom {i}") for i in range(3)]
-    sql("UPDATE afk_task SET updated_at = now() - interval '2 hours' WHERE id = %s",
-        failed[0].id)
+    sql("UPDATE afk_task SET updated_at = now() - interval '2 hours' WHERE id = %s", failed[0].id)
     with caplog.at_level(logging.WARNING, logger="watchdog.jobs"):
         pills = jobs.poison(queue, window=3600)
     assert sorted(p.title for p in pills) == ["t1", "t2"]
@@ -54,22 +54,29 @@ def test_prune_deletes_old_done_tasks_and_their_history_in_batches(queue, sql):
     queue.enqueue("a", [NewTask(f"t{i}") for i in range(12)])
     for _ in range(10):
         queue.done(queue.claim("a", runner="r"))
-    sql("UPDATE afk_task SET updated_at = now() - interval '40 days' "
-        "WHERE state = 'done' AND title <> 't9'")
+    sql(
+        "UPDATE afk_task SET updated_at = now() - interval '40 days' "
+        "WHERE state = 'done' AND title <> 't9'"
+    )
     running = queue.claim("a", runner="r")
     sql("UPDATE afk_task SET updated_at = now() - interval '40 days' WHERE id = %s", running.id)
     result = jobs.prune(queue, retention=30 * 86400, batch=4)
     assert (result.deleted, result.statements) == (9, 3)
     assert sql.one("SELECT count(*) FROM afk_task") == 3
-    assert sql.one("SELECT count(*) FROM afk_task_event WHERE task_id NOT IN "
-                   "(SELECT id FROM afk_task)") == 0
+    assert (
+        sql.one(
+            "SELECT count(*) FROM afk_task_event WHERE task_id NOT IN (SELECT id FROM afk_task)"
+        )
+        == 0
+    )
     assert jobs.prune(queue, retention=30 * 86400).deleted == 0
 
 
 def test_settings_from_env_and_toml(tmp_path):
     config = tmp_path / "afk.toml"
-    config.write_text('reclaim_interval = "30s"\nretention = "7d"\nlease_seconds = 900\n'
-                      'metrics_agents = 3\n')
+    config.write_text(
+        'reclaim_interval = "30s"\nretention = "7d"\nlease_seconds = 900\nmetrics_agents = 3\n'
+    )
     settings = load_all(str(config), env={"AFK_GAUGES_INTERVAL": "5", "AFK_RETENTION": "2d"})
     queue, service = settings.queue, settings.service
     assert queue.lease_seconds == 900
@@ -78,19 +85,22 @@ def test_settings_from_env_and_toml(tmp_path):
     assert service.metrics_agents == 3 and service.poison_alert is False
 
 
-@pytest.mark.parametrize(("env", "toml", "message"), [
-    ({"AFK_RECLAIM_INTERVAL": "20m"}, "", "longer than the default lease"),
-    ({"AFK_GAUGES_INTERVAL": "soon"}, "", "AFK_GAUGES_INTERVAL"),
-    ({"AFK_PRUNE_BATCH": "0"}, "", "prune_batch"),
-    ({"AFK_METRICS_ADDR": "nowhere"}, "", "host:port"),
-    ({"AFK_LOG_FORMAT": "xml"}, "", "log_format"),
-    ({"AFK_BACKOFF_CAP_SECONDS": "1"}, "", "backoff_cap_seconds"),
-    ({}, "reclaim_intervall = 5\n", "unknown setting"),
-    ({}, "reclaim_interval = [1]\n", "reclaim_interval"),
-    ({}, "not toml at all =\n", "not valid TOML"),
-    ({"AFK_POISON_ALERT": "yes"}, "", "no digest destination"),
-    ({"AFK_POISON_ALERT": "maybe"}, "", "AFK_POISON_ALERT"),
-])
+@pytest.mark.parametrize(
+    ("env", "toml", "message"),
+    [
+        ({"AFK_RECLAIM_INTERVAL": "20m"}, "", "longer than the default lease"),
+        ({"AFK_GAUGES_INTERVAL": "soon"}, "", "AFK_GAUGES_INTERVAL"),
+        ({"AFK_PRUNE_BATCH": "0"}, "", "prune_batch"),
+        ({"AFK_METRICS_ADDR": "nowhere"}, "", "host:port"),
+        ({"AFK_LOG_FORMAT": "xml"}, "", "log_format"),
+        ({"AFK_BACKOFF_CAP_SECONDS": "1"}, "", "backoff_cap_seconds"),
+        ({}, "reclaim_intervall = 5\n", "unknown setting"),
+        ({}, "reclaim_interval = [1]\n", "reclaim_interval"),
+        ({}, "not toml at all =\n", "not valid TOML"),
+        ({"AFK_POISON_ALERT": "yes"}, "", "no digest destination"),
+        ({"AFK_POISON_ALERT": "maybe"}, "", "AFK_POISON_ALERT"),
+    ],
+)
 def test_bad_settings_are_refused_with_a_clear_message(tmp_path, env, toml, message):
     path = None
     if toml:

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.e2e
 
 ARTEFACTS = Path(os.environ.get("AFK_TEST_ARTEFACTS") or Path(__file__).parent / "artefacts")
 SCRIPT = "<script>document.title='pwned'</script>"
-IMG = '<img src=x onerror="document.title=\'pwned\'">'
+IMG = "<img src=x onerror=\"document.title='pwned'\">"
 RLO = "invoice\u202egnp.exe"
 BIG_ERROR = "Traceback (most recent call last):\n" + "  frame\n" * 12_000 + "OSError: disk full"
 
@@ -34,8 +34,14 @@ def fill(afk: Afk, tmp_path: Path) -> dict[str, str]:
         afk.json("enqueue", "--agent", "web", "--title", title)
     run = afk.json("claim", "--agent", "web", "--runner", "laptop-1")  # SCRIPT: running
     ids["running"] = run["id"]
-    afk.json("checkpoint", run["id"], "--token", str(run["token"]),
-             "--patch", json.dumps({"files_touched": ["src/a.py", SCRIPT], "step": IMG}))
+    afk.json(
+        "checkpoint",
+        run["id"],
+        "--token",
+        str(run["token"]),
+        "--patch",
+        json.dumps({"files_touched": ["src/a.py", SCRIPT], "step": IMG}),
+    )
     paused = afk.json("claim", "--agent", "web", "--runner", "laptop-2")  # IMG: paused
     afk.json("pause", paused["id"], "--token", str(paused["token"]))
     ids["paused"] = paused["id"]
@@ -62,35 +68,55 @@ class Browser:
 
     def load(self, url: str, shot: str) -> tuple[str, str]:
         """The DOM after load, and what Chromium logged (console included)."""
-        common = [self.chromium, "--headless", "--no-sandbox", "--disable-gpu",
-                  "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--enable-logging=stderr",
-                  "--v=0", f"--user-data-dir={self.profile}", "--window-size=1100,1400"]
-        dom = subprocess.run([*common, "--dump-dom", url], capture_output=True, text=True,
-                             timeout=120)
-        subprocess.run([*common, f"--screenshot={ARTEFACTS / shot}", url],
-                       capture_output=True, timeout=120)
+        common = [
+            self.chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--enable-logging=stderr",
+            "--v=0",
+            f"--user-data-dir={self.profile}",
+            "--window-size=1100,1400",
+        ]
+        dom = subprocess.run(
+            [*common, "--dump-dom", url], capture_output=True, text=True, timeout=120
+        )
+        subprocess.run(
+            [*common, f"--screenshot={ARTEFACTS / shot}", url], capture_output=True, timeout=120
+        )
         assert (ARTEFACTS / shot).stat().st_size > 5000, "no screenshot"
         return dom.stdout, dom.stderr
 
 
 def console_errors(log: str) -> list[str]:
-    return [line for line in log.splitlines()
-            if "CONSOLE" in line or "Refused to" in line or "Uncaught" in line]
+    return [
+        line
+        for line in log.splitlines()
+        if "CONSOLE" in line or "Refused to" in line or "Uncaught" in line
+    ]
 
 
 @pytest.fixture
 def service(dsn):
     # (no reclaim during the test: the page must show the expired lease)
-    s = Service(dsn, AFK_DIGEST_PAUSED_AFTER="1s", AFK_DIGEST_TODO_LATE_AFTER="1s",
-                AFK_RECLAIM_INTERVAL="100")
+    s = Service(
+        dsn,
+        AFK_DIGEST_PAUSED_AFTER="1s",
+        AFK_DIGEST_TODO_LATE_AFTER="1s",
+        AFK_RECLAIM_INTERVAL="100",
+    )
     assert poll(lambda: s.health() == 200)
     yield s
     s.cleanup()
 
 
 def test_every_page_loads_in_chromium_escaped_with_no_script_and_no_console_error(
-        afk, service, tmp_path, sql):
+    afk, service, tmp_path, sql
+):
     ids = fill(afk, tmp_path)
     sql.expire(ids["stuck"])
     browser = Browser(tmp_path)
@@ -101,8 +127,17 @@ def test_every_page_loads_in_chromium_escaped_with_no_script_and_no_console_erro
     assert "pwned" not in dom.split("</title>")[0]
     assert not re.search(r"<script|<img", dom, re.I), "markup from the data became markup"
     text = html.unescape(re.sub(r"<[^>]+>", " ", dom))
-    for expected in ("web", "flaky", "stuck", "big", SCRIPT[:30], "laptop-1",
-                     "lease expired", "OSError: disk full", "100000 todo"):
+    for expected in (
+        "web",
+        "flaky",
+        "stuck",
+        "big",
+        SCRIPT[:30],
+        "laptop-1",
+        "lease expired",
+        "OSError: disk full",
+        "100000 todo",
+    ):
         assert expected in text, expected
 
     dom, log = browser.load(service.url + "/agents/web", "agent-hostile.png")
@@ -132,9 +167,13 @@ def test_every_page_loads_in_chromium_escaped_with_no_script_and_no_console_erro
 
 def test_pages_are_read_only_and_bad_paths_are_one_line_errors(afk, service, tmp_path):
     afk.json("enqueue", "--agent", "a", "--title", "t")
-    for path, status in [("/tasks/not-a-uuid", 404), ("/tasks/" + "0" * 8 + "-0000-0000-0000-"
-                         + "0" * 12, 404), ("/agents/a?state=bogus", 404),
-                         ("/agents/a?after=x", 404), ("/nowhere", 404)]:
+    for path, status in [
+        ("/tasks/not-a-uuid", 404),
+        ("/tasks/" + "0" * 8 + "-0000-0000-0000-" + "0" * 12, 404),
+        ("/agents/a?state=bogus", 404),
+        ("/agents/a?after=x", 404),
+        ("/nowhere", 404),
+    ]:
         r = httpx.get(service.url + path)
         assert r.status_code == status, path
         assert "Traceback" not in r.text
@@ -168,8 +207,9 @@ def test_a_non_loopback_address_needs_the_token(dsn, afk):
         assert poll(lambda: _get(url + "/healthz") == 200)
         assert _get(url + "/") == 403
         assert httpx.get(url + "/", headers={"Authorization": "Bearer wrong"}).status_code == 403
-        assert httpx.get(url + "/", headers={"Authorization": "Bearer t0ken-xyz"}
-                         ).status_code == 200
+        assert (
+            httpx.get(url + "/", headers={"Authorization": "Bearer t0ken-xyz"}).status_code == 200
+        )
         link = httpx.get(url + "/agents/a?token=t0ken-xyz&state=todo")
         assert link.status_code == 303 and link.headers["location"] == "/agents/a?state=todo"
         cookie = link.headers["set-cookie"]
@@ -191,11 +231,14 @@ def _get(url: str) -> int | None:
 
 def test_no_secret_appears_on_any_page(dsn, afk, tmp_path):
     ids = fill(afk, tmp_path)
-    secrets = {"AFK_DIGEST_WEBHOOK_URL": "http://127.0.0.1:9/hook/sup3r-secret-path",
-               "AFK_DIGEST_WEBHOOK_SECRET": "whs3cret-value",
-               "AFK_DIGEST_SMTP_URL": "smtp://ops:smtp-passw0rd@127.0.0.1:9",
-               "AFK_DIGEST_EMAIL_TO": "ops@example.com",
-               "AFK_DIGEST_EMAIL_FROM": "afk@example.com", "AFK_DIGEST_CRON": "0 0 1 1 *"}
+    secrets = {
+        "AFK_DIGEST_WEBHOOK_URL": "http://127.0.0.1:9/hook/sup3r-secret-path",
+        "AFK_DIGEST_WEBHOOK_SECRET": "whs3cret-value",
+        "AFK_DIGEST_SMTP_URL": "smtp://ops:smtp-passw0rd@127.0.0.1:9",
+        "AFK_DIGEST_EMAIL_TO": "ops@example.com",
+        "AFK_DIGEST_EMAIL_FROM": "afk@example.com",
+        "AFK_DIGEST_CRON": "0 0 1 1 *",
+    }
     s = Service(make_conninfo(dsn, password="db-passw0rd"), **secrets)
     try:
         assert poll(lambda: s.health() == 200 or s.proc.poll() is not None)
@@ -204,8 +247,7 @@ def test_no_secret_appears_on_any_page(dsn, afk, tmp_path):
         for path in pages:
             r = httpx.get(s.url + path)
             assert r.status_code == 200, path
-            for value in ("sup3r-secret-path", "whs3cret-value", "smtp-passw0rd",
-                          "db-passw0rd"):
+            for value in ("sup3r-secret-path", "whs3cret-value", "smtp-passw0rd", "db-passw0rd"):
                 assert value not in r.text, (path, value)
     finally:
         s.cleanup()

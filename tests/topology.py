@@ -64,10 +64,12 @@ class PgBouncer:
             os.chmod(f, 0o644)
         if run_as:
             shutil.chown(self.folder, run_as)
-        command = [pgbouncer, *(["-u", run_as] if run_as else []),
-                   str(self.folder / "pgbouncer.ini")]
-        self.proc = subprocess.Popen(command, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.STDOUT)
+        command = [
+            pgbouncer,
+            *(["-u", run_as] if run_as else []),
+            str(self.folder / "pgbouncer.ini"),
+        ]
+        self.proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         self.user = user
         deadline = time.monotonic() + 15
         while True:
@@ -116,15 +118,39 @@ class Cluster:
         if self.user:
             shutil.chown(self.folder, self.user)
         self.ports = {"a": free_port(), "b": free_port()}
-        self._pg("initdb", "-D", self.data("a"), "-U", "postgres", "--auth=trust", "-E", "UTF8",
-                 "--no-sync")
+        self._pg(
+            "initdb",
+            "-D",
+            self.data("a"),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
+        )
         with open(self.data("a") / "postgresql.conf", "a") as conf:
-            conf.write("wal_level = replica\nmax_wal_senders = 5\nhot_standby = on\n"
-                       "fsync = off\nwal_keep_size = '256MB'\n"
-                       "max_connections = 60\n")
+            conf.write(
+                "wal_level = replica\nmax_wal_senders = 5\nhot_standby = on\n"
+                "fsync = off\nwal_keep_size = '256MB'\n"
+                "max_connections = 60\n"
+            )
         self.start("a")
-        self._pg("pg_basebackup", "-h", "127.0.0.1", "-p", str(self.ports["a"]), "-U",
-                 "postgres", "-D", self.data("b"), "-R", "-X", "stream", "--no-sync")
+        self._pg(
+            "pg_basebackup",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(self.ports["a"]),
+            "-U",
+            "postgres",
+            "-D",
+            self.data("b"),
+            "-R",
+            "-X",
+            "stream",
+            "--no-sync",
+        )
         self.start("b")
 
     def data(self, node: str) -> Path:
@@ -139,9 +165,17 @@ class Cluster:
             raise AssertionError(f"{tool} failed: {proc.stderr}{proc.stdout}")
 
     def start(self, node: str) -> None:
-        self._pg("pg_ctl", "-D", self.data(node), "-l", self.folder / f"{node}.log", "-w",
-                 "-o", f"-p {self.ports[node]} -k {self.folder} -c listen_addresses=127.0.0.1",
-                 "start")
+        self._pg(
+            "pg_ctl",
+            "-D",
+            self.data(node),
+            "-l",
+            self.folder / f"{node}.log",
+            "-w",
+            "-o",
+            f"-p {self.ports[node]} -k {self.folder} -c listen_addresses=127.0.0.1",
+            "start",
+        )
 
     def stop(self, node: str) -> None:
         self._pg("pg_ctl", "-D", self.data(node), "-m", "fast", "-w", "stop", check=False)
@@ -156,28 +190,33 @@ class Cluster:
         self._pg("pg_ctl", "-D", self.data(node), "-w", "promote")
 
     def dsn(self, node: str, dbname: str = "postgres") -> str:
-        return make_conninfo(host="127.0.0.1", port=self.ports[node], user="postgres",
-                             dbname=dbname)
+        return make_conninfo(
+            host="127.0.0.1", port=self.ports[node], user="postgres", dbname=dbname
+        )
 
     def multi_dsn(self, dbname: str = "postgres") -> str:
         """What clients use: both hosts, whichever accepts writes."""
-        return make_conninfo(host="127.0.0.1,127.0.0.1",
-                             port=f"{self.ports['a']},{self.ports['b']}", user="postgres",
-                             dbname=dbname, target_session_attrs="read-write")
+        return make_conninfo(
+            host="127.0.0.1,127.0.0.1",
+            port=f"{self.ports['a']},{self.ports['b']}",
+            user="postgres",
+            dbname=dbname,
+            target_session_attrs="read-write",
+        )
 
     def caught_up(self) -> bool:
         """The standby has replayed everything the primary has written."""
         with psycopg.connect(self.dsn("a"), autocommit=True) as p:
             row = p.execute("SELECT pg_current_wal_lsn()").fetchone()
         with psycopg.connect(self.dsn("b"), autocommit=True) as s:
-            done = s.execute("SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn",
-                             (row[0] if row else None,)).fetchone()
+            done = s.execute(
+                "SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", (row[0] if row else None,)
+            ).fetchone()
         return bool(done and done[0])
 
     def close(self) -> None:
         for node in ("a", "b"):
             pidfile = self.data(node) / "postmaster.pid"
             if pidfile.exists():
-                self._pg("pg_ctl", "-D", self.data(node), "-m", "immediate", "stop",
-                         check=False)
+                self._pg("pg_ctl", "-D", self.data(node), "-m", "immediate", "stop", check=False)
         shutil.rmtree(self.folder, ignore_errors=True)

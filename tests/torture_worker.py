@@ -23,8 +23,19 @@ def main(dsn: str, agent: str, runner: str, folder: str) -> None:
     effects = os.path.join(folder, "external-effects")
 
     def wrote(task_id: object, token: int, what: str, step: int, at: object) -> None:
-        log.write(json.dumps({"task": str(task_id), "token": token, "what": what,
-                              "step": step, "at": str(at), "pid": os.getpid()}) + "\n")
+        log.write(
+            json.dumps(
+                {
+                    "task": str(task_id),
+                    "token": token,
+                    "what": what,
+                    "step": step,
+                    "at": str(at),
+                    "pid": os.getpid(),
+                }
+            )
+            + "\n"
+        )
         log.flush()
 
     def external(ctx: object) -> dict[str, int]:
@@ -35,8 +46,10 @@ def main(dsn: str, agent: str, runner: str, folder: str) -> None:
         return {"pid": os.getpid()}
 
     def same_db(ctx: object) -> None:
-        ctx.conn.execute("INSERT INTO torture_effect (task_id, pid) VALUES (%s, %s)",  # type: ignore[attr-defined]
-                         (ctx.task_id, os.getpid()))  # type: ignore[attr-defined]
+        ctx.conn.execute(
+            "INSERT INTO torture_effect (task_id, pid) VALUES (%s, %s)",  # type: ignore[attr-defined]
+            (ctx.task_id, os.getpid()),
+        )  # type: ignore[attr-defined]
 
     while True:
         task = queue.claim(agent, runner=runner, lease_seconds=2)

@@ -25,15 +25,35 @@ if TYPE_CHECKING:
 
 _EXPORTS = {
     "QueueSettings": "config",
-    "AfkError": "errors", "BadInput": "errors", "DatabaseError": "errors",
-    "LeaseLost": "errors", "NotRunning": "errors", "TaskNotFound": "errors",
-    "BatchResult": "queue", "EffectContext": "queue", "EnqueueResult": "queue",
-    "NewTask": "queue", "Queue": "queue", "ReclaimResult": "queue", "Task": "queue",
+    "AfkError": "errors",
+    "BadInput": "errors",
+    "DatabaseError": "errors",
+    "LeaseLost": "errors",
+    "NotRunning": "errors",
+    "TaskNotFound": "errors",
+    "BatchResult": "queue",
+    "EffectContext": "queue",
+    "EnqueueResult": "queue",
+    "NewTask": "queue",
+    "Queue": "queue",
+    "ReclaimResult": "queue",
+    "Task": "queue",
 }
 
 __all__ = [
-    "AfkError", "BadInput", "BatchResult", "DatabaseError", "EffectContext", "EnqueueResult",
-    "LeaseLost", "NewTask", "NotRunning", "Queue", "QueueSettings", "ReclaimResult", "Task",
+    "AfkError",
+    "BadInput",
+    "BatchResult",
+    "DatabaseError",
+    "EffectContext",
+    "EnqueueResult",
+    "LeaseLost",
+    "NewTask",
+    "NotRunning",
+    "Queue",
+    "QueueSettings",
+    "ReclaimResult",
+    "Task",
     "TaskNotFound",
 ]
 

@@ -20,9 +20,12 @@ def resume_brief(queue: Queue, task_id: str) -> str:
     """A short Markdown note for the next session working on a task."""
     task, history = queue.show(task_id)
     effects = queue.effects(task.id)
-    out = [f"# Resume: {task.title}", "",
-           f"- task `{task.id}` of agent `{task.agent_id}`, item {task.ordinal}",
-           f"- state **{task.state}**, attempt {task.attempts} of {task.max_attempts}"]
+    out = [
+        f"# Resume: {task.title}",
+        "",
+        f"- task `{task.id}` of agent `{task.agent_id}`, item {task.ordinal}",
+        f"- state **{task.state}**, attempt {task.attempts} of {task.max_attempts}",
+    ]
     if task.last_error:
         out.append(f"- last error: {_one_line(task.last_error)}")
     out += ["", "## Spec", "", fence(task.spec)]
@@ -33,18 +36,27 @@ def resume_brief(queue: Queue, task_id: str) -> str:
     out += ["", "## Side effects already done (do not redo)", ""]
     if done_effects:
         for e in done_effects:
-            out.append(f"- `{e['name']}` at {e['recorded_at']:%Y-%m-%d %H:%M:%S %Z}: "
-                       f"{_one_line(json.dumps(e['result'], ensure_ascii=False))}")
+            out.append(
+                f"- `{e['name']}` at {e['recorded_at']:%Y-%m-%d %H:%M:%S %Z}: "
+                f"{_one_line(json.dumps(e['result'], ensure_ascii=False))}"
+            )
     else:
         out.append("- none recorded")
     if open_effects:
-        out += ["", "Started but not recorded (the call may or may not have happened; check "
-                "before repeating it):", ""]
+        out += [
+            "",
+            "Started but not recorded (the call may or may not have happened; check "
+            "before repeating it):",
+            "",
+        ]
         out += [f"- `{e['name']}` (started {e['runs']} time(s))" for e in open_effects]
-    attempts = [h for h in history
-                if h["reason"] in ("claimed", "resumed", "lease expired", "failed with error",
-                                   "retried by a human")
-                or h["reason"].startswith(("paused", "session ended", "stop hook"))]
+    attempts = [
+        h
+        for h in history
+        if h["reason"]
+        in ("claimed", "resumed", "lease expired", "failed with error", "retried by a human")
+        or h["reason"].startswith(("paused", "session ended", "stop hook"))
+    ]
     out += ["", "## History", ""]
     for h in attempts:
         line = f"- {h['at'][:19].replace('T', ' ')} {h['reason']}"
@@ -84,8 +96,9 @@ def _one_line(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def run_once(queue: Queue, task_id: str, token: int, name: str, command: list[str],
-             env: dict[str, str]) -> tuple[int, bytes, str | None]:
+def run_once(
+    queue: Queue, task_id: str, token: int, name: str, command: list[str], env: dict[str, str]
+) -> tuple[int, bytes, str | None]:
     """``afk once``: run ``command`` unless effect ``name`` is recorded; record
     its exit status and stdout when it exits 0. Returns (status, stdout, note).
 
@@ -96,16 +109,22 @@ def run_once(queue: Queue, task_id: str, token: int, name: str, command: list[st
     if not command:
         raise BadInput("no command given after --")
     program = command[0]
-    found = (program if "/" in program and os.access(program, os.X_OK)
-             and os.path.isfile(program) else shutil.which(program, path=env.get("PATH")))
+    found = (
+        program
+        if "/" in program and os.access(program, os.X_OK) and os.path.isfile(program)
+        else shutil.which(program, path=env.get("PATH"))
+    )
     if not found:
         raise BadInput(f"cannot run {program!r}: no such program (nothing was recorded)")
     budget = max(queue.settings.max_json_bytes // 4, 1)
     ran: dict[str, Any] = {}
 
     def call(ctx: Any) -> dict[str, Any]:
-        proc = subprocess.run(command, stdout=subprocess.PIPE,
-                              env={**env, "AFK_EFFECT_KEY": ctx.key, "AFK_TASK_ID": task_id})
+        proc = subprocess.run(
+            command,
+            stdout=subprocess.PIPE,
+            env={**env, "AFK_EFFECT_KEY": ctx.key, "AFK_TASK_ID": task_id},
+        )
         status = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
         ran["status"], ran["stdout"] = status, proc.stdout
         if status != 0:
@@ -129,12 +148,17 @@ def run_once(queue: Queue, task_id: str, token: int, name: str, command: list[st
         raise
     if "stdout" in ran:  # it ran just now: pass its whole output through
         return 0, ran["stdout"], None
-    out = base64.b64decode(recorded["stdout_b64"]) if "stdout_b64" in recorded else \
-        str(recorded["stdout"]).encode("utf-8")
+    out = (
+        base64.b64decode(recorded["stdout_b64"])
+        if "stdout_b64" in recorded
+        else str(recorded["stdout"]).encode("utf-8")
+    )
     note = None
     if "stdout_bytes" in recorded:
-        note = (f"the recorded output was cut to its first {len(out)} of "
-                f"{recorded['stdout_bytes']} bytes")
+        note = (
+            f"the recorded output was cut to its first {len(out)} of "
+            f"{recorded['stdout_bytes']} bytes"
+        )
     return int(recorded["exit"]), out, note
 
 

@@ -140,8 +140,9 @@ def read_jsonl(path: str) -> list[dict[str, Any]]:
             raise BadInput(f"{path}: {exc}; nothing was enqueued") from None
         unknown = set(item) - {"title", "spec", "key", "max_attempts"}
         if unknown:
-            raise BadInput(f"{path}: line {number}: unknown field(s) {sorted(unknown)}; "
-                           "nothing was enqueued")
+            raise BadInput(
+                f"{path}: line {number}: unknown field(s) {sorted(unknown)}; nothing was enqueued"
+            )
         tasks.append(item)
     if not tasks:
         raise BadInput(f"{path}: no tasks in the file")
@@ -158,8 +159,9 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
         if args.title is None:
             raise BadInput("--title (or --file) is required")
         spec = parse_object(args.spec, "--spec") if args.spec is not None else {}
-        tasks = [{"title": args.title, "spec": spec, "key": args.key,
-                  "max_attempts": args.max_attempts}]
+        tasks = [
+            {"title": args.title, "spec": spec, "key": args.key, "max_attempts": args.max_attempts}
+        ]
     if args.max_attempts is not None:
         for task in tasks:
             task.setdefault("max_attempts", args.max_attempts)
@@ -234,7 +236,8 @@ def emit_next(task: Task | None) -> int:
 
 def cmd_pause(args: argparse.Namespace) -> int:
     one_task = args.id is not None or (
-        args.runner is None and args.agent is None and "AFK_TASK_ID" in os.environ)
+        args.runner is None and args.agent is None and "AFK_TASK_ID" in os.environ
+    )
     with open_queue(args) as q:
         if one_task:
             task_id, token = task_of(args)
@@ -295,8 +298,14 @@ def cmd_db(args: argparse.Namespace) -> int:
         info = embedded.ensure_running(afk_home)
     else:
         info = embedded.running(afk_home / "pgdata")
-    emit({"running": info is not None, "pgdata": str(afk_home / "pgdata"),
-          "dsn": info.dsn() if info else None, "pid": info.pid if info else None})
+    emit(
+        {
+            "running": info is not None,
+            "pgdata": str(afk_home / "pgdata"),
+            "dsn": info.dsn() if info else None,
+            "pid": info.pid if info else None,
+        }
+    )
     return EXIT_OK
 
 
@@ -338,8 +347,7 @@ def cmd_once(args: argparse.Namespace) -> int:
     task_id, token = task_of(args)
     with open_queue(args) as q:
         try:
-            status, out, note = run_once(q, task_id, token, args.name, command,
-                                         dict(os.environ))
+            status, out, note = run_once(q, task_id, token, args.name, command, dict(os.environ))
         except LeaseLost as lost:
             if lost.stdout:
                 sys.stdout.buffer.write(lost.stdout)
@@ -380,8 +388,10 @@ def cmd_hook(args: argparse.Namespace) -> int:
     from .errors import redact
 
     def give_up(*_: object) -> None:
-        print("afk hook: warning: the database did not answer in time; nothing was changed",
-              file=sys.stderr)
+        print(
+            "afk hook: warning: the database did not answer in time; nothing was changed",
+            file=sys.stderr,
+        )
         sys.stderr.flush()
         os._exit(EXIT_OK)
 
@@ -397,8 +407,11 @@ def cmd_hook(args: argparse.Namespace) -> int:
         settings = load_all(args.config)
         dsn = resolve_dsn(args.dsn, settings=settings, start=False)
         if dsn is None:
-            print("afk hook: warning: no database: the embedded server is not running "
-                  "(`afk db start`) and no DSN is set; nothing was recorded", file=sys.stderr)
+            print(
+                "afk hook: warning: no database: the embedded server is not running "
+                "(`afk db start`) and no DSN is set; nothing was recorded",
+                file=sys.stderr,
+            )
             return EXIT_OK
         hook = hooks.Hook(dsn, settings.queue, ctx)
         try:
@@ -410,8 +423,10 @@ def cmd_hook(args: argparse.Namespace) -> int:
     except AfkError as exc:
         print(f"afk hook: warning: {exc}; nothing was changed", file=sys.stderr)
     except Exception as exc:  # never fail the agent's hook, never print a secret
-        print(f"afk hook: warning: {type(exc).__name__}: {redact(str(exc))}; nothing was "
-              "changed", file=sys.stderr)
+        print(
+            f"afk hook: warning: {type(exc).__name__}: {redact(str(exc))}; nothing was changed",
+            file=sys.stderr,
+        )
     finally:
         signal.alarm(0)
     return EXIT_OK
@@ -440,22 +455,27 @@ def cmd_digest(args: argparse.Namespace) -> int:
             raise BadInput("--force goes with `afk digest send`")
         if args.dry_run or args.action is None:
             if args.action is not None:
-                raise BadInput("--dry-run prints a digest; it cannot be combined with "
-                               "send, status or --force")
+                raise BadInput(
+                    "--dry-run prints a digest; it cannot be combined with send, status or --force"
+                )
             sys.stdout.write(delivery.dry_run(db, settings.digest, args.format))
             return EXIT_OK
         if args.action == "status":
             emit(delivery.status(db))
             return EXIT_OK
         if not settings.digest.destinations():
-            raise BadInput("no digest destination is configured (AFK_DIGEST_SLACK_URL, "
-                           "AFK_DIGEST_WEBHOOK_URL or AFK_DIGEST_SMTP_URL)")
+            raise BadInput(
+                "no digest destination is configured (AFK_DIGEST_SLACK_URL, "
+                "AFK_DIGEST_WEBHOOK_URL or AFK_DIGEST_SMTP_URL)"
+            )
         outcomes = delivery.run_once(db, settings.digest, force=args.force)
         emit({"deliveries": [o.to_json() for o in outcomes]})
         if not outcomes:
-            print("afk: nothing to send: this period's digest was delivered already, is "
-                  "waiting for a retry, or is being sent (--force sends anyway)",
-                  file=sys.stderr)
+            print(
+                "afk: nothing to send: this period's digest was delivered already, is "
+                "waiting for a retry, or is being sent (--force sends anyway)",
+                file=sys.stderr,
+            )
         return EXIT_OK if all(o.state == "delivered" for o in outcomes) else EXIT_ERROR
     finally:
         db.close()
@@ -468,8 +488,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     settings = load_all(args.config)
     explicit = args.dsn or os.environ.get("AFK_DSN") or settings.dsn
     if not explicit:
-        print("No DSN given: using the embedded PostgreSQL server (afk db status shows it).",
-              flush=True)
+        print(
+            "No DSN given: using the embedded PostgreSQL server (afk db status shows it).",
+            flush=True,
+        )
     return run(str(resolve_dsn(args.dsn, settings=settings)))
 
 
@@ -478,17 +500,25 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     common = Parser(add_help=False)
-    common.add_argument("--dsn", default=argparse.SUPPRESS,
-                        help="PostgreSQL connection string (env AFK_DSN; default: the "
-                             "embedded server under AFK_HOME)")
-    common.add_argument("--config", default=argparse.SUPPRESS,
-                        help="TOML file of settings (env AFK_CONFIG)")
-    parser = Parser(prog="afk", description="A durable task queue on PostgreSQL for "
-                    "unattended coding agents.", parents=[common],
-                    epilog="Exit status: 0 ok, 2 bad usage or input, 3 nothing to claim, "
-                           "4 lease lost, 1 anything else.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                                parser_class=Parser)
+    common.add_argument(
+        "--dsn",
+        default=argparse.SUPPRESS,
+        help="PostgreSQL connection string (env AFK_DSN; default: the "
+        "embedded server under AFK_HOME)",
+    )
+    common.add_argument(
+        "--config", default=argparse.SUPPRESS, help="TOML file of settings (env AFK_CONFIG)"
+    )
+    parser = Parser(
+        prog="afk",
+        description="A durable task queue on PostgreSQL for unattended coding agents.",
+        parents=[common],
+        epilog="Exit status: 0 ok, 2 bad usage or input, 3 nothing to claim, "
+        "4 lease lost, 1 anything else.",
+    )
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=Parser
+    )
 
     def add(name: str, func: Callable[[argparse.Namespace], int], help: str) -> Any:
         p = sub.add_parser(name, parents=[common], help=help, description=help)
@@ -499,15 +529,19 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--agent", help=help)
 
     def runner_opt(p: Any) -> None:
-        p.add_argument("--runner", help="runner id (env AFK_RUNNER_ID): names one concurrent "
-                       "worker, since a claim first resumes that runner's own in-flight task. "
-                       "Two workers must never share one. Default: host:pid of this command")
+        p.add_argument(
+            "--runner",
+            help="runner id (env AFK_RUNNER_ID): names one concurrent "
+            "worker, since a claim first resumes that runner's own in-flight task. "
+            "Two workers must never share one. Default: host:pid of this command",
+        )
 
     def fenced(name: str, func: Callable[[argparse.Namespace], int], help: str) -> Any:
         p = add(name, func, help)
         p.add_argument("id", nargs="?", help="task id (env AFK_TASK_ID)")
-        p.add_argument("--token", type=int, help="the lease token of the claim "
-                       "(env AFK_TASK_TOKEN)")
+        p.add_argument(
+            "--token", type=int, help="the lease token of the claim (env AFK_TASK_TOKEN)"
+        )
         return p
 
     add("migrate", cmd_migrate, "create or upgrade the schema (safe to repeat)")
@@ -528,8 +562,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = fenced("checkpoint", cmd_checkpoint, "merge a JSON object into the checkpoint")
     p.add_argument("--patch", required=True, help="JSON object, or @FILE")
     fenced("heartbeat", cmd_heartbeat, "refresh the lease")
-    next_help = ("and, in the same statement, claim the same runner's next task of the agent "
-                 "and print it (exit 3 if there is none)")
+    next_help = (
+        "and, in the same statement, claim the same runner's next task of the agent "
+        "and print it (exit 3 if there is none)"
+    )
     p = fenced("done", cmd_done, "finish the task")
     p.add_argument("--result", help="JSON, or @FILE")
     p.add_argument("--next", action="store_true", help=next_help)
@@ -540,8 +576,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("pause", cmd_pause, "pause running tasks (a clean stop spends no attempt)")
     agent_opt(p)
     runner_opt(p)
-    p.add_argument("id", nargs="?", help="pause only this task (needs --token; with no "
-                   "id, --agent or --runner: AFK_TASK_ID and AFK_TASK_TOKEN)")
+    p.add_argument(
+        "id",
+        nargs="?",
+        help="pause only this task (needs --token; with no "
+        "id, --agent or --runner: AFK_TASK_ID and AFK_TASK_TOKEN)",
+    )
     p.add_argument("--token", type=int)
 
     p = add("status", cmd_status, "task counts per state")
@@ -560,22 +600,38 @@ def build_parser() -> argparse.ArgumentParser:
 
     add("demo", cmd_demo, "a crash and a resume on a small backlog, end to end")
 
-    p = fenced("once", cmd_once, "run a command as a side effect of the task, at most once: "
-               "later runs replay its recorded stdout and exit status")
+    p = fenced(
+        "once",
+        cmd_once,
+        "run a command as a side effect of the task, at most once: "
+        "later runs replay its recorded stdout and exit status",
+    )
     p.add_argument("--name", required=True, help="the effect's name, unique within the task")
     p.set_defaults(command=[])
     p.epilog = "usage: afk once ID --token T --name NAME -- COMMAND ARGS..."
 
     p = add("hooks", cmd_hooks, "print (or install) agent hook settings")
     p.add_argument("agent_kind", choices=["claude", "codex"], help="the agent")
-    p.add_argument("--install", metavar="PATH", help="merge into this settings file "
-                   "(e.g. .claude/settings.json, .codex/hooks.json)")
-    p.add_argument("--gate", action="store_true", help="Stop blocks (a few times at most) a "
-                   "session that still holds a task it claimed itself")
-    p = add("hook", cmd_hook, "run as an agent hook: reads one hook payload on stdin and "
-            "acts on its hook_event_name; always exits 0")
-    p.add_argument("event", nargs="?", choices=["stop"],
-                   help="accepted for settings written by older versions")
+    p.add_argument(
+        "--install",
+        metavar="PATH",
+        help="merge into this settings file (e.g. .claude/settings.json, .codex/hooks.json)",
+    )
+    p.add_argument(
+        "--gate",
+        action="store_true",
+        help="Stop blocks (a few times at most) a "
+        "session that still holds a task it claimed itself",
+    )
+    p = add(
+        "hook",
+        cmd_hook,
+        "run as an agent hook: reads one hook payload on stdin and "
+        "acts on its hook_event_name; always exits 0",
+    )
+    p.add_argument(
+        "event", nargs="?", choices=["stop"], help="accepted for settings written by older versions"
+    )
     p.add_argument("--gate", action="store_true", help="the Stop completion gate")
     p = add("resume-brief", cmd_resume_brief, "a Markdown note for the next session")
     p.add_argument("id", nargs="?", help="task id (env AFK_TASK_ID)")
@@ -586,30 +642,49 @@ def build_parser() -> argparse.ArgumentParser:
     for cls in (ServiceSettings, QueueSettings, DigestSettings):
         for env, default, text in describe(cls):
             lines.append(f"  {env:<28} {default!s:<16} {text}")
-    lines += ["  AFK_CONFIG                   -                a TOML file of the same settings "
-              "(lower-case names; env vars win)",
-              "  AFK_DSN                      embedded         PostgreSQL connection string",
-              "  AFK_LOG_LEVEL                INFO/WARNING     log level (the service: INFO; "
-              "other commands: WARNING)"]
+    lines += [
+        "  AFK_CONFIG                   -                a TOML file of the same settings "
+        "(lower-case names; env vars win)",
+        "  AFK_DSN                      embedded         PostgreSQL connection string",
+        "  AFK_LOG_LEVEL                INFO/WARNING     log level (the service: INFO; "
+        "other commands: WARNING)",
+    ]
     p = add("digest", cmd_digest, "the morning digest: print it, send it, or show deliveries")
-    p.add_argument("action", nargs="?", choices=["send", "status"],
-                   help="send: deliver the due digest now; status: recent deliveries")
+    p.add_argument(
+        "action",
+        nargs="?",
+        choices=["send", "status"],
+        help="send: deliver the due digest now; status: recent deliveries",
+    )
     p.add_argument("--dry-run", action="store_true", help="print what would be sent now")
     p.add_argument("--format", choices=["slack", "html", "text", "webhook"], default="text")
-    p.add_argument("--force", action="store_true", help="with send: send even if this "
-                   "period's digest was delivered")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="with send: send even if this period's digest was delivered",
+    )
 
-    p = sub.add_parser("watchdog", parents=[common], help="the watchdog service",
-                       description="The watchdog service: reclaim, gauges, poison pills, "
-                       "prune, and Prometheus metrics.", epilog="\n".join(lines),
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "watchdog",
+        parents=[common],
+        help="the watchdog service",
+        description="The watchdog service: reclaim, gauges, poison pills, "
+        "prune, and Prometheus metrics.",
+        epilog="\n".join(lines),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.set_defaults(func=cmd_watchdog)
     wsub = p.add_subparsers(dest="action", required=True, parser_class=Parser)
-    wsub.add_parser("run", parents=[common], help="run the service (until SIGTERM)",
-                          epilog="\n".join(lines),
-                          formatter_class=argparse.RawDescriptionHelpFormatter)
-    tick = wsub.add_parser("tick", parents=[common], help="run one job once and exit "
-                           "(non-zero if it failed)")
+    wsub.add_parser(
+        "run",
+        parents=[common],
+        help="run the service (until SIGTERM)",
+        epilog="\n".join(lines),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    tick = wsub.add_parser(
+        "tick", parents=[common], help="run one job once and exit (non-zero if it failed)"
+    )
     from .jobs import JOBS
 
     tick.add_argument("job", choices=[job.name for job in JOBS if job.tick])
@@ -619,26 +694,32 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     from .logs import level_of
 
-    logging.basicConfig(level=level_of(os.environ.get("AFK_LOG_LEVEL"), "WARNING"),
-                        format="afk: %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.basicConfig(
+        level=level_of(os.environ.get("AFK_LOG_LEVEL"), "WARNING"),
+        format="afk: %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
     argv = list(sys.argv[1:] if argv is None else argv)
     for number, arg in enumerate(argv, 1):
         try:
             arg.encode("utf-8")
         except UnicodeEncodeError:
-            print(f"afk: argument {number} is not valid UTF-8; nothing was changed",
-                  file=sys.stderr)
+            print(
+                f"afk: argument {number} is not valid UTF-8; nothing was changed", file=sys.stderr
+            )
             return EXIT_USAGE
     level = os.environ.get("AFK_LOG_LEVEL")
     if level and not isinstance(logging.getLevelName(level.strip().upper()), int):
-        print(f"afk: AFK_LOG_LEVEL={level!r} is not a log level (DEBUG, INFO, WARNING, "
-              "ERROR)", file=sys.stderr)
+        print(
+            f"afk: AFK_LOG_LEVEL={level!r} is not a log level (DEBUG, INFO, WARNING, ERROR)",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     command: list[str] = []
     if "--" in argv and "once" in argv[: argv.index("--")]:
         # afk once ... -- COMMAND ARGS: everything after -- is the command
         split = argv.index("--")
-        argv, command = argv[:split], argv[split + 1:]
+        argv, command = argv[:split], argv[split + 1 :]
     args = build_parser().parse_args(argv)
     if args.func is cmd_once:
         args.command = command

@@ -50,12 +50,14 @@ def _convert(name: str, kind: type, raw: Any, duration: bool) -> Any:
             raise ValueError(raw)
         return kind(raw)
     except (TypeError, ValueError, BadInput):
-        raise BadInput(f"{name}={raw!r} is not a valid {kind.__name__}"
-                       + (" or duration" if duration else "")) from None
+        raise BadInput(
+            f"{name}={raw!r} is not a valid {kind.__name__}" + (" or duration" if duration else "")
+        ) from None
 
 
-def load(cls: type[S], env: Mapping[str, str] | None = None,
-         file_values: Mapping[str, Any] | None = None) -> S:
+def load(
+    cls: type[S], env: Mapping[str, str] | None = None, file_values: Mapping[str, Any] | None = None
+) -> S:
     """Build settings ``cls`` from defaults < TOML values < ``AFK_*`` env vars."""
     env = os.environ if env is None else env
     hints = get_type_hints(cls)
@@ -99,18 +101,23 @@ def describe(cls: type) -> list[tuple[str, Any, str]]:
     return out
 
 
-def _field(default: Any, help: str, duration: bool = False, secret: bool = False,
-           env: str | None = None) -> Any:
-    return field(default=default, repr=not secret,
-                 metadata={"help": help, "duration": duration, "secret": secret, "env": env})
+def _field(
+    default: Any, help: str, duration: bool = False, secret: bool = False, env: str | None = None
+) -> Any:
+    return field(
+        default=default,
+        repr=not secret,
+        metadata={"help": help, "duration": duration, "secret": secret, "env": env},
+    )
 
 
 @dataclass(frozen=True)
 class QueueSettings:
     """How the queue behaves. Each field has an ``AFK_<NAME>`` env var."""
 
-    lease_seconds: int = _field(120, "default lease of a claim, seconds (kept alive by a "
-                                "heartbeat every third of it)")
+    lease_seconds: int = _field(
+        120, "default lease of a claim, seconds (kept alive by a heartbeat every third of it)"
+    )
     backoff_base_seconds: float = _field(30.0, "first retry delay after a failure; doubles")
     backoff_cap_seconds: float = _field(3600.0, "the longest retry delay")
     max_attempts: int = _field(5, "max_attempts of a task enqueued without one")
@@ -135,8 +142,9 @@ class QueueSettings:
             raise BadInput("invalid settings: " + "; ".join(problems))
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None,
-                 file_values: Mapping[str, Any] | None = None) -> QueueSettings:
+    def from_env(
+        cls, env: Mapping[str, str] | None = None, file_values: Mapping[str, Any] | None = None
+    ) -> QueueSettings:
         return load(cls, env, file_values)
 
 
@@ -147,25 +155,32 @@ class ServiceSettings:
     reclaim_interval: float = _field(60.0, "how often expired leases are reclaimed", True)
     gauges_interval: float = _field(15.0, "how often the gauges are refreshed", True)
     poison_interval: float = _field(3600.0, "how often failed tasks are surfaced", True)
-    poison_window: float = _field(3600.0, "failed within this long counts as a poison pill",
-                                  True)
+    poison_window: float = _field(3600.0, "failed within this long counts as a poison pill", True)
     poison_alert: bool = _field(False, "also post poison pills to the digest destinations")
     prune_interval: float = _field(86400.0, "how often old done tasks are deleted", True)
     retention: float = _field(30 * 86400.0, "done tasks older than this are deleted", True)
     prune_batch: int = _field(1000, "rows per prune statement")
-    leader_interval: float = _field(15.0, "how often a replica renews or takes the leader "
-                                    "lease (which lasts three of these)", True)
+    leader_interval: float = _field(
+        15.0,
+        "how often a replica renews or takes the leader lease (which lasts three of these)",
+        True,
+    )
     metrics_addr: str = _field("127.0.0.1:9464", "host:port of /metrics and /healthz")
     metrics_agents: int = _field(20, "agent_id label for this many largest agents (0: none)")
     misfire_grace: float = _field(30.0, "a job this late still runs", True)
     statement_timeout: float = _field(30.0, "longest statement of a job", True)
-    shutdown_timeout: float = _field(10.0, "on SIGTERM, wait this long for a running job",
-                                     True)
+    shutdown_timeout: float = _field(10.0, "on SIGTERM, wait this long for a running job", True)
     log_format: str = _field("text", "text or json (one JSON object per line, for journald)")
-    public_url: str = _field("", "the address people reach the status pages at, e.g. "
-                             "https://afk.example.com (the digest then links each task's page)")
-    web_token: str = _field("", "token the status pages require (needed when metrics_addr is "
-                            "not a loopback address)", secret=True)
+    public_url: str = _field(
+        "",
+        "the address people reach the status pages at, e.g. "
+        "https://afk.example.com (the digest then links each task's page)",
+    )
+    web_token: str = _field(
+        "",
+        "token the status pages require (needed when metrics_addr is not a loopback address)",
+        secret=True,
+    )
 
     def __post_init__(self) -> None:
         problems = []
@@ -201,7 +216,8 @@ class ServiceSettings:
                 f"invalid settings: the reclaim interval ({self.reclaim_interval:g}s) is longer "
                 f"than the default lease ({queue.lease_seconds}s): an expired lease would wait "
                 "longer than the lease itself to be reclaimed. Lower AFK_RECLAIM_INTERVAL or "
-                "raise AFK_LEASE_SECONDS.")
+                "raise AFK_LEASE_SECONDS."
+            )
 
 
 _HH_MM = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)$")
@@ -216,28 +232,32 @@ class DigestSettings:
     slack_url: str = _field("", "Slack incoming webhook URL", secret=True)
     webhook_url: str = _field("", "generic webhook URL (POST of the JSON digest)", secret=True)
     webhook_secret: str = _field("", "HMAC-SHA256 key signing the webhook", secret=True)
-    smtp_url: str = _field("", "smtp://user:pass@host:587 (STARTTLS) or smtps://...:465",
-                           secret=True)
+    smtp_url: str = _field(
+        "", "smtp://user:pass@host:587 (STARTTLS) or smtps://...:465", secret=True
+    )
     smtp_cafile: str = _field("", "CA file to verify the SMTP server with (default: system)")
     email_to: str = _field("", "recipients, comma-separated")
     email_from: str = _field("", "sender address")
     at: str = _field("08:00", "time of day of the digest (HH:MM)")
-    tz: str = _field("", "IANA time zone of AFK_DIGEST_AT and of the times shown "
-                     "(default: the system's)")
+    tz: str = _field(
+        "", "IANA time zone of AFK_DIGEST_AT and of the times shown (default: the system's)"
+    )
     cron: str = _field("", "a crontab expression instead of --at (e.g. '0 8 * * 1-5')")
     all_clear: bool = _field(True, "send a short all-clear when there is nothing to report")
     link_template: str = _field("", "per-task link, e.g. https://tracker/{agent_id}/{task_id}")
     paused_after: float = _field(6 * 3600.0, "a task paused this long counts as stuck", True)
-    todo_late_after: float = _field(6 * 3600.0, "an agent's oldest todo this old counts as "
-                                    "waiting too long", True)
+    todo_late_after: float = _field(
+        6 * 3600.0, "an agent's oldest todo this old counts as waiting too long", True
+    )
     max_groups: int = _field(20, "error groups shown in full; the rest are counted")
     check_interval: float = _field(60.0, "how often the service checks for a due digest", True)
     timeout: float = _field(10.0, "HTTP and SMTP timeout", True)
     retry_base: float = _field(30.0, "first retry delay of a failed delivery; doubles", True)
     retry_cap: float = _field(600.0, "the longest retry delay", True)
     lease: float = _field(120.0, "a sender's claim on a delivery expires after this", True)
-    templates_dir: str = _field("", "a folder of templates overriding the shipped ones",
-                                env="AFK_TEMPLATES_DIR")
+    templates_dir: str = _field(
+        "", "a folder of templates overriding the shipped ones", env="AFK_TEMPLATES_DIR"
+    )
 
     def __post_init__(self) -> None:
         problems = []
@@ -246,8 +266,9 @@ class DigestSettings:
             if value and not re.match(r"^https?://[^\s/]+", value):
                 problems.append(f"{name} must be an http(s) URL")
         if self.webhook_url and not self.webhook_secret:
-            problems.append("webhook_url needs webhook_secret (AFK_DIGEST_WEBHOOK_SECRET) "
-                            "to sign what it sends")
+            problems.append(
+                "webhook_url needs webhook_secret (AFK_DIGEST_WEBHOOK_SECRET) to sign what it sends"
+            )
         email = (self.smtp_url, self.email_to, self.email_from)
         if any(email) and not all(email):
             problems.append("email needs smtp_url, email_to and email_from together")
@@ -273,8 +294,9 @@ class DigestSettings:
             if f.metadata.get("duration") and not getattr(self, f.name) > 0:
                 problems.append(f"{f.name} must be positive")
         if self.templates_dir and not Path(self.templates_dir).is_dir():
-            problems.append(f"templates_dir {self.templates_dir} is not a folder "
-                            "(AFK_TEMPLATES_DIR)")
+            problems.append(
+                f"templates_dir {self.templates_dir} is not a folder (AFK_TEMPLATES_DIR)"
+            )
         if self.retry_cap < self.retry_base:
             problems.append("retry_cap must not be less than retry_base")
         if not 1 <= self.max_groups <= 40:
@@ -293,8 +315,9 @@ class DigestSettings:
         return out
 
 
-def load_digest(file_values: Mapping[str, Any] | None = None,
-                env: Mapping[str, str] | None = None) -> DigestSettings:
+def load_digest(
+    file_values: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None
+) -> DigestSettings:
     section = (file_values or {}).get("digest") or {}
     if not isinstance(section, Mapping):
         raise BadInput("config file: [digest] must be a table")
@@ -319,13 +342,14 @@ class Settings:
         for the sake of a service it does not run."""
         self.service.check_against(self.queue)
         if self.service.poison_alert and not self.digest.destinations():
-            raise BadInput("invalid settings: poison_alert is on but no digest destination "
-                           "is configured (AFK_DIGEST_SLACK_URL, AFK_DIGEST_WEBHOOK_URL or "
-                           "AFK_DIGEST_SMTP_URL)")
+            raise BadInput(
+                "invalid settings: poison_alert is on but no digest destination "
+                "is configured (AFK_DIGEST_SLACK_URL, AFK_DIGEST_WEBHOOK_URL or "
+                "AFK_DIGEST_SMTP_URL)"
+            )
 
 
-def load_all(config_path: str | None = None,
-             env: Mapping[str, str] | None = None) -> Settings:
+def load_all(config_path: str | None = None, env: Mapping[str, str] | None = None) -> Settings:
     """All settings from the TOML file (``--config`` or ``AFK_CONFIG``) and the
     environment, checked together: defaults < TOML < ``AFK_*``. This is the one
     loader every entry point (CLI, hooks, service, demo, ``Queue.connect``) uses."""
@@ -351,8 +375,18 @@ def load_all(config_path: str | None = None,
 
 
 #: AFK_* variables that are not settings fields
-OTHER_ENV = ("AFK_DSN", "AFK_CONFIG", "AFK_HOME", "AFK_LOG_LEVEL", "AFK_AGENT_ID",
-             "AFK_RUNNER_ID", "AFK_TASK_ID", "AFK_TASK_TOKEN", "AFK_EFFECT_KEY", "AFK_TEST_DSN")
+OTHER_ENV = (
+    "AFK_DSN",
+    "AFK_CONFIG",
+    "AFK_HOME",
+    "AFK_LOG_LEVEL",
+    "AFK_AGENT_ID",
+    "AFK_RUNNER_ID",
+    "AFK_TASK_ID",
+    "AFK_TASK_TOKEN",
+    "AFK_EFFECT_KEY",
+    "AFK_TEST_DSN",
+)
 
 
 def known_env() -> list[str]:
@@ -389,8 +423,13 @@ def credential(name: str, env: Mapping[str, str] | None = None) -> str | None:
         return None
 
 
-def resolve_dsn(dsn: str | None = None, *, settings: Settings | None = None,
-                env: Mapping[str, str] | None = None, start: bool = True) -> str | None:
+def resolve_dsn(
+    dsn: str | None = None,
+    *,
+    settings: Settings | None = None,
+    env: Mapping[str, str] | None = None,
+    start: bool = True,
+) -> str | None:
     """The one place that decides which database a command talks to.
 
     In order: ``dsn`` (``--dsn``), ``AFK_DSN``, the systemd credential ``dsn``,
@@ -399,8 +438,12 @@ def resolve_dsn(dsn: str | None = None, *, settings: Settings | None = None,
     already (None when it is not: the hooks must never start a server).
     """
     env = os.environ if env is None else env
-    chosen = (dsn or env.get("AFK_DSN") or credential("dsn", env)
-              or (settings.dsn if settings is not None else None))
+    chosen = (
+        dsn
+        or env.get("AFK_DSN")
+        or credential("dsn", env)
+        or (settings.dsn if settings is not None else None)
+    )
     if chosen:
         return chosen
     from . import embedded

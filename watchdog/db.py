@@ -33,6 +33,7 @@ MIGRATION_LOCK_KEY = 0x61666B5F6D696772  # "afk_migr"
 #: what PgBouncer says when it refuses a startup parameter
 REFUSED_OPTIONS = "unsupported startup parameter"
 
+
 def json_param(value: Any) -> Jsonb:
     return Jsonb(value)
 
@@ -46,7 +47,8 @@ def translate_errors(conninfo: str | None = None) -> Iterator[None]:
     except (pg_errors.UndefinedTable, pg_errors.UndefinedObject) as exc:
         raise SchemaMissing(
             f"the afk schema is missing or outdated ({first_line(exc, conninfo)}): "
-            "run `afk migrate`") from exc
+            "run `afk migrate`"
+        ) from exc
     except psycopg.OperationalError as exc:
         raise DatabaseError(f"database unreachable: {first_line(exc, conninfo)}") from exc
     except psycopg.Error as exc:
@@ -86,8 +88,11 @@ def _connection_lost(exc: psycopg.Error) -> bool:
     state = exc.sqlstate or ""
     if state.startswith("08") or state in {"57P01", "57P02", "57P03"}:
         return True
-    return isinstance(exc, psycopg.OperationalError) and not isinstance(
-        exc, pg_errors.QueryCanceled | pg_errors.LockNotAvailable) and not state
+    return (
+        isinstance(exc, psycopg.OperationalError)
+        and not isinstance(exc, pg_errors.QueryCanceled | pg_errors.LockNotAvailable)
+        and not state
+    )
 
 
 def _close_quietly(conn: Connection) -> None:
@@ -104,8 +109,10 @@ def check_conninfo(conninfo: str) -> None:
     try:
         conninfo_to_dict(conninfo)
     except psycopg.Error:
-        raise BadInput("the DSN is not a valid connection string (check its quoting; a % in "
-                       "a URL must be written %25)") from None
+        raise BadInput(
+            "the DSN is not a valid connection string (check its quoting; a % in "
+            "a URL must be written %25)"
+        ) from None
 
 
 class Database:
@@ -127,9 +134,16 @@ class Database:
     this object has never reached: a wrong DSN fails at once.
     """
 
-    def __init__(self, conninfo: str, *, pool_size: int | None = None,
-                 connect_timeout: float = 10, statement_timeout: float | None = None,
-                 application_name: str = "afk", retry_for: float = 30) -> None:
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        pool_size: int | None = None,
+        connect_timeout: float = 10,
+        statement_timeout: float | None = None,
+        application_name: str = "afk",
+        retry_for: float = 30,
+    ) -> None:
         check_conninfo(conninfo)
         self.conninfo = conninfo
         self._single = pool_size is None
@@ -168,9 +182,13 @@ class Database:
         return conn
 
     def _connect(self, autocommit: bool) -> Connection:
-        return psycopg.connect(self.conninfo, autocommit=autocommit, row_factory=dict_row,
-                               connect_timeout=max(1, int(self._connect_timeout)),
-                               **self._kwargs)
+        return psycopg.connect(
+            self.conninfo,
+            autocommit=autocommit,
+            row_factory=dict_row,
+            connect_timeout=max(1, int(self._connect_timeout)),
+            **self._kwargs,
+        )
 
     def _options_refused(self) -> None:
         """PgBouncer (1.18 and most poolers) refuses the ``options`` startup
@@ -179,9 +197,11 @@ class Database:
         then bounds a statement."""
         self._kwargs.pop("options", None)
         self.pooled = True
-        logger.info("the server refused startup options (a connection pooler): "
-                    "connecting without a per-connection statement_timeout",
-                    extra={"action": "pooler"})
+        logger.info(
+            "the server refused startup options (a connection pooler): "
+            "connecting without a per-connection statement_timeout",
+            extra={"action": "pooler"},
+        )
 
     def _configure(self, conn: Connection) -> None:
         """Prepared statements live on one server connection, and a pooler in
@@ -198,8 +218,10 @@ class Database:
             row = conn.execute("SELECT pg_backend_pid() AS pid").fetchone()
             self.pooled = row is None or row["pid"] != conn.info.backend_pid
             if self.pooled:
-                logger.info("connected through a pooler: prepared statements are off",
-                            extra={"action": "pooler"})
+                logger.info(
+                    "connected through a pooler: prepared statements are off",
+                    extra={"action": "pooler"},
+                )
         if self.pooled:
             conn.prepare_threshold = None
 
@@ -211,8 +233,9 @@ class Database:
         new one. It goes back idle only if it is healthy and outside any
         transaction."""
         if not self._slots.acquire(timeout=self._connect_timeout):
-            raise DatabaseError(f"all {self._size} connections were in use for "
-                                f"{self._connect_timeout:g}s")
+            raise DatabaseError(
+                f"all {self._size} connections were in use for {self._connect_timeout:g}s"
+            )
         conn: Connection | None = None
         try:
             with self._lock:
@@ -243,26 +266,30 @@ class Database:
         with translate_errors(self.conninfo), self._checkout() as c:
             yield c
 
-    def one(self, name: str, params: Mapping[str, Any] | None = None,
-            conn: Connection | None = None) -> Row | None:
+    def one(
+        self, name: str, params: Mapping[str, Any] | None = None, conn: Connection | None = None
+    ) -> Row | None:
         """Run a ``:one`` statement: its row, or None."""
         rows = self._run_named(name, "one", params, conn)
         if len(rows) > 1:
             raise DatabaseError(f"statement {name} returned {len(rows)} rows, not one")
         return rows[0] if rows else None
 
-    def all(self, name: str, params: Mapping[str, Any] | None = None,
-            conn: Connection | None = None) -> list[Row]:
+    def all(
+        self, name: str, params: Mapping[str, Any] | None = None, conn: Connection | None = None
+    ) -> list[Row]:
         """Run a ``:many`` statement: its rows."""
         return self._run_named(name, "many", params, conn)
 
-    def execute(self, name: str, params: Mapping[str, Any] | None = None,
-                conn: Connection | None = None) -> None:
+    def execute(
+        self, name: str, params: Mapping[str, Any] | None = None, conn: Connection | None = None
+    ) -> None:
         """Run an ``:exec`` statement."""
         self._run_named(name, "exec", params, conn)
 
-    def _run_named(self, name: str, returns: str, params: Mapping[str, Any] | None,
-                   conn: Connection | None) -> list[Row]:
+    def _run_named(
+        self, name: str, returns: str, params: Mapping[str, Any] | None, conn: Connection | None
+    ) -> list[Row]:
         """Run the named statement in one round trip; return its rows as dicts.
         It must return what the caller expects, and take exactly the
         parameters given. On the caller's ``conn`` nothing is retried (its
@@ -285,7 +312,8 @@ class Database:
             except DatabaseError as exc:
                 cause = exc.__cause__
                 lost = (not sent and not isinstance(cause, pg_errors.QueryCanceled)) or (
-                    isinstance(cause, psycopg.Error) and _connection_lost(cause))
+                    isinstance(cause, psycopg.Error) and _connection_lost(cause)
+                )
                 if not lost or (sent and not statement.retry) or not self._reached:
                     raise
                 now = time.monotonic()
@@ -346,5 +374,6 @@ class Database:
             if not found or found["t"] is None:
                 return 0
             row = c.execute(
-                "SELECT coalesce(max(version), 0) AS v FROM afk_schema_version").fetchone()
+                "SELECT coalesce(max(version), 0) AS v FROM afk_schema_version"
+            ).fetchone()
             return int(row["v"]) if row else 0

@@ -48,8 +48,9 @@ def trigger_of(settings: DigestSettings) -> Any:
     return CronTrigger(hour=int(hour), minute=int(minute), timezone=tz)
 
 
-def latest_period(settings: DigestSettings, now: datetime,
-                  lookback: timedelta = timedelta(days=8)) -> datetime | None:
+def latest_period(
+    settings: DigestSettings, now: datetime, lookback: timedelta = timedelta(days=8)
+) -> datetime | None:
     """The latest scheduled time at or before ``now`` (the database's clock)."""
     trigger = trigger_of(settings)
     fire = trigger.get_next_fire_time(None, now - lookback)
@@ -93,15 +94,28 @@ def retry_delay(settings: DigestSettings, attempts: int, hint: float | None) -> 
 Sender = Callable[[str, dict[str, Any]], int | None]
 
 
-def claim_and_send(db: Database, settings: DigestSettings, destination: str, kind: str,
-                   period: datetime, first_window: float, send: Sender) -> Outcome | None:
+def claim_and_send(
+    db: Database,
+    settings: DigestSettings,
+    destination: str,
+    kind: str,
+    period: datetime,
+    first_window: float,
+    send: Sender,
+) -> Outcome | None:
     """Claim (destination, kind, period) in the ledger and run ``send`` for it;
     record the outcome, fenced by the claim. None if the claim was not ours
     (delivered already, waiting for its retry, or another sender has it)."""
-    row = db.one("digest_claim", {
-        "destination": destination, "kind": kind, "period": period,
-        "lease": settings.lease, "first_window": first_window,
-    })
+    row = db.one(
+        "digest_claim",
+        {
+            "destination": destination,
+            "kind": kind,
+            "period": period,
+            "lease": settings.lease,
+            "first_window": first_window,
+        },
+    )
     if row is None:
         return None
     attempts = row["attempts"]
@@ -118,18 +132,41 @@ def claim_and_send(db: Database, settings: DigestSettings, destination: str, kin
             state = "failed"
     except AfkError as exc:  # a template that cannot render: retrying will not help
         state, error = "failed", str(exc)
-    finished = db.one("digest_finish", {
-        "destination": destination, "kind": kind, "period": period,
-        "token": row["lease_token"], "state": state, "status": status, "error": error,
-        "retry_in": retry_in,
-    })
+    finished = db.one(
+        "digest_finish",
+        {
+            "destination": destination,
+            "kind": kind,
+            "period": period,
+            "token": row["lease_token"],
+            "state": state,
+            "status": status,
+            "error": error,
+            "retry_in": retry_in,
+        },
+    )
     if not finished:
-        logger.warning("%s to %s: the claim expired before the outcome was recorded", kind,
-                       destination, extra={"action": kind, "destination": destination})
+        logger.warning(
+            "%s to %s: the claim expired before the outcome was recorded",
+            kind,
+            destination,
+            extra={"action": kind, "destination": destination},
+        )
     log = logger.info if state == "delivered" else logger.warning
-    log("%s to %s: %s%s", kind, destination, state, f" ({error})" if error else "",
-        extra={"action": kind, "destination": destination, "state": state,
-               "attempts": attempts, "status": status})
+    log(
+        "%s to %s: %s%s",
+        kind,
+        destination,
+        state,
+        f" ({error})" if error else "",
+        extra={
+            "action": kind,
+            "destination": destination,
+            "state": state,
+            "attempts": attempts,
+            "status": status,
+        },
+    )
     return Outcome(destination, period.isoformat(), state, attempts, status, error)
 
 
@@ -156,16 +193,23 @@ def run_once(db: Database, settings: DigestSettings, *, force: bool = False) -> 
         delivery_id = f"{destination}:{row['kind']}:{row['period'].isoformat()}"
         return destinations[destination].send_digest(digest, rendered, delivery_id)
 
-    outcomes = [] if period is None else [
-        claim_and_send(db, settings, d, kind, period, FIRST_WINDOW, send)
-        for d in destinations]
+    outcomes = (
+        []
+        if period is None
+        else [
+            claim_and_send(db, settings, d, kind, period, FIRST_WINDOW, send) for d in destinations
+        ]
+    )
     if not force:
         # every pending delivery is retried until it lands or fails for good,
         # forced ones included (their window is the one they were claimed with)
-        outcomes += [claim_and_send(db, settings, r["destination"], r["kind"], r["period"],
-                                    FIRST_WINDOW, send)
-                     for r in db.all("digest_due_retries")
-                     if r["destination"] in destinations]
+        outcomes += [
+            claim_and_send(
+                db, settings, r["destination"], r["kind"], r["period"], FIRST_WINDOW, send
+            )
+            for r in db.all("digest_due_retries")
+            if r["destination"] in destinations
+        ]
     return [o for o in outcomes if o is not None]
 
 
@@ -186,13 +230,13 @@ def dry_run(db: Database, settings: DigestSettings, fmt: str) -> str:
     """What a digest would say now, from the last delivered one (or 24 h)."""
     last = db.one("digest_last_delivered")
     now = db_now(db)
-    since = last["since"] if last and last["since"] else now - timedelta(
-        seconds=FIRST_WINDOW)
+    since = last["since"] if last and last["since"] else now - timedelta(seconds=FIRST_WINDOW)
     return render(build(db, since, now, settings, timezone_of(settings)), fmt, settings)
 
 
-def alert_poison(db: Database, settings: DigestSettings, pills: list[Task],
-                 interval: float) -> list[Outcome]:
+def alert_poison(
+    db: Database, settings: DigestSettings, pills: list[Task], interval: float
+) -> list[Outcome]:
     """A short alert listing poison pills, once per poison period and destination."""
     now = db_now(db)
     period = datetime.fromtimestamp(now.timestamp() // interval * interval, now.tzinfo)
@@ -201,8 +245,10 @@ def alert_poison(db: Database, settings: DigestSettings, pills: list[Task],
 
     def send(destination: str, row: dict[str, Any]) -> int | None:
         return destinations[destination].send_alert(
-            alert, f"{destination}:poison:{period.isoformat()}")
+            alert, f"{destination}:poison:{period.isoformat()}"
+        )
 
-    outcomes = [claim_and_send(db, settings, d, "poison", period, interval, send)
-                for d in destinations]
+    outcomes = [
+        claim_and_send(db, settings, d, "poison", period, interval, send) for d in destinations
+    ]
     return [o for o in outcomes if o is not None]

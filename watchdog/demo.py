@@ -16,8 +16,13 @@ from .queue import NewTask, Queue
 
 LEASE = 2.0
 STEPS = ["read the issue", "write the test", "fix the code", "open the PR"]
-BACKLOG = ["Fix the flaky login test", "Bump the HTTP client", "Add retry to the uploader",
-           "Document the config file", "Remove the dead feature flag"]
+BACKLOG = [
+    "Fix the flaky login test",
+    "Bump the HTTP client",
+    "Add retry to the uploader",
+    "Document the config file",
+    "Remove the dead feature flag",
+]
 
 
 def say(text: str) -> None:
@@ -30,24 +35,36 @@ def run(dsn: str) -> int:
     queue = Queue(db)
     agent = f"demo-{uuid.uuid4().hex[:8]}"
     try:
-        plan = [NewTask(title, {"steps": STEPS}, key=f"{agent}:{i}")
-                for i, title in enumerate(BACKLOG, 1)]
+        plan = [
+            NewTask(title, {"steps": STEPS}, key=f"{agent}:{i}")
+            for i, title in enumerate(BACKLOG, 1)
+        ]
         first = queue.enqueue(agent, plan)
         again = queue.enqueue(agent, plan)
-        say(f"1. Enqueued {len(first.enqueued)} tasks for agent {agent}; enqueueing the same "
-            f"plan again added {len(again.enqueued)} ({len(again.duplicates)} duplicates).")
+        say(
+            f"1. Enqueued {len(first.enqueued)} tasks for agent {agent}; enqueueing the same "
+            f"plan again added {len(again.enqueued)} ({len(again.duplicates)} duplicates)."
+        )
 
         say("2. A worker claims the first task, checkpoints two steps, and is killed (SIGKILL).")
-        crash = subprocess.run([sys.executable, "-m", "watchdog.demo", "crash", dsn, agent],
-                               capture_output=True, text=True, timeout=60)
+        crash = subprocess.run(
+            [sys.executable, "-m", "watchdog.demo", "crash", dsn, agent],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         if crash.returncode != -signal.SIGKILL:
-            say(f"   the worker was expected to die by SIGKILL; it exited {crash.returncode}: "
-                f"{crash.stderr.strip()}")
+            say(
+                f"   the worker was expected to die by SIGKILL; it exited {crash.returncode}: "
+                f"{crash.stderr.strip()}"
+            )
             return 1
         crashed = uuid.UUID(crash.stdout.strip())
         task, _ = queue.show(crashed)
-        say(f"   '{task.title}' is still {task.state}, checkpoint "
-            f"{json.dumps(task.checkpoint)}, lease until {task.lease_until:%H:%M:%S%z}.")
+        say(
+            f"   '{task.title}' is still {task.state}, checkpoint "
+            f"{json.dumps(task.checkpoint)}, lease until {task.lease_until:%H:%M:%S%z}."
+        )
 
         say(f"3. The lease ({LEASE:g}s) runs out; the watchdog's reclaim pauses the task.")
         reclaimed = 0
@@ -57,8 +74,10 @@ def run(dsn: str) -> int:
             if reclaimed == 0:
                 time.sleep(0.2)
         task, _ = queue.show(crashed)
-        say(f"   reclaimed {reclaimed}: '{task.title}' is {task.state} "
-            f"(last error: {task.last_error}).")
+        say(
+            f"   reclaimed {reclaimed}: '{task.title}' is {task.state} "
+            f"(last error: {task.last_error})."
+        )
 
         say("4. A new worker resumes it from the checkpoint, then drains the backlog.")
         runner = f"{agent}-worker-2"
@@ -66,8 +85,10 @@ def run(dsn: str) -> int:
             done_steps = list(claimed.checkpoint.get("steps_done", []))
             todo = [s for s in STEPS if s not in done_steps]
             if done_steps:
-                say(f"   '{claimed.title}' (attempt {claimed.attempts}): skipping "
-                    f"{json.dumps(done_steps)}, doing {json.dumps(todo)}")
+                say(
+                    f"   '{claimed.title}' (attempt {claimed.attempts}): skipping "
+                    f"{json.dumps(done_steps)}, doing {json.dumps(todo)}"
+                )
             for step in todo:
                 done_steps.append(step)
                 queue.checkpoint(claimed, {"steps_done": done_steps})
@@ -75,8 +96,10 @@ def run(dsn: str) -> int:
         _, history = queue.show(crashed)
         say("5. History of the crashed task:")
         for event in history:
-            say(f"   {event['reason']:<16} {event['from_state'] or '-':>8} -> "
-                f"{event['to_state']:<8} runner={event['runner']}")
+            say(
+                f"   {event['reason']:<16} {event['from_state'] or '-':>8} -> "
+                f"{event['to_state']:<8} runner={event['runner']}"
+            )
         status = queue.status(agent)
         say(f"6. Final status: {json.dumps(status)}")
         return 0 if status["done"] == len(BACKLOG) else 1

@@ -34,35 +34,48 @@ class DeliveryError(AfkError):
     """A destination did not take the message. Its text never holds a URL or
     a password."""
 
-    def __init__(self, message: str, *, retryable: bool, status: int | None = None,
-                 retry_after: float | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool,
+        status: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.retryable = retryable
         self.status = status
         self.retry_after = retry_after
 
 
-
-
-def _http_post(url: str, body: bytes, headers: dict[str, str], timeout: float,
-               what: str) -> int:
+def _http_post(url: str, body: bytes, headers: dict[str, str], timeout: float, what: str) -> int:
     import httpx
 
     try:
-        response = httpx.post(url, content=body, timeout=timeout, follow_redirects=False,
-                              headers={"User-Agent": USER_AGENT, **headers})
+        response = httpx.post(
+            url,
+            content=body,
+            timeout=timeout,
+            follow_redirects=False,
+            headers={"User-Agent": USER_AGENT, **headers},
+        )
     except httpx.TimeoutException:
         raise DeliveryError(f"{what}: timed out", retryable=True) from None
     except httpx.TransportError as exc:
-        raise DeliveryError(f"{what}: cannot connect ({type(exc).__name__})",
-                            retryable=True) from None
+        raise DeliveryError(
+            f"{what}: cannot connect ({type(exc).__name__})", retryable=True
+        ) from None
     status = response.status_code
     if 200 <= status < 300:
         return status
     detail = response.text[:200].strip().replace(url, "<url>")
     if status == 429 or status >= 500:
-        raise DeliveryError(f"{what}: HTTP {status} {detail}", retryable=True, status=status,
-                            retry_after=retry_after(response.headers.get("Retry-After")))
+        raise DeliveryError(
+            f"{what}: HTTP {status} {detail}",
+            retryable=True,
+            status=status,
+            retry_after=retry_after(response.headers.get("Retry-After")),
+        )
     raise DeliveryError(f"{what}: HTTP {status} {detail}", retryable=False, status=status)
 
 
@@ -81,8 +94,13 @@ def retry_after(value: str | None) -> float | None:
 
 
 def send_slack(settings: DigestSettings, payload: str) -> int:
-    return _http_post(settings.slack_url, payload.encode(),
-                      {"Content-Type": "application/json"}, settings.timeout, "slack")
+    return _http_post(
+        settings.slack_url,
+        payload.encode(),
+        {"Content-Type": "application/json"},
+        settings.timeout,
+        "slack",
+    )
 
 
 def sign(secret: str, timestamp: int, body: bytes) -> str:
@@ -93,12 +111,18 @@ def sign(secret: str, timestamp: int, body: bytes) -> str:
 
 def send_webhook(settings: DigestSettings, payload: str, delivery_id: str) -> int:
     body = payload.encode()
-    return _http_post(settings.webhook_url, body, {
-        "Content-Type": "application/json",
-        "X-Afk-Signature": sign(settings.webhook_secret, int(time.time()), body),
-        # the same id on every retry of one period: receivers can drop repeats
-        "X-Afk-Delivery": delivery_id,
-    }, settings.timeout, "webhook")
+    return _http_post(
+        settings.webhook_url,
+        body,
+        {
+            "Content-Type": "application/json",
+            "X-Afk-Signature": sign(settings.webhook_secret, int(time.time()), body),
+            # the same id on every retry of one period: receivers can drop repeats
+            "X-Afk-Delivery": delivery_id,
+        },
+        settings.timeout,
+        "webhook",
+    )
 
 
 def send_email(settings: DigestSettings, subject: str, text: str, html: str | None) -> int:
@@ -117,8 +141,9 @@ def send_email(settings: DigestSettings, subject: str, text: str, html: str | No
     host = url.hostname or "localhost"
     try:
         if url.scheme == "smtps":
-            client: smtplib.SMTP = smtplib.SMTP_SSL(host, url.port or 465,
-                                                   timeout=settings.timeout, context=context)
+            client: smtplib.SMTP = smtplib.SMTP_SSL(
+                host, url.port or 465, timeout=settings.timeout, context=context
+            )
         else:
             client = smtplib.SMTP(host, url.port or 587, timeout=settings.timeout)
         with client:
@@ -129,23 +154,27 @@ def send_email(settings: DigestSettings, subject: str, text: str, html: str | No
                     client.starttls(context=context)
                     client.ehlo()
                 elif url.password or starttls == "required":
-                    raise DeliveryError("email: the server offers no STARTTLS; refusing to "
-                                        "log in in clear (add ?starttls=no to allow it)",
-                                        retryable=False)
+                    raise DeliveryError(
+                        "email: the server offers no STARTTLS; refusing to "
+                        "log in in clear (add ?starttls=no to allow it)",
+                        retryable=False,
+                    )
             if url.username:
-                client.login(urllib.parse.unquote(url.username),
-                             urllib.parse.unquote(url.password or ""))
+                client.login(
+                    urllib.parse.unquote(url.username), urllib.parse.unquote(url.password or "")
+                )
             client.send_message(message)
     except smtplib.SMTPResponseException as exc:
         code = exc.smtp_code
-        raise DeliveryError(f"email: SMTP {code}", retryable=400 <= code < 500,
-                            status=code) from None
+        raise DeliveryError(
+            f"email: SMTP {code}", retryable=400 <= code < 500, status=code
+        ) from None
     except smtplib.SMTPRecipientsRefused:
         raise DeliveryError("email: every recipient was refused", retryable=False) from None
-    except (TimeoutError, smtplib.SMTPServerDisconnected, smtplib.SMTPConnectError,
-            OSError) as exc:
-        raise DeliveryError(f"email: cannot deliver ({type(exc).__name__})",
-                            retryable=True) from None
+    except (TimeoutError, smtplib.SMTPServerDisconnected, smtplib.SMTPConnectError, OSError) as exc:
+        raise DeliveryError(
+            f"email: cannot deliver ({type(exc).__name__})", retryable=True
+        ) from None
     return 250
 
 
@@ -177,8 +206,9 @@ class Alert:
             lines.append(f"- {t.title} ({t.agent_id}): {error} — afk retry {t.id}")
         if len(self.pills) > 20:
             lines.append(f"… and {len(self.pills) - 20} more: afk dead --since 1h")
-        return (f"afk: {len(self.pills)} task(s) failed for good in the last hour\n"
-                + "\n".join(lines))
+        return f"afk: {len(self.pills)} task(s) failed for good in the last hour\n" + "\n".join(
+            lines
+        )
 
 
 class Destination(Protocol):
@@ -211,10 +241,21 @@ class Webhook:
         return send_webhook(self.settings, rendered["webhook"], delivery_id)
 
     def send_alert(self, alert: Alert, delivery_id: str) -> int:
-        body = json.dumps({"type": "afk.poison_pills", "count": len(alert.pills),
-                           "tasks": [{"id": str(t.id), "agent_id": t.agent_id,
-                                      "title": t.title, "last_error": t.last_error}
-                                     for t in alert.pills[:100]]})
+        body = json.dumps(
+            {
+                "type": "afk.poison_pills",
+                "count": len(alert.pills),
+                "tasks": [
+                    {
+                        "id": str(t.id),
+                        "agent_id": t.agent_id,
+                        "title": t.title,
+                        "last_error": t.last_error,
+                    }
+                    for t in alert.pills[:100]
+                ],
+            }
+        )
         return send_webhook(self.settings, body, delivery_id)
 
 
@@ -224,17 +265,24 @@ class Email:
     name: str = "email"
 
     def send_digest(self, digest: Digest, rendered: Rendered, delivery_id: str) -> int:
-        subject = ("afk digest: all clear" if digest.all_clear
-                   else f"afk digest: {digest.failed_total} failed")
+        subject = (
+            "afk digest: all clear"
+            if digest.all_clear
+            else f"afk digest: {digest.failed_total} failed"
+        )
         return send_email(self.settings, subject, rendered["text"], rendered["html"])
 
     def send_alert(self, alert: Alert, delivery_id: str) -> int:
-        return send_email(self.settings, f"afk: {len(alert.pills)} poison pill(s)",
-                          alert.text, None)
+        return send_email(
+            self.settings, f"afk: {len(alert.pills)} poison pill(s)", alert.text, None
+        )
 
 
 KINDS: dict[str, type[Slack] | type[Webhook] | type[Email]] = {
-    "slack": Slack, "webhook": Webhook, "email": Email}
+    "slack": Slack,
+    "webhook": Webhook,
+    "email": Email,
+}
 
 
 def configured(settings: DigestSettings) -> list[Destination]:

@@ -17,8 +17,12 @@ from .config import DigestSettings
 from .db import Database
 from .errors import AfkError
 
-FORMATS = {"slack": "slack.json.j2", "html": "email.html.j2", "text": "email.txt.j2",
-           "webhook": "webhook.json.j2"}
+FORMATS = {
+    "slack": "slack.json.j2",
+    "html": "email.html.j2",
+    "text": "email.txt.j2",
+    "webhook": "webhook.json.j2",
+}
 #: failed tasks read per digest; beyond this they are counted, not grouped
 FAILED_ROWS = 5000
 #: tasks listed in full per group
@@ -143,69 +147,117 @@ class Digest:
 
     def to_json(self) -> dict[str, Any]:
         """The plain JSON document of the webhook format."""
+
         def task(t: FailedTask) -> dict[str, Any]:
-            return {"id": t.id, "agent_id": t.agent_id, "title": t.title,
-                    "attempts": t.attempts, "max_attempts": t.max_attempts,
-                    "failed_at": t.when.isoformat(), "last_error": t.error,
-                    "checkpoint_keys": t.checkpoint_keys, "retry": t.retry, "link": t.link}
+            return {
+                "id": t.id,
+                "agent_id": t.agent_id,
+                "title": t.title,
+                "attempts": t.attempts,
+                "max_attempts": t.max_attempts,
+                "failed_at": t.when.isoformat(),
+                "last_error": t.error,
+                "checkpoint_keys": t.checkpoint_keys,
+                "retry": t.retry,
+                "link": t.link,
+            }
 
         return {
             "type": "afk.digest",
-            "window": {"start": self.window_start.isoformat(),
-                       "end": self.window_end.isoformat()},
+            "window": {"start": self.window_start.isoformat(), "end": self.window_end.isoformat()},
             "generated_at": self.generated_at.isoformat(),
             "all_clear": self.all_clear,
             "totals": self.totals,
             "per_agent": self.per_agent,
             "failed_total": self.failed_total,
-            "groups": [{"agent_id": g.agent_id, "error": g.error, "count": g.count,
-                        "tasks": [task(t) for t in g.tasks], "more": g.more}
-                       for g in self.groups],
+            "groups": [
+                {
+                    "agent_id": g.agent_id,
+                    "error": g.error,
+                    "count": g.count,
+                    "tasks": [task(t) for t in g.tasks],
+                    "more": g.more,
+                }
+                for g in self.groups
+            ],
             "hidden_groups": self.hidden_groups,
             "hidden_failures": self.hidden_failures,
-            "stuck": {"expired_leases": self.expired, "paused": self.paused,
-                      "oldest_todo": self.oldest_todo},
+            "stuck": {
+                "expired_leases": self.expired,
+                "paused": self.paused,
+                "oldest_todo": self.oldest_todo,
+            },
         }
 
 
-def build(db: Database, start: datetime, end: datetime, settings: DigestSettings,
-          tz: tzinfo) -> Digest:
+def build(
+    db: Database, start: datetime, end: datetime, settings: DigestSettings, tz: tzinfo
+) -> Digest:
     from .jobs import EXACT_BELOW
 
-    row = db.one("digest_data", {"start": start, "end": end, "limit": FAILED_ROWS,
-                                   "paused_after": settings.paused_after,
-                                   "todo_late_after": settings.todo_late_after,
-                                   "exact_below": EXACT_BELOW})
+    row = db.one(
+        "digest_data",
+        {
+            "start": start,
+            "end": end,
+            "limit": FAILED_ROWS,
+            "paused_after": settings.paused_after,
+            "todo_late_after": settings.todo_late_after,
+            "exact_below": EXACT_BELOW,
+        },
+    )
     assert row is not None  # one row of aggregates, always
     groups: dict[tuple[str, str], list[FailedTask]] = defaultdict(list)
     for f in row["failed"]:
         link = None
         if settings.link_template:
             link = settings.link_template.format(
-                task_id=f["id"], agent_id=urllib.parse.quote(f["agent_id"], safe=""),
-                idem_key=urllib.parse.quote(f["idem_key"] or "", safe=""))
+                task_id=f["id"],
+                agent_id=urllib.parse.quote(f["agent_id"], safe=""),
+                idem_key=urllib.parse.quote(f["idem_key"] or "", safe=""),
+            )
         task = FailedTask(
-            id=f["id"], agent_id=f["agent_id"], title=f["title"], attempts=f["attempts"],
-            max_attempts=f["max_attempts"], when=datetime.fromisoformat(f["updated_at"]),
-            error=f["last_error"], checkpoint_keys=list(f["checkpoint_keys"]), link=link)
+            id=f["id"],
+            agent_id=f["agent_id"],
+            title=f["title"],
+            attempts=f["attempts"],
+            max_attempts=f["max_attempts"],
+            when=datetime.fromisoformat(f["updated_at"]),
+            error=f["last_error"],
+            checkpoint_keys=list(f["checkpoint_keys"]),
+            link=link,
+        )
         groups[(task.agent_id, normalise_error(task.error))].append(task)
     # an agent's groups stay together: agents by their failures, then groups by size
     per_agent: dict[str, int] = defaultdict(int)
     for (agent, _), tasks in groups.items():
         per_agent[agent] += len(tasks)
-    ordered = sorted(groups.items(), key=lambda kv: (-per_agent[kv[0][0]], kv[0][0],
-                                                     -len(kv[1]), kv[0][1]))
-    shown = [Group(agent, error, len(tasks), tasks[:TASKS_PER_GROUP])
-             for (agent, error), tasks in ordered[: settings.max_groups]]
-    hidden = ordered[settings.max_groups:]
-    totals = {s: int(row["totals"].get(s, 0)) for s in ("todo", "running", "paused", "done",
-                                                         "failed")}
+    ordered = sorted(
+        groups.items(), key=lambda kv: (-per_agent[kv[0][0]], kv[0][0], -len(kv[1]), kv[0][1])
+    )
+    shown = [
+        Group(agent, error, len(tasks), tasks[:TASKS_PER_GROUP])
+        for (agent, error), tasks in ordered[: settings.max_groups]
+    ]
+    hidden = ordered[settings.max_groups :]
+    totals = {
+        s: int(row["totals"].get(s, 0)) for s in ("todo", "running", "paused", "done", "failed")
+    }
     return Digest(
-        window_start=start, window_end=end, generated_at=row["now"], tz=tz, totals=totals,
-        per_agent=row["per_agent"], failed_total=int(row["failed_total"]), groups=shown,
-        hidden_groups=len(hidden), hidden_failures=sum(len(t) for _, t in hidden),
+        window_start=start,
+        window_end=end,
+        generated_at=row["now"],
+        tz=tz,
+        totals=totals,
+        per_agent=row["per_agent"],
+        failed_total=int(row["failed_total"]),
+        groups=shown,
+        hidden_groups=len(hidden),
+        hidden_failures=sum(len(t) for _, t in hidden),
         ungrouped_failures=int(row["failed_total"]) - len(row["failed"]),
-        expired=row["expired"], paused=row["paused"], oldest_todo=row["oldest_todo"],
+        expired=row["expired"],
+        paused=row["paused"],
+        oldest_todo=row["oldest_todo"],
     )
 
 
@@ -258,12 +310,17 @@ def render(digest: Digest, fmt: str, settings: DigestSettings) -> str:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(template_dirs(settings)),
         autoescape=lambda name: name is not None and ".html" in name,
-        undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
         extensions=["jinja2.ext.do"],
     )
-    env.filters.update(slack=slack_escape, slack_url=slack_url, truncate_text=truncate,
-                       local=lambda v, fmt="%Y-%m-%d %H:%M": local_time(digest, v, fmt),
-                       shell_quote=lambda v: shlex.quote(truncate(v, 100)))
+    env.filters.update(
+        slack=slack_escape,
+        slack_url=slack_url,
+        truncate_text=truncate,
+        local=lambda v, fmt="%Y-%m-%d %H:%M": local_time(digest, v, fmt),
+        shell_quote=lambda v: shlex.quote(truncate(v, 100)),
+    )
     try:
         text = env.get_template(FORMATS[fmt]).render(d=digest, max_text=SLACK_MAX_TEXT)
     except jinja2.TemplateError as exc:

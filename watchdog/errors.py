@@ -63,8 +63,10 @@ def dsn_secrets(conninfo: str) -> list[str]:
         userinfo = rest.rsplit("@", 1)[0] if "@" in rest else ""
         if ":" in userinfo:
             found.append(userinfo.split(":", 1)[1])
-    found += [m.group(1).strip("'") for m in re.finditer(
-        r"password\s*=\s*('(?:[^'\\]|\\.)*'|[^&\s]+)", conninfo, re.I)]
+    found += [
+        m.group(1).strip("'")
+        for m in re.finditer(r"password\s*=\s*('(?:[^'\\]|\\.)*'|[^&\s]+)", conninfo, re.I)
+    ]
     forms = {form for raw in found for form in (raw, unquote(raw), quote(unquote(raw), safe=""))}
     return sorted((f for f in forms if f), key=len, reverse=True)
 

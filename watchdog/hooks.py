@@ -61,12 +61,22 @@ MAX_PAYLOAD = 16 * 1024 * 1024
 #: seconds to wait for the payload on stdin
 STDIN_WAIT = 5.0
 #: tools whose tool_input names a file they edit
-EDIT_TOOLS = {"Edit": "file_path", "Write": "file_path", "MultiEdit": "file_path",
-              "NotebookEdit": "notebook_path"}
+EDIT_TOOLS = {
+    "Edit": "file_path",
+    "Write": "file_path",
+    "MultiEdit": "file_path",
+    "NotebookEdit": "notebook_path",
+}
 EVENTS = ("SessionStart", "PreToolUse", "PostToolUse", "PreCompact", "Stop", "SessionEnd")
 #: per-hook timeouts in the settings written by `afk hooks`, seconds
-TIMEOUTS = {"SessionStart": 20, "PreToolUse": 10, "PostToolUse": 10, "PreCompact": 10,
-            "Stop": 10, "SessionEnd": 10}
+TIMEOUTS = {
+    "SessionStart": 20,
+    "PreToolUse": 10,
+    "PostToolUse": 10,
+    "PreCompact": 10,
+    "Stop": 10,
+    "SessionEnd": 10,
+}
 
 
 class Malformed(BadInput):
@@ -85,8 +95,11 @@ def claude_settings(afk: str, gate: bool = False) -> dict[str, Any]:
     with matchers for the tool and session events and a timeout each."""
     hooks: dict[str, Any] = {}
     for event in EVENTS:
-        entry = {"type": "command", "command": hook_command(afk, gate and event == "Stop"),
-                 "timeout": TIMEOUTS[event]}
+        entry = {
+            "type": "command",
+            "command": hook_command(afk, gate and event == "Stop"),
+            "timeout": TIMEOUTS[event],
+        }
         group: dict[str, Any] = {"hooks": [entry]}
         if event in ("PreToolUse", "PostToolUse"):
             group = {"matcher": "*", **group}
@@ -100,8 +113,7 @@ def codex_settings(afk: str, gate: bool = False) -> dict[str, Any]:
     """Codex CLI's hooks.json: the events it shares with Claude Code (it has
     no SessionEnd: a session's own claim then runs out and is reclaimed)."""
     ours = claude_settings(afk, gate)["hooks"]
-    return {"hooks": {e: ours[e] for e in ("SessionStart", "PreToolUse", "PostToolUse",
-                                           "Stop")}}
+    return {"hooks": {e: ours[e] for e in ("SessionStart", "PreToolUse", "PostToolUse", "Stop")}}
 
 
 def afk_words(command: Any) -> list[str]:
@@ -181,8 +193,9 @@ def install(path: Path, ours: dict[str, Any]) -> Path:
         finally:
             tmp.unlink(missing_ok=True)
     except OSError as exc:
-        raise BadInput(f"cannot write {path}: {exc.strerror or exc}; it was left "
-                       "unchanged") from None
+        raise BadInput(
+            f"cannot write {path}: {exc.strerror or exc}; it was left unchanged"
+        ) from None
     return target
 
 
@@ -252,8 +265,9 @@ def supervised_task(env: dict[str, str]) -> tuple[uuid.UUID, int] | None:
     try:
         return uuid.UUID(str(task_id)), int(str(token))
     except ValueError:
-        raise BadInput("AFK_TASK_ID / AFK_TASK_TOKEN in the environment are not a task id "
-                       "and a token") from None
+        raise BadInput(
+            "AFK_TASK_ID / AFK_TASK_TOKEN in the environment are not a task id and a token"
+        ) from None
 
 
 # -- the local cache of the session's task -------------------------------------
@@ -266,8 +280,9 @@ class SessionCache:
     def __init__(self, key: str) -> None:
         folder = Path(tempfile.gettempdir()) / f"afk-hooks-{os.getuid()}"
         folder.mkdir(mode=0o700, exist_ok=True)
-        self.path = folder / (hashlib.sha256(key.encode("utf-8", "surrogatepass"))
-                              .hexdigest()[:32] + ".json")
+        self.path = folder / (
+            hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32] + ".json"
+        )
         try:
             data = json.loads(self.path.read_text("utf-8"))
             self.data: dict[str, Any] = data if isinstance(data, dict) else {}
@@ -335,8 +350,13 @@ class Hook:
         if self._db is None:
             from .db import Database
 
-            self._db = Database(self.conninfo, connect_timeout=2, statement_timeout=3,
-                                application_name="afk-hook", retry_for=2)
+            self._db = Database(
+                self.conninfo,
+                connect_timeout=2,
+                statement_timeout=3,
+                application_name="afk-hook",
+                retry_for=2,
+            )
         return self._db
 
     @property
@@ -362,19 +382,29 @@ class Hook:
             task_id, token = uuid.UUID(self.cache.data["task"]), int(self.cache.data["token"])
         else:
             task_id, token = None, None
-        row = self.db.one("hook_touch", {
-            "id": task_id, "token": token, "runner": self.ctx.session,
-            "renew": self.ctx.supervised is None if renew is None else renew,
-            "files": files or [], "max_files": MAX_FILES,
-            "lease_seconds": self.settings.lease_seconds,
-        })
+        row = self.db.one(
+            "hook_touch",
+            {
+                "id": task_id,
+                "token": token,
+                "runner": self.ctx.session,
+                "renew": self.ctx.supervised is None if renew is None else renew,
+                "files": files or [],
+                "max_files": MAX_FILES,
+                "lease_seconds": self.settings.lease_seconds,
+            },
+        )
         if row is None:
             return None
-        found = Look(row["id"], row["token"], row["cur_state"], row["cur_token"],
-                     float(row["lease_left"] if row["lease_left"] is not None else -1))
+        found = Look(
+            row["id"],
+            row["token"],
+            row["cur_state"],
+            row["cur_token"],
+            float(row["lease_left"] if row["lease_left"] is not None else -1),
+        )
         if self.ctx.supervised is None and self.cache.data.get("task") != str(found.task_id):
-            self.cache.data.update({"task": str(found.task_id), "token": found.token,
-                                    "lost": None})
+            self.cache.data.update({"task": str(found.task_id), "token": found.token, "lost": None})
         return found
 
     def verdict(self, found: Look | None) -> str | None:
@@ -385,9 +415,11 @@ class Hook:
             return None
         if found.finished_by_us and self.ctx.supervised is None:
             return None  # the session finished its own claim: it may claim the next
-        return (f"afk: task {found.task_id} is no longer yours: {found.why_lost()}. "
-                "Stop working on it now: do not edit files, run commands or post anything "
-                "for it; end your turn. (Commands that start with `afk` are still allowed.)")
+        return (
+            f"afk: task {found.task_id} is no longer yours: {found.why_lost()}. "
+            "Stop working on it now: do not edit files, run commands or post anything "
+            "for it; end your turn. (Commands that start with `afk` are still allowed.)"
+        )
 
     def check(self, files: list[str] | None = None) -> str | None:
         """Touch and judge the session's task; remember the verdict. A session
@@ -406,8 +438,14 @@ class Hook:
             self.cache.forget()
             return
         ttl = min(CHECK_TTL, found.lease_left - 0.5) if reason is None else 0
-        self.cache.data.update({"task": str(found.task_id), "token": found.token,
-                                "lost": reason, "until": time.time() + max(ttl, 0)})
+        self.cache.data.update(
+            {
+                "task": str(found.task_id),
+                "token": found.token,
+                "lost": reason,
+                "until": time.time() + max(ttl, 0),
+            }
+        )
         self.cache.save()
 
     # -- events ---------------------------------------------------------
@@ -418,8 +456,10 @@ class Hook:
         if env_file and self.ctx.supervised is None:
             lines = [f"export AFK_RUNNER_ID={shlex.quote(self.ctx.session)}"]
             if found is not None and found.held:
-                lines += [f"export AFK_TASK_ID={found.task_id}",
-                          f"export AFK_TASK_TOKEN={found.token}"]
+                lines += [
+                    f"export AFK_TASK_ID={found.task_id}",
+                    f"export AFK_TASK_TOKEN={found.token}",
+                ]
             with open(env_file, "a", encoding="utf-8") as out:
                 out.write("\n".join(lines) + "\n")
         if found is None:
@@ -435,30 +475,44 @@ class Hook:
         if reason is not None:
             head.append(reason)
         elif self.ctx.supervised is not None:
-            head.append(f"Task id {found.task_id}, token {found.token} (also in AFK_TASK_ID "
-                        "and AFK_TASK_TOKEN). Record progress with `afk checkpoint --patch "
-                        "'{\"step\": \"...\"}'` and run outside effects with `afk once --name "
-                        "NAME -- COMMAND`. Exit when the task is done: your supervisor "
-                        "finishes it. If it cannot be done, run `afk fail --error '...'`.")
+            head.append(
+                f"Task id {found.task_id}, token {found.token} (also in AFK_TASK_ID "
+                "and AFK_TASK_TOKEN). Record progress with `afk checkpoint --patch "
+                '\'{"step": "..."}\'` and run outside effects with `afk once --name '
+                "NAME -- COMMAND`. Exit when the task is done: your supervisor "
+                "finishes it. If it cannot be done, run `afk fail --error '...'`."
+            )
         else:
-            head.append(f"You claimed task {found.task_id} with token {found.token}. Record "
-                        "progress with `afk checkpoint`, and finish it with `afk done` (or "
-                        "`afk fail --error '...'`).")
+            head.append(
+                f"You claimed task {found.task_id} with token {found.token}. Record "
+                "progress with `afk checkpoint`, and finish it with `afk done` (or "
+                "`afk fail --error '...'`)."
+            )
         brief = resume_brief(self.q, str(found.task_id))
-        self.ctx.out = {"hookSpecificOutput": {"hookEventName": "SessionStart",
-                                               "additionalContext": "\n".join(head) + "\n\n"
-                                               + brief}}
+        self.ctx.out = {
+            "hookSpecificOutput": {
+                "hookEventName": "SessionStart",
+                "additionalContext": "\n".join(head) + "\n\n" + brief,
+            }
+        }
 
     def pre_tool_use(self) -> None:
         cached = self.cache.data
-        if cached.get("lost") is None and cached.get("task") and \
-                time.time() < float(cached.get("until", 0)):
+        if (
+            cached.get("lost") is None
+            and cached.get("task")
+            and time.time() < float(cached.get("until", 0))
+        ):
             return  # held a moment ago, and the lease has not run out since
         reason = self.check()
         if reason is not None and not self._is_afk_command():
-            self.ctx.out = {"hookSpecificOutput": {
-                "hookEventName": "PreToolUse", "permissionDecision": "deny",
-                "permissionDecisionReason": reason}}
+            self.ctx.out = {
+                "hookSpecificOutput": {
+                    "hookEventName": "PreToolUse",
+                    "permissionDecision": "deny",
+                    "permissionDecisionReason": reason,
+                }
+            }
 
     def _is_afk_command(self) -> bool:
         tool_input = self.ctx.payload.get("tool_input")
@@ -469,8 +523,9 @@ class Hook:
     def post_tool_use(self) -> None:
         reason = self.check(self._edited_files())
         if reason is not None:
-            self.ctx.out = {"hookSpecificOutput": {"hookEventName": "PostToolUse",
-                                                   "additionalContext": reason}}
+            self.ctx.out = {
+                "hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": reason}
+            }
 
     def _edited_files(self) -> list[str]:
         key = EDIT_TOOLS.get(str(self.ctx.payload.get("tool_name")))
@@ -501,10 +556,14 @@ class Hook:
             return
         self.cache.data["gate_blocks"] = blocks + 1
         self.remember(found, None)
-        self.ctx.out = {"decision": "block", "reason": (
-            f"afk: task {found.task_id} is still running under your claim. Finish it with "
-            f"`afk done {found.task_id} --token {found.token}`, or give up with `afk fail "
-            f"{found.task_id} --token {found.token} --error '...'` saying why.")}
+        self.ctx.out = {
+            "decision": "block",
+            "reason": (
+                f"afk: task {found.task_id} is still running under your claim. Finish it with "
+                f"`afk done {found.task_id} --token {found.token}`, or give up with `afk fail "
+                f"{found.task_id} --token {found.token} --error '...'` saying why."
+            ),
+        }
 
     def session_end(self) -> None:
         """Pause the session's own claim; a supervisor's task is not touched."""
@@ -513,16 +572,24 @@ class Hook:
             return
         reason = self.ctx.payload.get("reason")
         reason = reason if isinstance(reason, str) and reason.isprintable() else "other"
-        paused = self.q.pause(None, runner=self.ctx.session,
-                              reason=f"session ended: {reason[:100]}")
+        paused = self.q.pause(
+            None, runner=self.ctx.session, reason=f"session ended: {reason[:100]}"
+        )
         if paused:
-            print(f"afk hook: paused {len(paused)} task(s) of session {self.ctx.session}",
-                  file=sys.stderr)
+            print(
+                f"afk hook: paused {len(paused)} task(s) of session {self.ctx.session}",
+                file=sys.stderr,
+            )
 
     def run(self) -> None:
-        handler = {"SessionStart": self.session_start, "PreToolUse": self.pre_tool_use,
-                   "PostToolUse": self.post_tool_use, "PreCompact": self.pre_compact,
-                   "Stop": self.stop, "SessionEnd": self.session_end}[self.ctx.event]
+        handler = {
+            "SessionStart": self.session_start,
+            "PreToolUse": self.pre_tool_use,
+            "PostToolUse": self.post_tool_use,
+            "PreCompact": self.pre_compact,
+            "Stop": self.stop,
+            "SessionEnd": self.session_end,
+        }[self.ctx.event]
         handler()
 
 

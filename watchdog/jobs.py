@@ -28,9 +28,11 @@ def reclaim(queue: Queue) -> ReclaimResult:
     """Expired leases -> paused, or failed once their attempts are spent."""
     result = queue.reclaim()
     if result.total:
-        logger.info("reclaimed %d expired leases", result.total,
-                    extra={"action": "reclaim", "paused": result.paused,
-                           "failed": result.failed})
+        logger.info(
+            "reclaimed %d expired leases",
+            result.total,
+            extra={"action": "reclaim", "paused": result.paused, "failed": result.failed},
+        )
     return result
 
 
@@ -50,14 +52,22 @@ class GaugeSnapshot:
 EXACT_BELOW = 200_000
 
 
-def gauges(queue: Queue, *, top_agents: int = 20, poison_window: float = 3600,
-           exact_below: int = EXACT_BELOW) -> GaugeSnapshot:
+def gauges(
+    queue: Queue,
+    *,
+    top_agents: int = 20,
+    poison_window: float = 3600,
+    exact_below: int = EXACT_BELOW,
+) -> GaugeSnapshot:
     """Everything the metrics show, read in one statement."""
-    row = queue.db.one("gauges", {"top_agents": top_agents, "poison_window": poison_window,
-                                    "exact_below": exact_below})
+    row = queue.db.one(
+        "gauges",
+        {"top_agents": top_agents, "poison_window": poison_window, "exact_below": exact_below},
+    )
     assert row is not None  # one row of aggregates, always
-    states = {s: int(row["states"].get(s, 0)) for s in ("todo", "running", "paused", "done",
-                                                        "failed")}
+    states = {
+        s: int(row["states"].get(s, 0)) for s in ("todo", "running", "paused", "done", "failed")
+    }
     return GaugeSnapshot(
         states=states,
         agents=[(str(a), str(s), int(n)) for a, s, n in row["agents"]] if top_agents else [],
@@ -76,10 +86,17 @@ def poison(queue: Queue, *, window: float = 3600, limit: int = 1000) -> list[Tas
     rows = queue.db.all("poison", {"window": window, "limit": limit})
     pills = [Task.from_row(r) for r in rows]
     for task in pills:
-        logger.warning("poison pill: %s", task.title, extra={
-            "action": "poison_pill", "task_id": str(task.id), "agent_id": task.agent_id,
-            "attempts": task.attempts, "last_error": (task.last_error or "")[:500],
-        })
+        logger.warning(
+            "poison pill: %s",
+            task.title,
+            extra={
+                "action": "poison_pill",
+                "task_id": str(task.id),
+                "agent_id": task.agent_id,
+                "attempts": task.attempts,
+                "last_error": (task.last_error or "")[:500],
+            },
+        )
     return pills
 
 
@@ -101,8 +118,7 @@ def prune(queue: Queue, *, retention: float, batch: int = 1000) -> PruneResult:
         if n < batch:
             break
     if deleted:
-        logger.info("pruned %d done tasks", deleted, extra={"action": "prune",
-                                                            "deleted": deleted})
+        logger.info("pruned %d done tasks", deleted, extra={"action": "prune", "deleted": deleted})
     return PruneResult(deleted, statements)
 
 
@@ -135,8 +151,11 @@ def run_leader(w: Watchdog) -> dict[str, Any]:
     if now != was:
         # a one-shot `afk watchdog tick` takes the lease on every run: not news
         log = logger.info if w.scheduled else logger.debug
-        log("this replica %s the leader", "is now" if now else "is no longer",
-            extra={"action": "leader", "leader": now})
+        log(
+            "this replica %s the leader",
+            "is now" if now else "is no longer",
+            extra={"action": "leader", "leader": now},
+        )
     return {"leader": now}
 
 
@@ -203,7 +222,12 @@ JOBS: tuple[Job, ...] = (
     Job("gauges", lambda s: s.service.gauges_interval, False, run_gauges),
     Job("poison", lambda s: s.service.poison_interval, True, run_poison),
     Job("prune", lambda s: s.service.prune_interval, True, run_prune),
-    Job("digest", lambda s: s.digest.check_interval, True, run_digest,
-        enabled=lambda s: bool(s.digest.destinations())),
+    Job(
+        "digest",
+        lambda s: s.digest.check_interval,
+        True,
+        run_digest,
+        enabled=lambda s: bool(s.digest.destinations()),
+    ),
 )
 BY_NAME = {job.name: job for job in JOBS}

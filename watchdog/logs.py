@@ -37,8 +37,7 @@ class JsonFormatter(logging.Formatter):
 
 #: control characters, and the Unicode line and bidi controls: agent text with
 #: them could forge a separate log line or reorder one
-_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e"
-                       "\u2066-\u2069]")
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def escape_controls(text: str) -> str:
@@ -50,12 +49,13 @@ class TextFormatter(logging.Formatter):
     titles and errors reach it) are escaped, so no text can forge a line."""
 
     def format(self, record: logging.LogRecord) -> str:
-        record = logging.makeLogRecord({**record.__dict__,
-                                        "msg": escape_controls(record.getMessage()),
-                                        "args": None})
+        record = logging.makeLogRecord(
+            {**record.__dict__, "msg": escape_controls(record.getMessage()), "args": None}
+        )
         text = super().format(record)
-        fields = {k: v for k, v in record.__dict__.items()
-                  if k not in _STANDARD and not k.startswith("_")}
+        fields = {
+            k: v for k, v in record.__dict__.items() if k not in _STANDARD and not k.startswith("_")
+        }
         if fields:
             text += " " + " ".join(f"{k}={json.dumps(v, default=str)}" for k, v in fields.items())
         return scrub(text, _conninfo)
@@ -71,8 +71,11 @@ def configure(level: str = "INFO", fmt: str = "text", conninfo: str | None = Non
     global _conninfo
     _conninfo = conninfo
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter() if fmt == "json"
-                         else TextFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(
+        JsonFormatter()
+        if fmt == "json"
+        else TextFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    )
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level_of(level))

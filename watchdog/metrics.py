@@ -22,49 +22,73 @@ class Metrics:
         """``jobs``: the job names whose series exist from the start (at 0)."""
         r = self.registry = CollectorRegistry(auto_describe=True)
         self.tasks = Gauge(
-            "afk_tasks", "Tasks per state (done is estimated above 200k rows).", ["state"],
-            registry=r)
+            "afk_tasks",
+            "Tasks per state (done is estimated above 200k rows).",
+            ["state"],
+            registry=r,
+        )
         self.agent_tasks = Gauge(
-            "afk_agent_tasks", "Open tasks per agent and state, for the largest agents only.",
-            ["agent_id", "state"], registry=r)
+            "afk_agent_tasks",
+            "Open tasks per agent and state, for the largest agents only.",
+            ["agent_id", "state"],
+            registry=r,
+        )
         self.expired_leases = Gauge(
-            "afk_expired_leases", "Running tasks whose lease has expired, not yet reclaimed.",
-            registry=r)
+            "afk_expired_leases",
+            "Running tasks whose lease has expired, not yet reclaimed.",
+            registry=r,
+        )
         self.oldest_todo_age = Gauge(
-            "afk_oldest_todo_age_seconds", "Age of the oldest todo task (0 when none).",
-            registry=r)
+            "afk_oldest_todo_age_seconds", "Age of the oldest todo task (0 when none).", registry=r
+        )
         self.since_checkpoint = Gauge(
             "afk_seconds_since_last_checkpoint",
             "Longest time any running task has gone without a checkpoint or claim.",
-            registry=r)
+            registry=r,
+        )
         self.oldest_snapshot = Gauge(
             "afk_oldest_snapshot_age_seconds",
             "Age of the oldest transaction holding a snapshot on the queue's database "
-            "(long ones slow every claim).", registry=r)
+            "(long ones slow every claim).",
+            registry=r,
+        )
         self.reclaimed = Counter(
-            "afk_reclaimed", "Expired leases reclaimed, by outcome.", ["outcome"], registry=r)
+            "afk_reclaimed", "Expired leases reclaimed, by outcome.", ["outcome"], registry=r
+        )
         self.poison_pills = Gauge(
-            "afk_poison_pills", "Tasks that failed within the poison window.", registry=r)
-        self.pruned = Counter("afk_pruned_tasks", "Done tasks deleted by the prune job.",
-                              registry=r)
+            "afk_poison_pills", "Tasks that failed within the poison window.", registry=r
+        )
+        self.pruned = Counter(
+            "afk_pruned_tasks", "Done tasks deleted by the prune job.", registry=r
+        )
         self.job_runs = Counter("afk_job_runs", "Job runs.", ["job"], registry=r)
-        self.job_failures = Counter("afk_job_failures", "Job runs that failed.", ["job"],
-                                    registry=r)
+        self.job_failures = Counter(
+            "afk_job_failures", "Job runs that failed.", ["job"], registry=r
+        )
         self.job_duration = Histogram(
-            "afk_job_duration_seconds", "Job run time.", ["job"], registry=r,
-            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
+            "afk_job_duration_seconds",
+            "Job run time.",
+            ["job"],
+            registry=r,
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+        )
         self.job_last_success = Gauge(
-            "afk_job_last_success_timestamp_seconds", "Unix time of the last successful run.",
-            ["job"], registry=r)
+            "afk_job_last_success_timestamp_seconds",
+            "Unix time of the last successful run.",
+            ["job"],
+            registry=r,
+        )
         self.digest_deliveries = Counter(
-            "afk_digest_deliveries", "Digest delivery attempts, by destination and outcome "
+            "afk_digest_deliveries",
+            "Digest delivery attempts, by destination and outcome "
             "(delivered, pending: will retry, failed: refused for good).",
-            ["destination", "outcome"], registry=r)
+            ["destination", "outcome"],
+            registry=r,
+        )
         self.leader = Gauge(
-            "afk_watchdog_leader", "1 on the replica that holds the once-only jobs.",
-            registry=r)
-        self.up = Gauge("afk_up", "1 when the last database round trip succeeded.",
-                        registry=r)
+            "afk_watchdog_leader", "1 on the replica that holds the once-only jobs.", registry=r
+        )
+        self.up = Gauge("afk_up", "1 when the last database round trip succeeded.", registry=r)
         for state in STATES:
             self.tasks.labels(state)
         for outcome in ("paused", "failed"):
@@ -96,9 +120,13 @@ class _QuietHandler(WSGIRequestHandler):
         pass
 
 
-def serve(metrics: Metrics, host: str, port: int, healthy: Callable[[], bool],
-          pages: Callable[..., Iterable[bytes]] | None = None,
-          ) -> tuple[WSGIServer, threading.Thread]:
+def serve(
+    metrics: Metrics,
+    host: str,
+    port: int,
+    healthy: Callable[[], bool],
+    pages: Callable[..., Iterable[bytes]] | None = None,
+) -> tuple[WSGIServer, threading.Thread]:
     """Serve /metrics and /healthz in a daemon thread, and every other path
     from ``pages`` (the status pages) if given; returns the server
     (``server.server_port`` is the bound port) and its thread."""
@@ -107,8 +135,10 @@ def serve(metrics: Metrics, host: str, port: int, healthy: Callable[[], bool],
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         if environ.get("PATH_INFO") == "/healthz":
             ok = healthy()
-            start_response("200 OK" if ok else "503 Service Unavailable",
-                           [("Content-Type", "text/plain; charset=utf-8")])
+            start_response(
+                "200 OK" if ok else "503 Service Unavailable",
+                [("Content-Type", "text/plain; charset=utf-8")],
+            )
             return [b"ok\n" if ok else b"database unreachable\n"]
         if environ.get("PATH_INFO") != "/metrics" and pages is not None:
             return pages(environ, start_response)
@@ -121,8 +151,10 @@ def serve(metrics: Metrics, host: str, port: int, healthy: Callable[[], bool],
     try:
         server = make_server(host, port, app, server_class=_Server, handler_class=_QuietHandler)
     except OSError as exc:
-        raise BadInput(f"cannot serve /metrics on {host}:{port}: {exc.strerror or exc} "
-                       "(another service on that port? set AFK_METRICS_ADDR)") from None
+        raise BadInput(
+            f"cannot serve /metrics on {host}:{port}: {exc.strerror or exc} "
+            "(another service on that port? set AFK_METRICS_ADDR)"
+        ) from None
     thread = threading.Thread(target=server.serve_forever, name="afk-metrics", daemon=True)
     thread.start()
     return server, thread

@@ -56,13 +56,24 @@ class Task:
     @classmethod
     def from_row(cls, row: Row) -> Task:
         return cls(
-            id=row["id"], agent_id=row["agent_id"], ordinal=row["ordinal"], title=row["title"],
-            spec=row["spec"], state=str(row["state"]), checkpoint=row["checkpoint"],
-            idem_key=row["idem_key"], attempts=row["attempts"], max_attempts=row["max_attempts"],
-            lease_until=row["lease_until"], lease_owner=row.get("lease_owner"),
-            token=row.get("lease_token") or 0, last_error=row["last_error"],
-            run_after=row.get("run_after"), result=row.get("result"),
-            created_at=row["created_at"], updated_at=row["updated_at"],
+            id=row["id"],
+            agent_id=row["agent_id"],
+            ordinal=row["ordinal"],
+            title=row["title"],
+            spec=row["spec"],
+            state=str(row["state"]),
+            checkpoint=row["checkpoint"],
+            idem_key=row["idem_key"],
+            attempts=row["attempts"],
+            max_attempts=row["max_attempts"],
+            lease_until=row["lease_until"],
+            lease_owner=row.get("lease_owner"),
+            token=row.get("lease_token") or 0,
+            last_error=row["last_error"],
+            run_after=row.get("run_after"),
+            result=row.get("result"),
+            created_at=row["created_at"],
+            updated_at=row["updated_at"],
             lease_seconds=row.get("lease_seconds"),
         )
 
@@ -159,8 +170,13 @@ class Queue:
     lease is lost they raise :class:`LeaseLost` and change nothing.
     """
 
-    def __init__(self, db: str | Database, *, settings: QueueSettings | None = None,
-                 pool_size: int | None = 4) -> None:
+    def __init__(
+        self,
+        db: str | Database,
+        *,
+        settings: QueueSettings | None = None,
+        pool_size: int | None = 4,
+    ) -> None:
         """A queue on ``db`` (a DSN or a :class:`Database`) with ``settings``
         (the defaults if None). It reads no environment and starts no server:
         :meth:`connect` is the entry point that does."""
@@ -169,13 +185,16 @@ class Queue:
         elif isinstance(db, str) and db:
             self.db = Database(db, pool_size=pool_size)
         else:
-            raise BadInput("Queue() needs a DSN or a Database; Queue.connect() resolves one "
-                           "from AFK_DSN, the config file or the embedded server")
+            raise BadInput(
+                "Queue() needs a DSN or a Database; Queue.connect() resolves one "
+                "from AFK_DSN, the config file or the embedded server"
+            )
         self.settings = settings or QueueSettings()
 
     @classmethod
-    def connect(cls, dsn: str | None = None, *, config: str | None = None,
-                pool_size: int | None = 4) -> Queue:
+    def connect(
+        cls, dsn: str | None = None, *, config: str | None = None, pool_size: int | None = 4
+    ) -> Queue:
         """The queue the environment points at, resolved the way the ``afk``
         command resolves it: ``dsn``, else ``AFK_DSN``, the systemd credential,
         the config file (``config`` or ``AFK_CONFIG``), else the embedded
@@ -201,8 +220,13 @@ class Queue:
 
     # -- producers --------------------------------------------------------
 
-    def enqueue(self, agent_id: str, tasks: Iterable[NewTask | Mapping[str, Any]], *,
-                conn: Connection | None = None) -> EnqueueResult:
+    def enqueue(
+        self,
+        agent_id: str,
+        tasks: Iterable[NewTask | Mapping[str, Any]],
+        *,
+        conn: Connection | None = None,
+    ) -> EnqueueResult:
         """Add tasks to an agent's backlog, in order, in one statement.
 
         A task whose key exists already is skipped and reported as a duplicate,
@@ -222,23 +246,39 @@ class Queue:
                     duplicates.append(task.key)
                     continue
                 seen.add(task.key)
-            rows.append({"n": n, "title": task.title, "spec": task.spec,
-                         "idem_key": task.key, "max_attempts": task.max_attempts})
+            rows.append(
+                {
+                    "n": n,
+                    "title": task.title,
+                    "spec": task.spec,
+                    "idem_key": task.key,
+                    "max_attempts": task.max_attempts,
+                }
+            )
         # one serialisation for the whole batch; the size cap is checked by
         # the statement itself, which then writes nothing
         payload = dumps_json("a spec", rows)
         max_bytes = self.settings.max_json_bytes
-        result = self.db.all("enqueue", {
-            "agent_id": agent_id, "tasks": payload, "max_bytes": max_bytes,
-            "default_max_attempts": self.settings.max_attempts,
-        }, conn)
+        result = self.db.all(
+            "enqueue",
+            {
+                "agent_id": agent_id,
+                "tasks": payload,
+                "max_bytes": max_bytes,
+                "default_max_attempts": self.settings.max_attempts,
+            },
+            conn,
+        )
         refused = [r["too_big"] for r in result if r["too_big"] is not None]
         if refused:
-            raise BadInput(f"task {refused[0] + 1}: spec is over the limit of {max_bytes} "
-                           "bytes; nothing was enqueued")
+            raise BadInput(
+                f"task {refused[0] + 1}: spec is over the limit of {max_bytes} "
+                "bytes; nothing was enqueued"
+            )
         taken = {r["idem_key"] for r in result if r["idem_key"] is not None}
-        duplicates += [r["idem_key"] for r in rows
-                       if r["idem_key"] is not None and r["idem_key"] not in taken]
+        duplicates += [
+            r["idem_key"] for r in rows if r["idem_key"] is not None and r["idem_key"] not in taken
+        ]
         return EnqueueResult([r["id"] for r in result], duplicates)
 
     def _check_new(self, task: NewTask | Mapping[str, Any], index: int) -> NewTask:
@@ -247,8 +287,12 @@ class Queue:
             unknown = set(task) - {"title", "spec", "key", "max_attempts"}
             if unknown:
                 raise BadInput(f"{where}: unknown field(s) {sorted(unknown)}")
-            task = NewTask(title=task.get("title"), spec=task.get("spec") or {},  # type: ignore[arg-type]
-                           key=task.get("key"), max_attempts=task.get("max_attempts"))
+            task = NewTask(
+                title=task.get("title"),  # type: ignore[arg-type]
+                spec=task.get("spec") or {},
+                key=task.get("key"),
+                max_attempts=task.get("max_attempts"),
+            )
         title = check_text(f"{where}: title", task.title)
         if not isinstance(task.spec, Mapping):
             raise BadInput(f"{where}: spec must be a JSON object, not {json_type(task.spec)}")
@@ -256,37 +300,49 @@ class Queue:
         key = None if task.key is None else check_text(f"{where}: key", task.key)
         max_attempts = task.max_attempts
         if max_attempts is not None and (
-            not isinstance(max_attempts, int) or isinstance(max_attempts, bool)
+            not isinstance(max_attempts, int)
+            or isinstance(max_attempts, bool)
             or not 1 <= max_attempts <= MAX_ATTEMPTS
         ):
-            raise BadInput(f"{where}: max_attempts must be a whole number from 1 to "
-                           f"{MAX_ATTEMPTS}")
+            raise BadInput(f"{where}: max_attempts must be a whole number from 1 to {MAX_ATTEMPTS}")
         return NewTask(title, spec, key, max_attempts)
 
     # -- workers ----------------------------------------------------------
 
-    def claim(self, agent_id: str, *, runner: str | None = None,
-              lease_seconds: float | None = None) -> Task | None:
+    def claim(
+        self, agent_id: str, *, runner: str | None = None, lease_seconds: float | None = None
+    ) -> Task | None:
         """Take the agent's next task, or None. A runner that restarts with the
         same id gets its own in-flight task back first."""
         agent_id = check_text("agent id", agent_id)
         runner = default_runner_id() if runner is None else check_text("runner id", runner)
         lease = self._lease(lease_seconds)
-        row = self.db.one("claim", {"agent_id": agent_id, "runner": runner,
-                                       "lease_seconds": lease})
+        row = self.db.one("claim", {"agent_id": agent_id, "runner": runner, "lease_seconds": lease})
         return Task.from_row(row) if row else None
 
-    def claim_many(self, agent_id: str, limit: int, *, runner: str | None = None,
-                   lease_seconds: float | None = None) -> list[Task]:
+    def claim_many(
+        self,
+        agent_id: str,
+        limit: int,
+        *,
+        runner: str | None = None,
+        lease_seconds: float | None = None,
+    ) -> list[Task]:
         """Up to ``limit`` of the agent's next tasks in one statement (each with
         its own token). For throughput; it does not resume in-flight tasks."""
         agent_id = check_text("agent id", agent_id)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
             raise BadInput("limit must be a whole number from 1 to 10000")
         runner = default_runner_id() if runner is None else check_text("runner id", runner)
-        rows = self.db.all("claim_batch", {"agent_id": agent_id, "runner": runner,
-                                             "limit": limit,
-                                             "lease_seconds": self._lease(lease_seconds)})
+        rows = self.db.all(
+            "claim_batch",
+            {
+                "agent_id": agent_id,
+                "runner": runner,
+                "limit": limit,
+                "lease_seconds": self._lease(lease_seconds),
+            },
+        )
         return [Task.from_row(r) for r in rows]
 
     def done_many(self, tasks: Iterable[Task]) -> BatchResult:
@@ -295,46 +351,92 @@ class Queue:
         batch = list(tasks)
         if not batch:
             return BatchResult([], [])
-        rows = self.db.all("done_batch", {"ids": [t.id for t in batch],
-                                            "tokens": [t.token for t in batch]})
+        rows = self.db.all(
+            "done_batch", {"ids": [t.id for t in batch], "tokens": [t.token for t in batch]}
+        )
         finished = {r["id"] for r in rows}
-        return BatchResult([t.id for t in batch if t.id in finished],
-                           [t.id for t in batch if t.id not in finished])
+        return BatchResult(
+            [t.id for t in batch if t.id in finished], [t.id for t in batch if t.id not in finished]
+        )
 
-    def checkpoint(self, task: TaskRef, patch: Mapping[str, Any], *,
-                   token: int | None = None) -> Task:
+    def checkpoint(
+        self, task: TaskRef, patch: Mapping[str, Any], *, token: int | None = None
+    ) -> Task:
         """Merge ``patch`` into the task's checkpoint (top-level keys replaced,
         others kept) and refresh the lease."""
         task_id, token = task_ref(task, token)
         patch = self._check_object("checkpoint patch", patch)
         max_bytes = self.settings.max_json_bytes
-        row = self.db.one("checkpoint", {
-            "id": task_id, "token": token, "patch": json_param(patch),
-            "max_bytes": max_bytes, "lease_seconds": self.settings.lease_seconds,
-        })
-        if row and row["id"] is None and row["merged_bytes"] > max_bytes and \
-                row["cur_state"] == "running" and row["cur_token"] == token:
-            raise BadInput(f"the merged checkpoint would be {row['merged_bytes']} bytes, "
-                           f"over the limit of {max_bytes}")
+        row = self.db.one(
+            "checkpoint",
+            {
+                "id": task_id,
+                "token": token,
+                "patch": json_param(patch),
+                "max_bytes": max_bytes,
+                "lease_seconds": self.settings.lease_seconds,
+            },
+        )
+        if (
+            row
+            and row["id"] is None
+            and row["merged_bytes"] > max_bytes
+            and row["cur_state"] == "running"
+            and row["cur_token"] == token
+        ):
+            raise BadInput(
+                f"the merged checkpoint would be {row['merged_bytes']} bytes, "
+                f"over the limit of {max_bytes}"
+            )
         return self._fenced(row, task_id, token)
 
     def heartbeat(self, task: TaskRef, *, token: int | None = None) -> Task:
         """Refresh the lease without changing anything else."""
         task_id, token = task_ref(task, token)
-        return self._fenced(self.db.one("heartbeat", {
-            "id": task_id, "token": token, "lease_seconds": self.settings.lease_seconds,
-        }), task_id, token)
+        return self._fenced(
+            self.db.one(
+                "heartbeat",
+                {
+                    "id": task_id,
+                    "token": token,
+                    "lease_seconds": self.settings.lease_seconds,
+                },
+            ),
+            task_id,
+            token,
+        )
 
     @overload
-    def done(self, task: TaskRef, result: Any = None, *, token: int | None = None,
-             conn: Connection | None = None, claim_next: Literal[False] = False) -> Task: ...
+    def done(
+        self,
+        task: TaskRef,
+        result: Any = None,
+        *,
+        token: int | None = None,
+        conn: Connection | None = None,
+        claim_next: Literal[False] = False,
+    ) -> Task: ...
 
     @overload
-    def done(self, task: TaskRef, result: Any = None, *, token: int | None = None,
-             conn: Connection | None = None, claim_next: Literal[True]) -> Task | None: ...
+    def done(
+        self,
+        task: TaskRef,
+        result: Any = None,
+        *,
+        token: int | None = None,
+        conn: Connection | None = None,
+        claim_next: Literal[True],
+    ) -> Task | None: ...
 
-    def done(self, task: TaskRef, result: Any = None, *, token: int | None = None,
-             conn: Connection | None = None, claim_next: bool = False) -> Task | None:
+    def done(
+        self,
+        task: TaskRef,
+        result: Any = None,
+        *,
+        token: int | None = None,
+        conn: Connection | None = None,
+        claim_next: bool = False,
+    ) -> Task | None:
         """Finish the task. Pass ``conn`` to commit it with your own writes.
 
         ``claim_next=True``: in the same statement, claim the same runner's
@@ -345,26 +447,38 @@ class Queue:
             check_json_size("result", result, self.settings.max_json_bytes)
         if claim_next:
             return self._finish_claim(task_id, token, result=result, conn=conn)
-        row = self.db.one("done", {
-            "id": task_id, "token": token,
-            "result": None if result is None else json_param(result),
-        }, conn)
-        if row and row["id"] is None and row["cur_state"] == "done" \
-                and row["cur_token"] == token:
+        row = self.db.one(
+            "done",
+            {
+                "id": task_id,
+                "token": token,
+                "result": None if result is None else json_param(result),
+            },
+            conn,
+        )
+        if row and row["id"] is None and row["cur_state"] == "done" and row["cur_token"] == token:
             # a replay by the token that finished it (its first reply was lost)
             return self.show(task_id)[0]
         return self._fenced(row, task_id, token)
 
     @overload
-    def fail(self, task: TaskRef, error: str, *, token: int | None = None,
-             claim_next: Literal[False] = False) -> Task: ...
+    def fail(
+        self,
+        task: TaskRef,
+        error: str,
+        *,
+        token: int | None = None,
+        claim_next: Literal[False] = False,
+    ) -> Task: ...
 
     @overload
-    def fail(self, task: TaskRef, error: str, *, token: int | None = None,
-             claim_next: Literal[True]) -> Task | None: ...
+    def fail(
+        self, task: TaskRef, error: str, *, token: int | None = None, claim_next: Literal[True]
+    ) -> Task | None: ...
 
-    def fail(self, task: TaskRef, error: str, *, token: int | None = None,
-             claim_next: bool = False) -> Task | None:
+    def fail(
+        self, task: TaskRef, error: str, *, token: int | None = None, claim_next: bool = False
+    ) -> Task | None:
         """Report a failure. Below max_attempts the task comes back after a
         backoff; at max_attempts it is failed. ``claim_next``: as in
         :meth:`done`."""
@@ -375,10 +489,20 @@ class Queue:
         if claim_next:
             return self._finish_claim(task_id, token, error=error)
         s = self.settings
-        return self._fenced(self.db.one("fail", {
-            "id": task_id, "token": token, "error": error,
-            "backoff_base": s.backoff_base_seconds, "backoff_cap": s.backoff_cap_seconds,
-        }), task_id, token)
+        return self._fenced(
+            self.db.one(
+                "fail",
+                {
+                    "id": task_id,
+                    "token": token,
+                    "error": error,
+                    "backoff_base": s.backoff_base_seconds,
+                    "backoff_cap": s.backoff_cap_seconds,
+                },
+            ),
+            task_id,
+            token,
+        )
 
     def _fenced(self, row: Row | None, task_id: uuid.UUID, token: int) -> Task:
         return fenced(row, task_id, token, timeline=self._timeline)
@@ -387,15 +511,29 @@ class Queue:
         row = self.db.one("timeline")
         return int(row["timeline"]) if row else 0
 
-    def _finish_claim(self, task_id: uuid.UUID, token: int, *, result: Any = None,
-                      error: str | None = None, conn: Connection | None = None) -> Task | None:
+    def _finish_claim(
+        self,
+        task_id: uuid.UUID,
+        token: int,
+        *,
+        result: Any = None,
+        error: str | None = None,
+        conn: Connection | None = None,
+    ) -> Task | None:
         s = self.settings
-        row = self.db.one("finish_claim", {
-            "id": task_id, "token": token, "error": error,
-            "result": None if result is None else json_param(result),
-            "backoff_base": s.backoff_base_seconds, "backoff_cap": s.backoff_cap_seconds,
-            "lease_seconds": s.lease_seconds,
-        }, conn)
+        row = self.db.one(
+            "finish_claim",
+            {
+                "id": task_id,
+                "token": token,
+                "error": error,
+                "result": None if result is None else json_param(result),
+                "backoff_base": s.backoff_base_seconds,
+                "backoff_cap": s.backoff_cap_seconds,
+                "lease_seconds": s.lease_seconds,
+            },
+            conn,
+        )
         if row is None:
             raise TaskNotFound(f"no task with id {task_id}")
         if row["finished"] is None:
@@ -409,15 +547,24 @@ class Queue:
             explain_fence(row, task_id, token, timeline=self._timeline)
         return Task.from_row(row) if row["id"] is not None else None
 
-    def pause_task(self, task: TaskRef, *, token: int | None = None,
-                   reason: str = "paused by runner") -> Task:
+    def pause_task(
+        self, task: TaskRef, *, token: int | None = None, reason: str = "paused by runner"
+    ) -> Task:
         """A clean stop of one task by its worker: no attempt is spent."""
         task_id, token = task_ref(task, token)
-        return self._fenced(self.db.one("pause_task", {"id": task_id, "token": token,
-                                                   "reason": reason}), task_id, token)
+        return self._fenced(
+            self.db.one("pause_task", {"id": task_id, "token": token, "reason": reason}),
+            task_id,
+            token,
+        )
 
-    def pause(self, agent_id: str | None = None, *, runner: str | None = None,
-              reason: str = "paused by stop") -> list[uuid.UUID]:
+    def pause(
+        self,
+        agent_id: str | None = None,
+        *,
+        runner: str | None = None,
+        reason: str = "paused by stop",
+    ) -> list[uuid.UUID]:
         """Pause running tasks: all of an agent's, or those one runner holds
         (of that agent, or of every agent). Returns the ids paused."""
         if agent_id is None and runner is None:
@@ -427,8 +574,10 @@ class Queue:
         if agent_id is None:
             rows = self.db.all("pause_runner", {"runner": runner, "reason": reason})
         else:
-            rows = self.db.all("pause_agent", {"agent_id": check_text("agent id", agent_id),
-                                                 "runner": runner, "reason": reason})
+            rows = self.db.all(
+                "pause_agent",
+                {"agent_id": check_text("agent id", agent_id), "runner": runner, "reason": reason},
+            )
         return [r["id"] for r in rows]
 
     @contextmanager
@@ -451,8 +600,15 @@ class Queue:
 
     # -- side effects -----------------------------------------------------
 
-    def effect(self, task: TaskRef, name: str, fn: Callable[[EffectContext], Any], *,
-               token: int | None = None, transactional: bool = False) -> Any:
+    def effect(
+        self,
+        task: TaskRef,
+        name: str,
+        fn: Callable[[EffectContext], Any],
+        *,
+        token: int | None = None,
+        transactional: bool = False,
+    ) -> Any:
         """Run a named side effect of a claimed task at most once per task.
 
         On a later attempt of the same task (after a crash, a reclaim, a
@@ -475,10 +631,15 @@ class Queue:
         name = check_text("effect name", name)
         if transactional:
             return self._effect_in_transaction(task_id, token, name, fn)
-        begin = self.db.one("effect_begin", {
-            "id": task_id, "token": token, "name": name,
-            "lease_seconds": self.settings.lease_seconds,
-        })
+        begin = self.db.one(
+            "effect_begin",
+            {
+                "id": task_id,
+                "token": token,
+                "name": name,
+                "lease_seconds": self.settings.lease_seconds,
+            },
+        )
         if begin is None:
             raise TaskNotFound(f"no task with id {task_id}")
         if begin["done"]:
@@ -487,19 +648,27 @@ class Queue:
             explain_fence(begin, task_id, token, timeline=self._timeline, expired_ok=False)
         result = fn(EffectContext(task_id, name, effect_key(begin["idem_key"], task_id, name)))
         check_json_size(f"result of effect {name!r}", result, self.settings.max_json_bytes)
-        recorded = self.db.one("effect_record", {
-            "id": task_id, "token": token, "name": name, "result": json_param(result),
-        })
+        recorded = self.db.one(
+            "effect_record",
+            {
+                "id": task_id,
+                "token": token,
+                "name": name,
+                "result": json_param(result),
+            },
+        )
         if not recorded or recorded["runs"] is None:
-            raise LeaseLost(f"lease lost: effect {name!r} of task {task_id} ran but could not "
-                            "be recorded; the next attempt may run it again")
+            raise LeaseLost(
+                f"lease lost: effect {name!r} of task {task_id} ran but could not "
+                "be recorded; the next attempt may run it again"
+            )
         return result
 
-    def _effect_in_transaction(self, task_id: uuid.UUID, token: int, name: str,
-                               fn: Callable[[EffectContext], Any]) -> Any:
+    def _effect_in_transaction(
+        self, task_id: uuid.UUID, token: int, name: str, fn: Callable[[EffectContext], Any]
+    ) -> Any:
         with self.db.transaction() as conn:
-            lock = self.db.one("effect_lock", {"id": task_id, "token": token, "name": name},
-                               conn)
+            lock = self.db.one("effect_lock", {"id": task_id, "token": token, "name": name}, conn)
             if lock is None:
                 raise TaskNotFound(f"no task with id {task_id}")
             if lock["done"]:
@@ -509,8 +678,11 @@ class Queue:
             key = effect_key(lock["idem_key"], task_id, name)
             result = fn(EffectContext(task_id, name, key, conn))
             check_json_size(f"result of effect {name!r}", result, self.settings.max_json_bytes)
-            self.db.execute("effect_commit", {"id": task_id, "token": token, "name": name,
-                                            "result": json_param(result)}, conn)
+            self.db.execute(
+                "effect_commit",
+                {"id": task_id, "token": token, "name": name, "result": json_param(result)},
+                conn,
+            )
             return result
 
     def effects(self, task: TaskRef) -> list[dict[str, Any]]:
@@ -532,8 +704,9 @@ class Queue:
             raise TaskNotFound(f"no task with id {', '.join(missing)}; nothing was retried")
         not_failed = [f"{i} ({s})" for i, s in found.items() if s != "failed"]
         if not_failed:
-            raise NotRunning(f"only failed tasks can be retried: {', '.join(not_failed)}; "
-                             "nothing was retried")
+            raise NotRunning(
+                f"only failed tasks can be retried: {', '.join(not_failed)}; nothing was retried"
+            )
         return list(dict.fromkeys(ids))
 
     def reclaim(self, *, batch: int | None = None) -> ReclaimResult:
@@ -567,23 +740,29 @@ class Queue:
         history: list[dict[str, Any]] = row["history"]
         return Task.from_row(row), history
 
-    def dead(self, agent_id: str | None = None, *, since_seconds: float | None = None,
-             limit: int = 1000) -> list[Task]:
+    def dead(
+        self, agent_id: str | None = None, *, since_seconds: float | None = None, limit: int = 1000
+    ) -> list[Task]:
         """Failed tasks, newest first."""
         if agent_id is not None:
             agent_id = check_text("agent id", agent_id)
         if since_seconds is not None and not 0 < since_seconds <= 100 * 365 * 86400:
             raise BadInput("since must be positive and at most 100 years")
-        rows = self.db.all("dead", {"agent_id": agent_id, "since_seconds": since_seconds,
-                                      "limit": limit})
+        rows = self.db.all(
+            "dead", {"agent_id": agent_id, "since_seconds": since_seconds, "limit": limit}
+        )
         return [Task.from_row(r) for r in rows]
 
     # -- checks -----------------------------------------------------------
 
     def _lease(self, lease_seconds: float | None) -> float:
         lease = self.settings.lease_seconds if lease_seconds is None else lease_seconds
-        if isinstance(lease, bool) or not isinstance(lease, int | float) or not lease > 0 \
-                or lease > 7 * 86400:
+        if (
+            isinstance(lease, bool)
+            or not isinstance(lease, int | float)
+            or not lease > 0
+            or lease > 7 * 86400
+        ):
             raise BadInput(f"lease must be a positive number of seconds up to 7 days, not {lease}")
         return float(lease)
 
@@ -608,8 +787,9 @@ class Keepalive:
         self.beats = 0
         self._queue, self._task = queue, task
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"afk-keepalive-{task.id}",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name=f"afk-keepalive-{task.id}", daemon=True
+        )
 
     def start(self) -> None:
         self._thread.start()
@@ -628,8 +808,12 @@ class Keepalive:
                 self.lost.set()
                 return
             except AfkError as exc:
-                logger.warning("heartbeat of task %s failed: %s", self._task.id, exc,
-                               extra={"action": "heartbeat", "task_id": str(self._task.id)})
+                logger.warning(
+                    "heartbeat of task %s failed: %s",
+                    self._task.id,
+                    exc,
+                    extra={"action": "heartbeat", "task_id": str(self._task.id)},
+                )
 
 
 def json_type(value: Any) -> str:
@@ -709,8 +893,9 @@ def task_ref(task: TaskRef, token: int | None) -> tuple[uuid.UUID, int]:
     return parse_task_id(task), token
 
 
-def fenced(row: Row | None, task_id: uuid.UUID, token: int,
-           timeline: Callable[[], int] | None = None) -> Task:
+def fenced(
+    row: Row | None, task_id: uuid.UUID, token: int, timeline: Callable[[], int] | None = None
+) -> Task:
     """Interpret a fenced write: the updated task, or why nothing changed."""
     if row is None:
         raise TaskNotFound(f"no task with id {task_id}")
@@ -719,8 +904,13 @@ def fenced(row: Row | None, task_id: uuid.UUID, token: int,
     explain_fence(row, task_id, token, timeline=timeline)
 
 
-def explain_fence(row: Row, task_id: uuid.UUID, token: int, expired_ok: bool = True,
-                  timeline: Callable[[], int] | None = None) -> NoReturn:
+def explain_fence(
+    row: Row,
+    task_id: uuid.UUID,
+    token: int,
+    expired_ok: bool = True,
+    timeline: Callable[[], int] | None = None,
+) -> NoReturn:
     """Raise the reason a fenced statement did not apply, from the row as it
     was (``cur_state``, ``cur_token``). ``timeline`` gives the server's
     timeline, asked only when the token is newer than the task's."""
@@ -728,18 +918,27 @@ def explain_fence(row: Row, task_id: uuid.UUID, token: int, expired_ok: bool = T
     issued_on = token >> TOKEN_SEQ_BITS
     if token > current and issued_on and timeline is not None and issued_on < timeline():
         # a claim lost in a failover issued it on an earlier timeline
-        raise LeaseLost(f"lease lost: token {token} was issued for task {task_id} by a "
-                            "claim that a database failover lost; nothing was changed")
+        raise LeaseLost(
+            f"lease lost: token {token} was issued for task {task_id} by a "
+            "claim that a database failover lost; nothing was changed"
+        )
     if token <= 0 or token > current:
         raise BadInput(f"token {token} was never issued for task {task_id}")
     if token < current:
-        raise LeaseLost(f"lease lost: task {task_id} was claimed again since "
-                        f"(token {current} replaced {token}); nothing was changed")
+        raise LeaseLost(
+            f"lease lost: task {task_id} was claimed again since "
+            f"(token {current} replaced {token}); nothing was changed"
+        )
     if state in ("done", "failed"):
-        raise LeaseLost(f"lease lost: task {task_id} is {state}, no longer running; "
-                        "nothing was changed")
+        raise LeaseLost(
+            f"lease lost: task {task_id} is {state}, no longer running; nothing was changed"
+        )
     if state == "running" and not expired_ok:
-        raise LeaseLost(f"lease lost: the lease of task {task_id} has run out; heartbeat or "
-                        "checkpoint more often, or claim with a longer lease")
-    raise LeaseLost(f"lease lost: task {task_id} is {state} (expired and reclaimed, "
-                    "or paused); nothing was changed")
+        raise LeaseLost(
+            f"lease lost: the lease of task {task_id} has run out; heartbeat or "
+            "checkpoint more often, or claim with a longer lease"
+        )
+    raise LeaseLost(
+        f"lease lost: task {task_id} is {state} (expired and reclaimed, "
+        "or paused); nothing was changed"
+    )

@@ -29,7 +29,6 @@ from .queue import Queue
 logger = logging.getLogger(__name__)
 
 
-
 class LeaderLease:
     """Which replica runs the once-only jobs: the holder of a lease row.
 
@@ -56,8 +55,9 @@ class LeaderLease:
         Raises :class:`DatabaseError` (and counts as not held) when the
         database cannot be reached."""
         self.held = False
-        row = self._db.one("leader_take", {"name": self.NAME, "holder": self.holder,
-                                              "ttl": self._ttl})
+        row = self._db.one(
+            "leader_take", {"name": self.NAME, "holder": self.holder, "ttl": self._ttl}
+        )
         self.held = row is not None
         return self.held
 
@@ -94,9 +94,14 @@ class Watchdog:
     def __init__(self, dsn: str, settings: Settings) -> None:
         self.settings = settings
         service = settings.service
-        self.db = Database(dsn, pool_size=3, statement_timeout=service.statement_timeout,
-                           application_name="afk-watchdog", connect_timeout=5,
-                           retry_for=10)
+        self.db = Database(
+            dsn,
+            pool_size=3,
+            statement_timeout=service.statement_timeout,
+            application_name="afk-watchdog",
+            connect_timeout=5,
+            retry_for=10,
+        )
         self.queue = Queue(self.db, settings=settings.queue)
         self.leader = LeaderLease(self.db, ttl=3 * service.leader_interval)
         self.metrics = Metrics([job.name for job in jobs.JOBS])
@@ -116,8 +121,9 @@ class Watchdog:
         except DatabaseError as exc:
             self._set_db_ok(False)
             self.metrics.record_job(name, started, ok=False)
-            logger.error("job %s failed: %s", name, exc, extra={"action": "job_failed",
-                                                                 "job": name})
+            logger.error(
+                "job %s failed: %s", name, exc, extra={"action": "job_failed", "job": name}
+            )
             return JobOutcome(name, False, error=str(exc))
         except Exception as exc:  # a bad run must never stop the scheduler
             self.metrics.record_job(name, started, ok=False)
@@ -150,52 +156,80 @@ class Watchdog:
 
         pages = StatusPages(self.db, self.settings.digest, token=s.web_token, host=host)
         server, _ = serve(self.metrics, host, port, healthy=lambda: self.db_ok, pages=pages)
-        logger.info("serving /metrics and /healthz on %s:%d", host, server.server_port,
-                    extra={"action": "listen", "port": server.server_port})
+        logger.info(
+            "serving /metrics and /healthz on %s:%d",
+            host,
+            server.server_port,
+            extra={"action": "listen", "port": server.server_port},
+        )
         if pages.refused:
-            logger.warning("the status pages answer 403 on %s, which is not a loopback "
-                           "address: set AFK_WEB_TOKEN to serve them (/metrics and /healthz "
-                           "stay open)", host, extra={"action": "listen"})
+            logger.warning(
+                "the status pages answer 403 on %s, which is not a loopback "
+                "address: set AFK_WEB_TOKEN to serve them (/metrics and /healthz "
+                "stay open)",
+                host,
+                extra={"action": "listen"},
+            )
         else:
-            logger.info("status pages on http://%s:%d/%s", host, server.server_port,
-                        " (AFK_WEB_TOKEN required)" if s.web_token else "",
-                        extra={"action": "listen"})
+            logger.info(
+                "status pages on http://%s:%d/%s",
+                host,
+                server.server_port,
+                " (AFK_WEB_TOKEN required)" if s.web_token else "",
+                extra={"action": "listen"},
+            )
 
         scheduler = BackgroundScheduler(
-            executors={"default": ThreadPoolExecutor(6)}, timezone=UTC,
-            job_defaults={"max_instances": 1, "coalesce": True,
-                          "misfire_grace_time": max(1, int(s.misfire_grace))})
+            executors={"default": ThreadPoolExecutor(6)},
+            timezone=UTC,
+            job_defaults={
+                "max_instances": 1,
+                "coalesce": True,
+                "misfire_grace_time": max(1, int(s.misfire_grace)),
+            },
+        )
         now = datetime.now(UTC)
         scheduled = [job for job in jobs.JOBS if job.enabled(self.settings)]
         for i, job in enumerate(scheduled):
-            scheduler.add_job(self.run_job, "interval", seconds=job.every(self.settings),
-                              args=[job.name], id=job.name, name=job.name,
-                              next_run_time=now + timedelta(milliseconds=50 * i))
+            scheduler.add_job(
+                self.run_job,
+                "interval",
+                seconds=job.every(self.settings),
+                args=[job.name],
+                id=job.name,
+                name=job.name,
+                next_run_time=now + timedelta(milliseconds=50 * i),
+            )
         ping = systemd.watchdog_interval()
         if ping:
             # pings come from the scheduler's own thread pool: a wedged
             # scheduler stops them, and systemd restarts the service
-            scheduler.add_job(systemd.notify, "interval", seconds=ping, args=["WATCHDOG=1"],
-                              id="systemd-watchdog", next_run_time=now)
+            scheduler.add_job(
+                systemd.notify,
+                "interval",
+                seconds=ping,
+                args=["WATCHDOG=1"],
+                id="systemd-watchdog",
+                next_run_time=now,
+            )
         scheduler.start()
         systemd.notify("READY=1")
         logger.info("watchdog started", extra={"action": "start"})
 
         stop.wait()
         systemd.notify("STOPPING=1")
-        logger.info("stopping: waiting up to %gs for running jobs", s.shutdown_timeout,
-                    extra={"action": "stop"})
-        closer = threading.Thread(target=scheduler.shutdown, kwargs={"wait": True},
-                                  daemon=True)
+        logger.info(
+            "stopping: waiting up to %gs for running jobs",
+            s.shutdown_timeout,
+            extra={"action": "stop"},
+        )
+        closer = threading.Thread(target=scheduler.shutdown, kwargs={"wait": True}, daemon=True)
         closer.start()
         closer.join(s.shutdown_timeout)
         clean = not closer.is_alive()
         if not clean:
-            logger.warning("a job was still running after %gs; exiting anyway",
-                           s.shutdown_timeout)
+            logger.warning("a job was still running after %gs; exiting anyway", s.shutdown_timeout)
         server.shutdown()
         server.server_close()
         self.close()
         return clean
-
-

@@ -48,8 +48,10 @@ PAGE_SIZE = 50
 REFRESH_SECONDS = 15
 COOKIE = "afk_web_token"
 STATES = ("todo", "running", "paused", "done", "failed")
-CSP = ("default-src 'none'; style-src 'self'; img-src 'self'; base-uri 'none'; "
-       "form-action 'self'; frame-ancestors 'none'")
+CSP = (
+    "default-src 'none'; style-src 'self'; img-src 'self'; base-uri 'none'; "
+    "form-action 'self'; frame-ancestors 'none'"
+)
 _AGENT_PATH = re.compile(r"^/agents/(?P<agent>[^/]+)$")
 _TASK_PATH = re.compile(r"^/tasks/(?P<task>[^/]+)$")
 
@@ -66,22 +68,36 @@ def is_loopback(host: str) -> bool:
 
 
 class Response:
-    def __init__(self, status: str, body: str | bytes, content_type: str = "text/html",
-                 headers: list[tuple[str, str]] | None = None) -> None:
+    def __init__(
+        self,
+        status: str,
+        body: str | bytes,
+        content_type: str = "text/html",
+        headers: list[tuple[str, str]] | None = None,
+    ) -> None:
         self.status = status
         self.body = body.encode() if isinstance(body, str) else body
-        self.headers = [("Content-Type", f"{content_type}; charset=utf-8"),
-                        ("Content-Security-Policy", CSP),
-                        ("X-Content-Type-Options", "nosniff"),
-                        ("Referrer-Policy", "no-referrer"),
-                        ("Cache-Control", "no-store"), *(headers or [])]
+        self.headers = [
+            ("Content-Type", f"{content_type}; charset=utf-8"),
+            ("Content-Security-Policy", CSP),
+            ("X-Content-Type-Options", "nosniff"),
+            ("Referrer-Policy", "no-referrer"),
+            ("Cache-Control", "no-store"),
+            *(headers or []),
+        ]
 
 
 class StatusPages:
     """A WSGI app of the status pages on ``db``."""
 
-    def __init__(self, db: Database, digest_settings: DigestSettings, *, token: str = "",
-                 host: str = "127.0.0.1") -> None:
+    def __init__(
+        self,
+        db: Database,
+        digest_settings: DigestSettings,
+        *,
+        token: str = "",
+        host: str = "127.0.0.1",
+    ) -> None:
         import jinja2
 
         from .digest import template_dirs
@@ -92,11 +108,21 @@ class StatusPages:
         self.open = not token and is_loopback(host)
         self.refused = not token and not is_loopback(host)
         self.env = jinja2.Environment(
-            loader=jinja2.FileSystemLoader([str(Path(d) / "web")
-                                            for d in template_dirs(digest_settings)]),
-            autoescape=True, undefined=jinja2.StrictUndefined)
-        self.env.filters.update(ago=ago, duration=duration, when=when, pretty=pretty,
-                                clean=clean, headtail=headtail, urlpart=urlpart)
+            loader=jinja2.FileSystemLoader(
+                [str(Path(d) / "web") for d in template_dirs(digest_settings)]
+            ),
+            autoescape=True,
+            undefined=jinja2.StrictUndefined,
+        )
+        self.env.filters.update(
+            ago=ago,
+            duration=duration,
+            when=when,
+            pretty=pretty,
+            clean=clean,
+            headtail=headtail,
+            urlpart=urlpart,
+        )
 
     # -- WSGI ---------------------------------------------------------------
 
@@ -105,14 +131,18 @@ class StatusPages:
             response = self.respond(environ)
         except AfkError as exc:  # the database is down: say so, in one line
             logger.warning("status page %s: %s", environ.get("PATH_INFO"), exc)
-            response = Response("503 Service Unavailable",
-                                self.page("error.html.j2", title="Unavailable",
-                                          message=str(exc)))
+            response = Response(
+                "503 Service Unavailable",
+                self.page("error.html.j2", title="Unavailable", message=str(exc)),
+            )
         except Exception:  # never a traceback in a browser
             logger.exception("status page %s failed", environ.get("PATH_INFO"))
-            response = Response("500 Internal Server Error",
-                                self.page("error.html.j2", title="Error",
-                                          message="the page failed; see the service's log"))
+            response = Response(
+                "500 Internal Server Error",
+                self.page(
+                    "error.html.j2", title="Error", message="the page failed; see the service's log"
+                ),
+            )
         start_response(response.status, response.headers)
         return [response.body]
 
@@ -126,8 +156,9 @@ class StatusPages:
         if denied is not None:
             return denied
         if environ.get("REQUEST_METHOD", "GET") not in ("GET", "HEAD"):
-            return Response("405 Method Not Allowed", "read only\n", "text/plain",
-                            [("Allow", "GET, HEAD")])
+            return Response(
+                "405 Method Not Allowed", "read only\n", "text/plain", [("Allow", "GET, HEAD")]
+            )
         if path == "/":
             return Response("200 OK", self.overview())
         match = _AGENT_PATH.match(path)
@@ -139,23 +170,35 @@ class StatusPages:
             return self.task(match.group("task"))
         return self.not_found("no such page")
 
-    def check_access(self, environ: dict[str, Any], path: str,
-                     query: dict[str, list[str]]) -> Response | None:
+    def check_access(
+        self, environ: dict[str, Any], path: str, query: dict[str, list[str]]
+    ) -> Response | None:
         if self.open:
             return None
         if self.refused:
-            return Response("403 Forbidden", self.page(
-                "error.html.j2", title="Forbidden",
-                message="the status pages are served on a non-loopback address only with "
-                        "AFK_WEB_TOKEN set"))
+            return Response(
+                "403 Forbidden",
+                self.page(
+                    "error.html.j2",
+                    title="Forbidden",
+                    message="the status pages are served on a non-loopback address only with "
+                    "AFK_WEB_TOKEN set",
+                ),
+            )
         given = first(query, "token")
         if given is not None and self.matches(given):
             # set once from a ?token= link, then the link without it
             rest = {k: v for k, v in query.items() if k != "token"}
             location = path + ("?" + urllib.parse.urlencode(rest, doseq=True) if rest else "")
-            return Response("303 See Other", "", "text/plain", [
-                ("Location", location),
-                ("Set-Cookie", f"{COOKIE}={self.token}; HttpOnly; SameSite=Strict; Path=/")])
+            return Response(
+                "303 See Other",
+                "",
+                "text/plain",
+                [
+                    ("Location", location),
+                    ("Set-Cookie", f"{COOKIE}={self.token}; HttpOnly; SameSite=Strict; Path=/"),
+                ],
+            )
         header = environ.get("HTTP_AUTHORIZATION", "")
         if header.startswith("Bearer ") and self.matches(header[7:].strip()):
             return None
@@ -163,10 +206,15 @@ class StatusPages:
             name, _, value = part.strip().partition("=")
             if name == COOKIE and self.matches(value):
                 return None
-        return Response("403 Forbidden", self.page(
-            "error.html.j2", title="Forbidden",
-            message="present the token: an Authorization: Bearer header, or open a ?token= "
-                    "link once"))
+        return Response(
+            "403 Forbidden",
+            self.page(
+                "error.html.j2",
+                title="Forbidden",
+                message="present the token: an Authorization: Bearer header, or open a ?token= "
+                "link once",
+            ),
+        )
 
     def matches(self, given: str) -> bool:
         return hmac.compare_digest(given.encode(), self.token.encode())
@@ -175,16 +223,16 @@ class StatusPages:
         return self.env.get_template(template).render(**{"refresh": None, **values})
 
     def not_found(self, message: str) -> Response:
-        return Response("404 Not Found", self.page("error.html.j2", title="Not found",
-                                                   message=message))
+        return Response(
+            "404 Not Found", self.page("error.html.j2", title="Not found", message=message)
+        )
 
     # -- pages --------------------------------------------------------------
 
     def overview(self) -> str:
         from .digest import build
 
-        rows = self.db.all("web_overview", {"limit": AGENTS_SHOWN,
-                                              "running_limit": RUNNING_SHOWN})
+        rows = self.db.all("web_overview", {"limit": AGENTS_SHOWN, "running_limit": RUNNING_SHOWN})
         now = rows[0]["now"] if rows else datetime.now(UTC)
         day = build(self.db, now - timedelta(days=1), now, self.digest_settings, UTC)
         finished = {r["agent_id"]: r for r in day.per_agent}
@@ -193,18 +241,41 @@ class StatusPages:
             running = r["running"]
             done = int(finished.get(r["agent_id"], {}).get("done", 0))
             failed = int(finished.get(r["agent_id"], {}).get("failed", 0))
-            counts = {"todo": r["waiting"] - r["paused"], "paused": r["paused"],
-                      "running": len(running), "done": done, "failed": failed}
-            late = r["first_waiting_at"] is not None and (
-                now - r["first_waiting_at"]).total_seconds() > self.digest_settings.todo_late_after
-            agents.append({"id": r["agent_id"], "enqueued": r["enqueued"], "counts": counts,
-                           "bar": bar(counts), "running": running,
-                           "first_waiting_at": r["first_waiting_at"], "late": late})
+            counts = {
+                "todo": r["waiting"] - r["paused"],
+                "paused": r["paused"],
+                "running": len(running),
+                "done": done,
+                "failed": failed,
+            }
+            late = (
+                r["first_waiting_at"] is not None
+                and (now - r["first_waiting_at"]).total_seconds()
+                > self.digest_settings.todo_late_after
+            )
+            agents.append(
+                {
+                    "id": r["agent_id"],
+                    "enqueued": r["enqueued"],
+                    "counts": counts,
+                    "bar": bar(counts),
+                    "running": running,
+                    "first_waiting_at": r["first_waiting_at"],
+                    "late": late,
+                }
+            )
         stuck = {"expired": day.expired, "paused": day.paused, "late": day.oldest_todo}
-        return self.page("overview.html.j2", title="afk-watchdog", agents=agents, day=day,
-                         stuck=stuck, now=now, refresh=REFRESH_SECONDS,
-                         truncated=len(rows) >= AGENTS_SHOWN,
-                         paused_after=self.digest_settings.paused_after)
+        return self.page(
+            "overview.html.j2",
+            title="afk-watchdog",
+            agents=agents,
+            day=day,
+            stuck=stuck,
+            now=now,
+            refresh=REFRESH_SECONDS,
+            truncated=len(rows) >= AGENTS_SHOWN,
+            paused_after=self.digest_settings.paused_after,
+        )
 
     def agent(self, agent_id: str, state: str | None, after: str | None) -> Response:
         if state is not None and state not in STATES:
@@ -213,14 +284,25 @@ class StatusPages:
             after_ordinal = int(after) if after else 0
         except ValueError:
             return self.not_found("after must be an ordinal")
-        rows = self.db.all("web_agent_tasks", {"agent_id": agent_id, "after": after_ordinal,
-                                                 "state": state, "limit": PAGE_SIZE})
+        rows = self.db.all(
+            "web_agent_tasks",
+            {"agent_id": agent_id, "after": after_ordinal, "state": state, "limit": PAGE_SIZE},
+        )
         more = len(rows) > PAGE_SIZE
         rows = rows[:PAGE_SIZE]
-        return Response("200 OK", self.page(
-            "agent.html.j2", title=f"agent {clean(agent_id)}", agent=agent_id, tasks=rows,
-            state=state, states=STATES, after=after_ordinal,
-            next_after=rows[-1]["ordinal"] if more and rows else None))
+        return Response(
+            "200 OK",
+            self.page(
+                "agent.html.j2",
+                title=f"agent {clean(agent_id)}",
+                agent=agent_id,
+                tasks=rows,
+                state=state,
+                states=STATES,
+                after=after_ordinal,
+                next_after=rows[-1]["ordinal"] if more and rows else None,
+            ),
+        )
 
     def task(self, raw_id: str) -> Response:
         from .agent import resume_brief
@@ -235,9 +317,17 @@ class StatusPages:
             task, history = queue.show(task_id)
         except TaskNotFound:
             return self.not_found(f"no task {task_id}")
-        return Response("200 OK", self.page(
-            "task.html.j2", title=f"task {clean(task.title)}", task=task, history=history,
-            effects=queue.effects(task_id), brief=resume_brief(queue, str(task_id))))
+        return Response(
+            "200 OK",
+            self.page(
+                "task.html.j2",
+                title=f"task {clean(task.title)}",
+                task=task,
+                history=history,
+                effects=queue.effects(task_id),
+                brief=resume_brief(queue, str(task_id)),
+            ),
+        )
 
 
 # -- helpers for the templates ---------------------------------------------

@@ -50,16 +50,19 @@ def parse(text: str) -> dict[str, Statement]:
     if "-- name:" in parts[0]:
         raise ValueError("a statement header must read: -- name: NAME :one|:many|:exec [retry]")
     found: dict[str, Statement] = {}
-    for name, returns, flags, body in zip(parts[1::4], parts[2::4], parts[3::4], parts[4::4],
-                                          strict=True):
+    for name, returns, flags, body in zip(
+        parts[1::4], parts[2::4], parts[3::4], parts[4::4], strict=True
+    ):
         if name in found:
             raise ValueError(f"query {name!r} is defined twice")
         given = set(flags.split())
         if given - _FLAGS:
             raise ValueError(f"query {name!r}: unknown flags {sorted(given - _FLAGS)}")
         if "-- name:" in body:
-            raise ValueError(f"after query {name!r}: a statement header must read: "
-                             "-- name: NAME :one|:many|:exec [retry]")
+            raise ValueError(
+                f"after query {name!r}: a statement header must read: "
+                "-- name: NAME :one|:many|:exec [retry]"
+            )
         found[name] = Statement(name, body.strip().rstrip(";"), returns, "retry" in given)
     return found
 
@@ -93,8 +96,10 @@ def checked(name: str, params: Mapping[str, Any]) -> str:
     statement = statements()[name]
     given = frozenset(params)
     if given != statement.params:
-        raise TypeError(f"statement {name}: missing {sorted(statement.params - given)}, "
-                        f"unexpected {sorted(given - statement.params)}")
+        raise TypeError(
+            f"statement {name}: missing {sorted(statement.params - given)}, "
+            f"unexpected {sorted(given - statement.params)}"
+        )
     return statement.text
 
 
