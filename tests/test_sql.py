@@ -40,9 +40,15 @@ def test_every_statement_defined_is_called():
     assert set(sql.statements()) - called == set()
 
 
-def test_no_module_but_its_owner_names_statements():
-    """cli.py runs no statement itself: it goes through the module that owns it."""
-    assert not [c for c in calls() if c[0] == "cli.py"]
+def test_only_the_module_that_owns_a_file_runs_its_statements():
+    """Each .sql file names its owner; no other module (cli.py least of all)
+    runs its statements."""
+    statements = sql.statements()
+    for file, _, name in calls():
+        assert statements[name].owner == f"watchdog/{file}", (
+            f"{file} runs {name}, which belongs to {statements[name].owner}")
+    for statement in statements.values():
+        assert (PACKAGE.parent / statement.owner).is_file(), statement.owner
 
 
 @pytest.mark.parametrize(

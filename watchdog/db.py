@@ -1,7 +1,7 @@
 """The database layer: the only module that imports psycopg.
 
 It owns connections (a pool for long-lived users of the API, one plain
-connection for a CLI command), runs the named statements of ``sql/queries.sql``
+connection for a CLI command), runs the named statements of ``sql/*.sql``
 and the migrations, and turns driver errors into ours.
 """
 

@@ -37,6 +37,8 @@ class Statement:
     #: one, many or exec
     returns: str = "many"
     retry: bool = False
+    #: the module that runs it (the file's ``-- owner:`` line)
+    owner: str = ""
 
     @property
     def params(self) -> frozenset[str]:
@@ -44,7 +46,10 @@ class Statement:
         return frozenset(_PARAM.findall(self.text))
 
 
-def parse(text: str) -> dict[str, Statement]:
+_OWNER = re.compile(r"^-- owner: (\S+)\s*$", re.MULTILINE)
+
+
+def parse(text: str, owner: str = "") -> dict[str, Statement]:
     """Split a file of ``-- name: x :returns [flags]`` blocks into {name: Statement}."""
     parts = _HEADER.split(text)
     if "-- name:" in parts[0]:
@@ -63,19 +68,24 @@ def parse(text: str) -> dict[str, Statement]:
                 f"after query {name!r}: a statement header must read: "
                 "-- name: NAME :one|:many|:exec [retry]"
             )
-        found[name] = Statement(name, body.strip().rstrip(";"), returns, "retry" in given)
+        found[name] = Statement(name, body.strip().rstrip(";"), returns, "retry" in given,
+                                owner)
     return found
 
 
 @cache
 def statements() -> dict[str, Statement]:
-    """Every statement of every ``*.sql`` file here: one file per owner (the
-    queue's ``queries.sql``, the status pages' ``web.sql``); a name is
-    defined once across them."""
+    """Every statement of every ``*.sql`` file here. Each file belongs to the
+    one module that runs its statements, named on its first line
+    (``-- owner: watchdog/queue.py``); a name is defined once across them."""
     found: dict[str, Statement] = {}
     for entry in sorted(resources.files(__package__).iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".sql"):
-            for name, statement in parse(entry.read_text("utf-8")).items():
+            text = entry.read_text("utf-8")
+            owner = _OWNER.search(text.split("-- name:", 1)[0])
+            if owner is None:
+                raise ValueError(f"{entry.name} names no owner (-- owner: watchdog/x.py)")
+            for name, statement in parse(text, owner.group(1)).items():
                 if name in found:
                     raise ValueError(f"query {name!r} is defined twice ({entry.name})")
                 found[name] = statement

@@ -1,3 +1,4 @@
+-- owner: watchdog/web.py
 -- The status pages' statements (watchdog/web.py). Read only; each one
 -- statement, bounded, on the partial indexes. The overview's failures and
 -- stuck work come from the digest's own statement (digest_data).

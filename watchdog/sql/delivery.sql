@@ -1,0 +1,67 @@
+-- owner: watchdog/delivery.py
+-- The delivery ledger of digests and alerts, and the database clock it schedules by.
+-- Parameters are psycopg's %(name)s; times are always the database's now().
+
+-- name: now :one retry
+SELECT now() AS now;
+
+-- name: digest_claim :one
+-- Claim the delivery of one period to one destination: a new row, a pending
+-- one whose retry is due, or one whose sender's lease ran out. Earlier periods
+-- still waiting are superseded: this digest's window covers them, since it
+-- starts where the last delivered one ended.
+WITH superseded AS (
+    UPDATE afk_digest_delivery
+       SET state = 'superseded', lease_until = NULL, updated_at = now()
+     WHERE destination = %(destination)s AND kind = %(kind)s AND period < %(period)s
+       AND (state = 'pending' OR (state = 'sending' AND lease_until < now()))
+), prev AS (
+    SELECT max(window_end) AS since FROM afk_digest_delivery
+     WHERE destination = %(destination)s AND kind = %(kind)s AND state = 'delivered'
+)
+INSERT INTO afk_digest_delivery AS d
+       (destination, kind, period, state, attempts, lease_token, lease_until,
+        window_start, window_end)
+VALUES (%(destination)s, %(kind)s, %(period)s, 'sending', 1, afk_next_token(),
+        now() + make_interval(secs => %(lease)s),
+        coalesce((SELECT since FROM prev), now() - make_interval(secs => %(first_window)s)),
+        now())
+ON CONFLICT (destination, kind, period) DO UPDATE
+   SET state = 'sending', attempts = d.attempts + 1,
+       lease_token = afk_next_token(),
+       lease_until = now() + make_interval(secs => %(lease)s), updated_at = now()
+ WHERE (d.state = 'pending' AND d.next_attempt_at <= now())
+    OR (d.state = 'sending' AND d.lease_until < now())
+RETURNING *;
+
+-- name: digest_finish :one
+-- Fenced by the claim's token: a sender whose claim expired cannot overwrite
+-- the outcome of the one that took over.
+UPDATE afk_digest_delivery
+   SET state = %(state)s, last_status = %(status)s, last_error = %(error)s,
+       delivered_at = CASE WHEN %(state)s = 'delivered' THEN now() END,
+       next_attempt_at = CASE WHEN %(state)s = 'pending'
+                              THEN now() + make_interval(secs => %(retry_in)s) END,
+       lease_until = NULL, updated_at = now()
+ WHERE destination = %(destination)s AND kind = %(kind)s AND period = %(period)s
+   AND lease_token = %(token)s AND state = 'sending'
+RETURNING state;
+
+-- name: digest_last_delivered :one retry
+SELECT max(window_end) AS since FROM afk_digest_delivery
+ WHERE kind = 'digest' AND state = 'delivered';
+
+-- name: digest_status :many retry
+SELECT destination, kind, period, state, attempts, last_status, last_error,
+       window_start, window_end, delivered_at, next_attempt_at, updated_at
+  FROM afk_digest_delivery
+ ORDER BY updated_at DESC
+ LIMIT %(limit)s;
+
+-- name: digest_due_retries :many retry
+-- Deliveries that are not the periodic digest's own (a forced send) and whose
+-- retry is due: the job retries them until they land or fail for good.
+SELECT destination, kind, period FROM afk_digest_delivery
+ WHERE state = 'pending' AND kind = 'forced' AND next_attempt_at <= now()
+ ORDER BY period
+ LIMIT 20;

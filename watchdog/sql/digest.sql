@@ -1,0 +1,53 @@
+-- owner: watchdog/digest.py
+-- What one digest shows.
+-- Parameters are psycopg's %(name)s; times are always the database's now().
+
+-- name: digest_data :one retry
+-- Everything one digest shows, for a window, in one statement.
+WITH failed AS (
+    SELECT id, agent_id, ordinal, title, attempts, max_attempts, idem_key, updated_at,
+           -- the head and the tail of a long error: a traceback names its
+           -- exception on its last line
+           CASE WHEN length(last_error) > 2000
+                THEN left(last_error, 497) || E'\n…\n' || right(last_error, 1500)
+                ELSE coalesce(last_error, '') END AS last_error,
+           (SELECT coalesce(jsonb_agg(k ORDER BY k), '[]'::jsonb)
+              FROM jsonb_object_keys(checkpoint) AS k) AS checkpoint_keys
+      FROM afk_task
+     WHERE state = 'failed' AND updated_at >= %(start)s AND updated_at < %(end)s
+     ORDER BY updated_at DESC
+     LIMIT %(limit)s
+)
+SELECT
+    (SELECT coalesce(jsonb_agg(to_jsonb(f)), '[]'::jsonb) FROM failed f) AS failed,
+    (SELECT count(*) FROM afk_task
+      WHERE state = 'failed' AND updated_at >= %(start)s AND updated_at < %(end)s)
+        AS failed_total,
+    (SELECT coalesce(jsonb_agg(to_jsonb(x)), '[]'::jsonb) FROM (
+        SELECT id, agent_id, title, lease_owner, lease_until, attempts FROM afk_task
+         WHERE state = 'running' AND lease_until < now() ORDER BY lease_until LIMIT 50) x)
+        AS expired,
+    (SELECT coalesce(jsonb_agg(to_jsonb(x)), '[]'::jsonb) FROM (
+        SELECT id, agent_id, title, updated_at, attempts FROM afk_task
+         WHERE state = 'paused' AND updated_at < now() - make_interval(secs => %(paused_after)s)
+         ORDER BY updated_at LIMIT 50) x)
+        AS paused,
+    (SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY x.created_at), '[]'::jsonb) FROM (
+        SELECT DISTINCT ON (agent_id) id, agent_id, title, created_at FROM afk_task
+         WHERE state IN ('todo', 'paused') AND state = 'todo'
+           AND created_at < now() - make_interval(secs => %(todo_late_after)s)
+         ORDER BY agent_id, created_at, ordinal LIMIT 50) x)
+        AS oldest_todo,
+    (SELECT jsonb_object_agg(c.state, c.n) FROM afk_state_counts(%(exact_below)s) c)
+        AS totals,
+    (SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY x.agent_id), '[]'::jsonb) FROM (
+        SELECT agent_id, count(*) FILTER (WHERE state = 'done') AS done,
+               count(*) FILTER (WHERE state = 'failed') AS failed
+          FROM (SELECT agent_id, state FROM afk_task
+                 WHERE state = 'done' AND updated_at >= %(start)s AND updated_at < %(end)s
+                UNION ALL
+                SELECT agent_id, state FROM afk_task
+                 WHERE state = 'failed' AND updated_at >= %(start)s AND updated_at < %(end)s) w
+         GROUP BY agent_id) x)
+        AS per_agent,
+    now() AS now;

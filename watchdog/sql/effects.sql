@@ -1,0 +1,76 @@
+-- owner: watchdog/queue.py
+-- The side-effect ledger (Queue.effect).
+-- Parameters are psycopg's %(name)s; times are always the database's now().
+
+-- name: effect_begin :one
+-- Before an external side effect: fenced like every worker write, and it
+-- also needs a lease that has not run out (the effect then has a whole lease
+-- to finish in, since this refreshes it). Returns the recorded result when
+-- the effect is done already; otherwise marks it started.
+WITH task AS (
+    UPDATE afk_task
+       SET lease_until = now() + make_interval(secs => coalesce(lease_seconds, %(lease_seconds)s)),
+           updated_at = now()
+     WHERE id = %(id)s AND state = 'running' AND lease_token = %(token)s AND lease_until > now()
+    RETURNING id
+), prior AS (
+    SELECT done, result FROM afk_task_effect WHERE task_id = %(id)s AND name = %(name)s
+), started AS (
+    INSERT INTO afk_task_effect AS e (task_id, name, runs, started_token, started_at)
+    SELECT id, %(name)s, 1, %(token)s, now() FROM task
+     WHERE NOT EXISTS (SELECT 1 FROM prior WHERE done)
+    ON CONFLICT (task_id, name) DO UPDATE
+        SET runs = e.runs + 1, started_token = EXCLUDED.started_token, started_at = now()
+      WHERE NOT e.done
+    RETURNING runs
+)
+SELECT t.state AS cur_state, t.lease_token AS cur_token, t.idem_key,
+       (SELECT count(*) > 0 FROM task) AS fenced,
+       (SELECT done FROM prior) AS done, (SELECT result FROM prior) AS result,
+       (SELECT runs FROM started) AS runs
+  FROM afk_task t
+ WHERE t.id = %(id)s;
+
+-- name: effect_record :one
+-- After an external side effect succeeded: fenced by the token.
+WITH task AS (
+    SELECT id FROM afk_task
+     WHERE id = %(id)s AND state = 'running' AND lease_token = %(token)s
+       FOR UPDATE
+), rec AS (
+    UPDATE afk_task_effect e
+       SET done = true, result = %(result)s::jsonb, recorded_token = %(token)s,
+           recorded_at = now()
+      FROM task
+     WHERE e.task_id = task.id AND e.name = %(name)s AND NOT e.done
+    RETURNING e.runs
+)
+SELECT t.state AS cur_state, t.lease_token AS cur_token, (SELECT runs FROM rec) AS runs
+  FROM afk_task t
+ WHERE t.id = %(id)s;
+
+-- name: effect_lock :one
+-- A transactional effect's first statement: locks the task row (fenced) for
+-- the rest of the caller's transaction and reads the effect's record.
+SELECT t.state AS cur_state, t.lease_token AS cur_token, t.idem_key,
+       (t.state = 'running' AND t.lease_token = %(token)s) AS fenced,
+       e.done, e.result
+  FROM afk_task t
+  LEFT JOIN afk_task_effect e ON e.task_id = t.id AND e.name = %(name)s
+ WHERE t.id = %(id)s
+   FOR UPDATE OF t;
+
+-- name: effect_commit :exec
+-- In the same transaction as the effect's own writes.
+INSERT INTO afk_task_effect AS e (task_id, name, done, result, runs, started_token, started_at,
+                                  recorded_token, recorded_at)
+VALUES (%(id)s, %(name)s, true, %(result)s::jsonb, 1, %(token)s, now(), %(token)s, now())
+ON CONFLICT (task_id, name) DO UPDATE
+    SET done = true, result = EXCLUDED.result, runs = e.runs + 1,
+        started_token = EXCLUDED.started_token, started_at = now(),
+        recorded_token = EXCLUDED.recorded_token, recorded_at = now()
+  WHERE NOT e.done;
+
+-- name: effects :many retry
+SELECT name, done, result, runs, started_at, recorded_at
+  FROM afk_task_effect WHERE task_id = %(id)s ORDER BY coalesce(recorded_at, started_at), name;

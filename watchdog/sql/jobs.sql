@@ -1,0 +1,60 @@
+-- owner: watchdog/jobs.py
+-- The watchdog jobs' own statements (reclaim is the queue's).
+-- Parameters are psycopg's %(name)s; times are always the database's now().
+
+-- name: gauges :one retry
+-- Everything the metrics need, in one statement, through the partial indexes
+-- only, so its cost does not grow with the done rows (see afk_state_counts).
+-- Per-agent counts cover the open states, for the agents with most open tasks.
+WITH open AS (
+    SELECT agent_id, state FROM afk_task WHERE state IN ('todo', 'paused')
+    UNION ALL
+    SELECT agent_id, state FROM afk_task WHERE state = 'running'
+    UNION ALL
+    SELECT agent_id, state FROM afk_task WHERE state = 'failed'
+)
+SELECT
+    (SELECT jsonb_object_agg(c.state, c.n) FROM afk_state_counts(%(exact_below)s) c) AS states,
+    (SELECT coalesce(jsonb_agg(jsonb_build_array(agent_id, state, n)), '[]'::jsonb)
+       FROM (SELECT agent_id, state::text AS state, count(*) AS n
+               FROM open
+              WHERE agent_id IN (SELECT agent_id FROM open GROUP BY agent_id
+                                  ORDER BY count(*) DESC, agent_id LIMIT %(top_agents)s)
+              GROUP BY agent_id, state) a
+    ) AS agents,
+    (SELECT count(*) FROM afk_task WHERE state = 'running' AND lease_until < now())
+        AS expired_leases,
+    (SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8
+       FROM afk_task WHERE state IN ('todo', 'paused') AND state = 'todo') AS oldest_todo_age,
+    (SELECT coalesce(extract(epoch FROM now() - min(coalesce(checkpoint_at, updated_at))), 0)::float8
+       FROM afk_task WHERE state = 'running') AS since_checkpoint,
+    (SELECT count(*) FROM afk_task
+      WHERE state = 'failed' AND updated_at >= now() - make_interval(secs => %(poison_window)s))
+        AS poison_pills,
+    -- a session holding a snapshot keeps dead rows alive, and every claim then
+    -- wades through them (only sessions this role may see are counted)
+    (SELECT coalesce(extract(epoch FROM now() - min(xact_start)), 0)::float8
+       FROM pg_stat_activity
+      WHERE datname = current_database() AND backend_xmin IS NOT NULL
+        AND pid <> pg_backend_pid()) AS oldest_snapshot_age;
+
+-- name: poison :many retry
+-- Tasks that became failed within the window.
+SELECT * FROM afk_task
+ WHERE state = 'failed' AND updated_at >= now() - make_interval(secs => %(window)s)
+ ORDER BY updated_at, id
+ LIMIT %(limit)s;
+
+-- name: prune :one retry
+-- Done rows older than the retention, a batch at a time; their history goes
+-- with them (ON DELETE CASCADE).
+WITH old AS (
+    SELECT id FROM afk_task
+     WHERE state = 'done' AND updated_at < now() - make_interval(secs => %(retention)s)
+     ORDER BY updated_at
+     LIMIT %(batch)s
+       FOR UPDATE SKIP LOCKED
+), gone AS (
+    DELETE FROM afk_task t USING old WHERE t.id = old.id RETURNING 1
+)
+SELECT count(*) AS n FROM gone;
