@@ -1,11 +1,16 @@
 """The afk CLI contract: commands, JSON fields, exit codes, and bad input that
-changes nothing. Every call is a real subprocess."""
+changes nothing. Calls are real subprocesses, except the bad-input table,
+which runs through cli.main in-process (each exit status has its own
+subprocess test)."""
 
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
+
+from watchdog import NewTask
 
 CLAIM_FIELDS = {
     "id",
@@ -189,25 +194,62 @@ BAD = [
 BAD_ARGS = dict(BAD)
 
 
+def run_main(argv: list[str]) -> tuple[int, str, str]:
+    """`afk ARGV` in-process, through cli.main: exit status, stdout, stderr."""
+    import contextlib
+    import io
+
+    from watchdog import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = cli.main(argv)
+        except SystemExit as exc:  # argparse's own refusals
+            code = int(exc.code or 0)
+    return code, out.getvalue(), err.getvalue()
+
+
 @pytest.mark.parametrize(("name", "args"), BAD, ids=[b[0] for b in BAD])
-def test_bad_input_exits_2_and_changes_nothing(afk, sql, tmp_path, name, args):
-    afk.json("enqueue", "--agent", "A", "--title", "running one")
-    afk.json("enqueue", "--agent", "A", "--title", "todo one")
-    task = afk.json("claim", "--agent", "A", "--runner", "r")
+def test_bad_input_exits_2_and_changes_nothing(queue, sql, dsn, tmp_path, monkeypatch, name, args):
+    """In-process through cli.main (a subprocess per exit code is below)."""
+    queue.enqueue("A", [NewTask("running one"), NewTask("todo one")])
+    task = queue.claim("A", runner="r")
+    assert task is not None
     todo = sql.one("SELECT id::text FROM afk_task WHERE state = 'todo'")
     big = tmp_path / "big.json"
     big.write_text(json.dumps({"x": "y" * (1024 * 1024)}))
-    slots = {"{id}": task["id"], "{token}": str(task["token"]), "{todo}": todo, "@{big}": f"@{big}"}
+    slots = {"{id}": str(task.id), "{token}": str(task.token), "{todo}": todo, "@{big}": f"@{big}"}
     args = [slots.get(a, a) for a in args]
     before = sql.fingerprint()
+    for key in [k for k in os.environ if k.startswith(("AFK_", "CLAUDE_"))]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("AFK_DSN", dsn)
     # the 1 MiB default is tested through files; on the command line, a smaller
     # cap set by env shows that it is configurable
-    cap = {} if "@{big}" in BAD_ARGS[name] else {"AFK_MAX_JSON_BYTES": "4096"}
-    proc = afk(*args, env=cap)
-    assert proc.returncode == 2, proc.stderr
-    assert proc.stdout == ""
-    assert proc.stderr.strip(), "a clear message on stderr"
+    if "@{big}" not in BAD_ARGS[name]:
+        monkeypatch.setenv("AFK_MAX_JSON_BYTES", "4096")
+    code, out, err = run_main(args)
+    assert code == 2, err
+    assert out == ""
+    assert err.strip(), "a clear message on stderr"
+    assert "Traceback" not in err
     assert sql.fingerprint() == before
+
+
+def test_each_exit_status_from_a_real_process(afk, sql):
+    """The contract, once per exit status, as a script sees it."""
+    bad = afk("enqueue", "--agent", "A", "--title", "t", "--spec", "{nope")
+    assert (bad.returncode, bad.stdout) == (2, "") and bad.stderr.startswith("afk: ")
+    assert afk("claim", "--agent", "A").returncode == 3  # nothing to claim
+    afk.json("enqueue", "--agent", "A", "--title", "t")
+    task = afk.json("claim", "--agent", "A", "--runner", "r")  # 0
+    sql.expire(task["id"])
+    afk.json("reclaim")
+    lost = afk("done", task["id"], "--token", str(task["token"]))
+    assert lost.returncode == 4 and "lease lost" in lost.stderr
+    down = afk("status", "--dsn", "postgresql://postgres@127.0.0.1:1/none")
+    assert down.returncode == 1 and "unreachable" in down.stderr
 
 
 @pytest.mark.parametrize(
