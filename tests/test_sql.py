@@ -46,7 +46,8 @@ def test_only_the_module_that_owns_a_file_runs_its_statements():
     statements = sql.statements()
     for file, _, name in calls():
         assert statements[name].owner == f"watchdog/{file}", (
-            f"{file} runs {name}, which belongs to {statements[name].owner}")
+            f"{file} runs {name}, which belongs to {statements[name].owner}"
+        )
     for statement in statements.values():
         assert (PACKAGE.parent / statement.owner).is_file(), statement.owner
 

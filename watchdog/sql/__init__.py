@@ -68,8 +68,7 @@ def parse(text: str, owner: str = "") -> dict[str, Statement]:
                 f"after query {name!r}: a statement header must read: "
                 "-- name: NAME :one|:many|:exec [retry]"
             )
-        found[name] = Statement(name, body.strip().rstrip(";"), returns, "retry" in given,
-                                owner)
+        found[name] = Statement(name, body.strip().rstrip(";"), returns, "retry" in given, owner)
     return found
 
 
