@@ -11,7 +11,8 @@
 WITH agents AS (
     SELECT agent_id, next_ordinal - 1 AS enqueued
       FROM afk_agent ORDER BY agent_id LIMIT %(limit)s
-), running AS (
+), running AS MATERIALIZED (
+    -- (read once, not once per agent)
     SELECT id, agent_id, ordinal, title, lease_owner, lease_token, attempts, max_attempts,
            lease_until, checkpoint_at
       FROM afk_task WHERE state = 'running' ORDER BY lease_until LIMIT %(running_limit)s
