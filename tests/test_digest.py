@@ -274,6 +274,7 @@ def test_templates_are_found_in_a_wheel_install(tmp_path):
             for n in ("slack.json.j2", "email.html.j2", "email.txt.j2", "webhook.json.j2")
         } <= names
         assert "watchdog/sql/tasks.sql" in names
+        assert "watchdog/templates/web/overview.html.j2" in names
         assert "watchdog/migrations/0001_afk_task.sql" in names
         archive.extractall(tmp_path / "site")
     script = (
