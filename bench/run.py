@@ -296,7 +296,7 @@ def pgbench(
 def setup_pgqueuer(dsn: str, cfg: Config) -> None:
     import asyncio
 
-    import asyncpg  # type: ignore[import-untyped]
+    import asyncpg
     from pgqueuer.db import AsyncpgDriver
     from pgqueuer.queries import Queries
 

@@ -60,7 +60,7 @@ def pgqueuer_worker(
     dsn: str, agents: list[str], index: int, ready: Any, start: Any, batch_size: int = 10
 ) -> None:
     """pgqueuer, as its own benchmark drives it: asyncpg, drain mode, no-op jobs."""
-    import asyncpg  # type: ignore[import-untyped]
+    import asyncpg
     from pgqueuer import PgQueuer
     from pgqueuer.db import AsyncpgDriver
     from pgqueuer.types import QueueExecutionMode

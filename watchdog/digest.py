@@ -191,8 +191,17 @@ class Digest:
 
 
 def build(
-    db: Database, start: datetime, end: datetime, settings: DigestSettings, tz: tzinfo
+    db: Database,
+    start: datetime,
+    end: datetime,
+    settings: DigestSettings,
+    tz: tzinfo,
+    *,
+    count_done: bool = True,
 ) -> Digest:
+    """The digest of the window [start, end). ``count_done=False`` leaves
+    each agent's finished count at 0: the status page's overview, whose cost
+    must follow the live work, not the window's finishes."""
     from .jobs import EXACT_BELOW
 
     row = db.one(
@@ -204,6 +213,7 @@ def build(
             "paused_after": settings.paused_after,
             "todo_late_after": settings.todo_late_after,
             "exact_below": EXACT_BELOW,
+            "count_done": count_done,
         },
     )
     assert row is not None  # one row of aggregates, always

@@ -234,18 +234,20 @@ class StatusPages:
 
         rows = self.db.all("web_overview", {"limit": AGENTS_SHOWN, "running_limit": RUNNING_SHOWN})
         now = rows[0]["now"] if rows else datetime.now(UTC)
-        day = build(self.db, now - timedelta(days=1), now, self.digest_settings, UTC)
+        day = build(
+            self.db, now - timedelta(days=1), now, self.digest_settings, UTC, count_done=False
+        )
         finished = {r["agent_id"]: r for r in day.per_agent}
         agents = []
         for r in rows:
             running = r["running"]
-            done = int(finished.get(r["agent_id"], {}).get("done", 0))
+            # the live backlog, and the last day's failures (not its finishes:
+            # counting those would cost what the day did, not what is live)
             failed = int(finished.get(r["agent_id"], {}).get("failed", 0))
             counts = {
                 "todo": r["waiting"] - r["paused"],
                 "paused": r["paused"],
                 "running": len(running),
-                "done": done,
                 "failed": failed,
             }
             late = (

@@ -44,7 +44,10 @@ SELECT
         SELECT agent_id, count(*) FILTER (WHERE state = 'done') AS done,
                count(*) FILTER (WHERE state = 'failed') AS failed
           FROM (SELECT agent_id, state FROM afk_task
-                 WHERE state = 'done' AND updated_at >= %(start)s AND updated_at < %(end)s
+                 -- the status page skips this part (count_done false): its
+                 -- cost is the window's finishes, not the live work
+                 WHERE %(count_done)s AND state = 'done'
+                   AND updated_at >= %(start)s AND updated_at < %(end)s
                 UNION ALL
                 SELECT agent_id, state FROM afk_task
                  WHERE state = 'failed' AND updated_at >= %(start)s AND updated_at < %(end)s) w
