@@ -672,6 +672,7 @@ def explain_all(dsn: str, slug: str, folder: Path) -> None:
             "limit": 5000,
             "paused_after": 21600,
             "todo_late_after": 21600,
+            "count_done": True,
             "exact_below": jobs.EXACT_BELOW,
         },
     }
