@@ -8,15 +8,23 @@ import asyncio
 from typing import Any
 
 
-def afk_single(dsn: str, agents: list[str], index: int, ready: Any, start: Any) -> None:
-    """This project through its Python API: claim one, done one."""
+def _afk_queue(
+    dsn: str, agents: list[str], index: int, ready: Any, start: Any
+) -> tuple[Any, list[str]]:
+    """A connected queue (before the clock starts) and this worker's agent
+    order (each worker starts at another agent), once the start is given."""
     from watchdog import Queue
 
     queue = Queue(dsn, pool_size=1)
-    queue.status()  # connect before the clock starts
+    queue.status()
     ready.release()
     start.wait()
-    order = agents[index % len(agents) :] + agents[: index % len(agents)]
+    return queue, agents[index % len(agents) :] + agents[: index % len(agents)]
+
+
+def afk_single(dsn: str, agents: list[str], index: int, ready: Any, start: Any) -> None:
+    """This project through its Python API: claim one, done one."""
+    queue, order = _afk_queue(dsn, agents, index, ready, start)
     for agent in order:
         while task := queue.claim(agent, runner=f"bench-{index}", lease_seconds=300):
             queue.done(task)
@@ -25,13 +33,7 @@ def afk_single(dsn: str, agents: list[str], index: int, ready: Any, start: Any) 
 
 def afk_next(dsn: str, agents: list[str], index: int, ready: Any, start: Any) -> None:
     """This project through its Python API: done and claim the next in one statement."""
-    from watchdog import Queue
-
-    queue = Queue(dsn, pool_size=1)
-    queue.status()
-    ready.release()
-    start.wait()
-    order = agents[index % len(agents) :] + agents[: index % len(agents)]
+    queue, order = _afk_queue(dsn, agents, index, ready, start)
     for agent in order:
         task = queue.claim(agent, runner=f"bench-{index}", lease_seconds=300)
         while task is not None:
@@ -43,13 +45,7 @@ def afk_batch(
     dsn: str, agents: list[str], index: int, ready: Any, start: Any, size: int = 50
 ) -> None:
     """This project through its batch claim and batch done."""
-    from watchdog import Queue
-
-    queue = Queue(dsn, pool_size=1)
-    queue.status()
-    ready.release()
-    start.wait()
-    order = agents[index % len(agents) :] + agents[: index % len(agents)]
+    queue, order = _afk_queue(dsn, agents, index, ready, start)
     for agent in order:
         while batch := queue.claim_many(agent, size, runner=f"bench-{index}", lease_seconds=300):
             queue.done_many(batch)

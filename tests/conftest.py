@@ -219,6 +219,17 @@ def require_tool(name: str) -> str:
     return path
 
 
+def run_threads(target: Callable[[int], Any], n: int, timeout: float = 60) -> None:
+    """Run target(0) … target(n-1) in threads at once; wait for them all."""
+    import threading
+
+    threads = [threading.Thread(target=target, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+
+
 def poll(condition: Callable[[], Any], timeout: float = 30, interval: float = 0.05) -> Any:
     """Wait until condition() is truthy; return its value."""
     import time

@@ -5,9 +5,9 @@
 from __future__ import annotations
 
 import json
-import threading
 
 import pytest
+from conftest import run_threads
 
 from watchdog import LeaseLost, NewTask, Queue
 
@@ -110,11 +110,7 @@ def test_concurrent_loops_take_each_task_once(dsn, sql):
             seen.append(task.title)
             task = q.done(task, claim_next=True)
 
-    threads = [threading.Thread(target=loop, args=(n,)) for n in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    run_threads(loop, 4, timeout=60)
     q.close()
     assert sorted(seen) == sorted(f"t{i}" for i in range(400))
     assert sql.one("SELECT count(*) FROM afk_task_event WHERE reason = 'claimed'") == 400

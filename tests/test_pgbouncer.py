@@ -9,7 +9,7 @@ import subprocess
 import threading
 
 import pytest
-from conftest import Afk, poll, require_tool
+from conftest import Afk, poll, require_tool, run_threads
 from service_helpers import Service
 from topology import PgBouncer
 
@@ -61,11 +61,7 @@ def test_the_python_api_through_transaction_pooling_many_workers(dsn, bouncer, s
         finally:
             w.close()
 
-    threads = [threading.Thread(target=work, args=(n,)) for n in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
+    run_threads(work, 6, timeout=120)
     q.close()
     assert not errors, (errors, bouncer.log()[-2000:])
     assert sql("SELECT state, count(*) AS n FROM afk_task GROUP BY state") == [
@@ -102,27 +98,23 @@ def test_cli_and_hooks_through_pgbouncer(dsn, bouncer, queue):
         "tool_name": "Write",
         "tool_input": {"file_path": "/w/a.py"},
     }
-    proc = subprocess.run(
-        afk.command("hook"),
-        input=json.dumps(payload),
-        text=True,
-        capture_output=True,
-        env=afk.env,
-        timeout=30,
-    )
-    assert proc.returncode == 0 and "afk:" not in proc.stderr, proc.stderr
+
+    def hook(event: dict[str, object]) -> str:
+        proc = subprocess.run(
+            afk.command("hook"),
+            input=json.dumps(event),
+            text=True,
+            capture_output=True,
+            env=afk.env,
+            timeout=30,
+        )
+        assert proc.returncode == 0 and "afk:" not in proc.stderr, proc.stderr
+        return proc.stdout
+
+    hook(payload)
     start = {**payload, "hook_event_name": "SessionStart", "source": "startup"}
     del start["tool_name"], start["tool_input"]
-    proc = subprocess.run(
-        afk.command("hook"),
-        input=json.dumps(start),
-        text=True,
-        capture_output=True,
-        env=afk.env,
-        timeout=30,
-    )
-    assert proc.returncode == 0 and "afk:" not in proc.stderr, proc.stderr
-    brief = json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
+    brief = json.loads(hook(start))["hookSpecificOutput"]["additionalContext"]
     assert "one" in brief
     shown = queue.show(task["id"])[0]
     assert shown.checkpoint == {"step": 1, "files_touched": ["/w/a.py"]}
