@@ -48,6 +48,30 @@ BEGIN
     RAISE EXCEPTION 'afk_task_event is append-only';
 END
 $$;
+CREATE FUNCTION public.afk_task_history() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    -- the runner and the token matter where a lease is part of the change
+    leased boolean := 'running' IN (OLD.state, NEW.state);
+BEGIN
+    IF NEW.state IS DISTINCT FROM OLD.state
+       OR NEW.lease_token IS DISTINCT FROM OLD.lease_token THEN
+        INSERT INTO afk_task_event
+               (task_id, from_state, to_state, reason, runner, token, attempts, error)
+        VALUES (NEW.id, OLD.state, NEW.state,
+                coalesce(NEW.change_reason, 'changed by hand'),
+                coalesce(NEW.change_by, CASE WHEN leased THEN NEW.lease_owner END,
+                         CASE WHEN NEW.change_reason IS NULL THEN current_user::text END),
+                CASE WHEN leased THEN NEW.lease_token END,
+                NEW.attempts, NEW.change_error);
+    END IF;
+    NEW.change_reason := NULL;
+    NEW.change_error := NULL;
+    NEW.change_by := NULL;
+    RETURN NEW;
+END
+$$;
 CREATE TABLE public.afk_agent (
     agent_id text NOT NULL,
     next_ordinal bigint NOT NULL
@@ -104,6 +128,9 @@ CREATE TABLE public.afk_task (
     run_after timestamp with time zone,
     result jsonb,
     checkpoint_at timestamp with time zone,
+    change_reason text,
+    change_error text,
+    change_by text,
     CONSTRAINT afk_task_running_has_lease CHECK (((state <> 'running'::public.afk_state) OR (lease_until IS NOT NULL)))
 );
 CREATE TABLE public.afk_task_effect (
@@ -161,6 +188,7 @@ CREATE INDEX afk_task_failed_idx ON public.afk_task USING btree (updated_at) WHE
 CREATE INDEX afk_task_lease_idx ON public.afk_task USING btree (lease_until) WHERE (state = 'running'::public.afk_state);
 CREATE INDEX afk_task_paused_idx ON public.afk_task USING btree (agent_id, updated_at) WHERE (state = 'paused'::public.afk_state);
 CREATE TRIGGER afk_task_event_no_update BEFORE UPDATE ON public.afk_task_event FOR EACH ROW EXECUTE FUNCTION public.afk_task_event_append_only();
+CREATE TRIGGER afk_task_history BEFORE UPDATE ON public.afk_task FOR EACH ROW WHEN (((new.state IS DISTINCT FROM old.state) OR (new.lease_token IS DISTINCT FROM old.lease_token) OR (new.change_reason IS NOT NULL) OR (new.change_error IS NOT NULL) OR (new.change_by IS NOT NULL))) EXECUTE FUNCTION public.afk_task_history();
 ALTER TABLE ONLY public.afk_task_effect
     ADD CONSTRAINT afk_task_effect_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.afk_task(id) ON DELETE CASCADE;
 ALTER TABLE ONLY public.afk_task_event

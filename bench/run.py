@@ -191,49 +191,51 @@ def _pgbench_sql(statement: str, values: dict[str, str]) -> str:
     return " ".join(out.split())
 
 
+#: the `step` statement's parameters as pgbench variables: a claim...
 CLAIM_VALUES = {
+    "id": "NULL",
+    "token": "NULL",
+    "result": "NULL",
+    "error": "NULL",
+    "backoff_base": "30",
+    "backoff_cap": "3600",
+    "claim": "true",
     "agent_id": "('bench-' || :a)",
     "runner": "('pgbench-' || :client_id)",
     "lease_seconds": "300",
 }
+#: ...a finish of the held task, and a finish that claims the next
+DONE_VALUES = {**CLAIM_VALUES, "id": "(:id)::uuid", "token": ":lease_token", "claim": "false"}
+DONE_NEXT_VALUES = {**DONE_VALUES, "claim": "true", "agent_id": "NULL", "runner": "NULL"}
+
+
+def step_sql(values: dict[str, str]) -> str:
+    """The project's own `step` statement, read from its SQL file, with pgbench
+    variables in place of the named parameters, ending in one row saying
+    whether a task is held now (`have`, with its `id` and `lease_token`)."""
+    step = queries.query("step").strip()
+    held = (
+        "SELECT count(*) AS have, min(id::text) AS id, min(lease_token) AS lease_token FROM claimed"
+    )
+    return _pgbench_sql(step[: step.rindex("SELECT t.state AS cur_state")] + held, values)
 
 
 def pgbench_script(path: Path) -> None:
-    """The project's own claim and done statements, read from its SQL file,
-    with pgbench variables in place of the named parameters."""
-    claim = _pgbench_sql(queries.query("claim"), CLAIM_VALUES)
-    done = _pgbench_sql(
-        queries.query("done"), {"id": ":id", "token": ":lease_token", "result": "NULL"}
+    """The two-statement loop: claim, then done."""
+    path.write_text(
+        f"\\set a random(0, :agents - 1)\n{step_sql(CLAIM_VALUES)}\n\\gset\n"
+        f"{step_sql(DONE_VALUES)}\n"
     )
-    path.write_text(f"\\set a random(0, :agents - 1)\n{claim}\n\\gset\n{done}\n")
 
 
 def pgbench_next_script(path: Path) -> None:
     """The combined statement's limit: each pgbench transaction finishes the
-    held task and claims the next with `finish_claim`; a client holding
-    nothing (at its start: `-D have=0`, or when its agent ran dry) claims first. Both
-    statements end in one row saying whether a task is held (`have`)."""
-    held = "SELECT count(*) AS have, min(id::text) AS id, min(lease_token) AS lease_token FROM upd"
-    claim = re.sub(r"SELECT \* FROM upd$", held, queries.query("claim").strip())
-    finish = queries.query("finish_claim").strip()
-    finish = finish[: finish.rindex("SELECT t.state AS cur_state")] + held
-    claim = _pgbench_sql(claim, CLAIM_VALUES)
-    finish = _pgbench_sql(
-        finish,
-        {
-            "id": "(:id)::uuid",
-            "token": ":lease_token",
-            "result": "NULL",
-            "error": "NULL",
-            "backoff_base": "30",
-            "backoff_cap": "3600",
-            "lease_seconds": "300",
-        },
-    )
+    held task and claims the next in one statement; a client holding nothing
+    (at its start: `-D have=0`, or when its agent ran dry) claims first."""
     path.write_text(
         "\\if :have = 0\n\\set a random(0, :agents - 1)\n"
-        f"{claim}\n\\gset\n\\endif\n"
-        f"\\if :have = 1\n{finish}\n\\gset\n\\endif\n"
+        f"{step_sql(CLAIM_VALUES)}\n\\gset\n\\endif\n"
+        f"\\if :have = 1\n{step_sql(DONE_NEXT_VALUES)}\n\\gset\n\\endif\n"
     )
 
 
@@ -665,7 +667,15 @@ def explain_all(dsn: str, slug: str, folder: Path) -> None:
     plans: dict[str, dict[str, Any]] = {
         "reclaim": {"after_id": uuid.UUID(int=0), "batch": 500},
         "gauges": {"top_agents": 20, "poison_window": 3600, "exact_below": jobs.EXACT_BELOW},
-        "claim": {"agent_id": "agent-7", "runner": "x", "lease_seconds": 60},
+        "step": {
+            **{k: None for k in ("id", "token", "result", "error")},
+            "backoff_base": 30,
+            "backoff_cap": 3600,
+            "claim": True,
+            "agent_id": "agent-7",
+            "runner": "x",
+            "lease_seconds": 60,
+        },
         "digest_data": {
             "start": now - timedelta(days=1),
             "end": now,
@@ -745,8 +755,8 @@ def bench_cli(server: Server, cfg: Config, results: Results) -> None:
         psql = [str(server.bin / "psql"), "-X", "-q", "-d", dsn, "-c"]
         claim_sql = re.sub(
             r"%\((\w+)\)s",
-            lambda m: {"agent_id": "'cli'", "runner": "'psql'", "lease_seconds": "300"}[m.group(1)],
-            queries.query("claim"),
+            lambda m: {**CLAIM_VALUES, "agent_id": "'cli'", "runner": "'psql'"}[m.group(1)],
+            queries.query("step"),
         )
         status_sql = re.sub(r"%\((\w+)\)s", "NULL", queries.query("status"))
 

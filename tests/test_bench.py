@@ -49,4 +49,4 @@ def test_quick_benchmark_runs_and_reports(server_dsn, tmp_path):
     assert all(r > 0 for runs in data["enqueue"].values() for r in runs)
     assert {"as shipped plain", "as shipped held"} <= set(data["long_txn"])
     assert (folder / "chart.png").stat().st_size > 1000
-    assert list(folder.glob("explain-*-claim.txt"))
+    assert list(folder.glob("explain-*-step.txt"))

@@ -6,16 +6,25 @@ import json
 import uuid
 
 import psycopg
+import pytest
 
 from watchdog import sql as queries
 
 
-def plan_of(dsn: str, name: str, params: dict[str, object]) -> str:
+def plan_of(dsn: str, name: str, params: dict[str, object], generic: bool = False) -> str:
+    """The plan of a statement: custom (for these values), or generic (what
+    a prepared statement may switch to after five runs)."""
     with psycopg.connect(dsn) as conn:
+        if generic:
+            conn.execute("SET plan_cache_mode = force_generic_plan")
         statement = queries.checked(name, params)
         row = conn.execute("EXPLAIN (FORMAT JSON) " + statement, params).fetchone()
         conn.rollback()
     return json.dumps(row[0])
+
+
+STEP = {"id": None, "token": None, "result": None, "error": None}
+STEP |= {"backoff_base": 30, "backoff_cap": 3600, "lease_seconds": 60}
 
 
 def fill(sql) -> None:
@@ -29,9 +38,15 @@ def fill(sql) -> None:
     sql("ANALYZE afk_task")
 
 
-def test_claim_uses_its_partial_index(sql, dsn):
+@pytest.mark.parametrize("generic", [False, True], ids=["custom", "generic"])
+@pytest.mark.parametrize("finish", [False, True], ids=["claim", "finish-and-claim"])
+def test_claim_uses_its_partial_index(sql, dsn, generic, finish):
     fill(sql)
-    plan = plan_of(dsn, "claim", {"agent_id": "agent-2", "runner": "r", "lease_seconds": 60})
+    held = sql("SELECT id, lease_token FROM afk_task WHERE state = 'running' LIMIT 1")[0]
+    params = STEP | {"claim": True, "agent_id": "agent-2", "runner": "r"}
+    if finish:
+        params |= {"id": held["id"], "token": held["lease_token"], "agent_id": None, "runner": None}
+    plan = plan_of(dsn, "step", params, generic)
     assert "afk_task_claim_idx" in plan
     assert '"Node Type": "Seq Scan"' not in plan
 

@@ -69,5 +69,5 @@ def test_a_bad_header_is_refused(text, message):
 def test_parameters_are_read_from_the_text_and_checked():
     st = sql.parse("-- name: x :one retry\nSELECT %(a)s, %(b)s::int, %(a)s")["x"]
     assert (st.returns, st.retry, st.params) == ("one", True, frozenset({"a", "b"}))
-    with pytest.raises(TypeError, match=r"missing \['lease_seconds'\], unexpected \['lease'\]"):
-        sql.checked("claim", {"agent_id": "a", "runner": "r", "lease": 1})
+    with pytest.raises(TypeError, match=r"missing \['reason'\], unexpected \['why'\]"):
+        sql.checked("pause_agent", {"agent_id": "a", "runner": "r", "why": "x"})

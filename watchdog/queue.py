@@ -317,8 +317,8 @@ class Queue:
         agent_id = check_text("agent id", agent_id)
         runner = default_runner_id() if runner is None else check_text("runner id", runner)
         lease = self._lease(lease_seconds)
-        row = self.db.one("claim", {"agent_id": agent_id, "runner": runner, "lease_seconds": lease})
-        return Task.from_row(row) if row else None
+        row = self._step(agent_id=agent_id, runner=runner, lease_seconds=lease)
+        return Task.from_row(row) if row["id"] is not None else None
 
     def claim_many(
         self,
@@ -367,16 +367,7 @@ class Queue:
         task_id, token = task_ref(task, token)
         patch = self._check_object("checkpoint patch", patch)
         max_bytes = self.settings.max_json_bytes
-        row = self.db.one(
-            "checkpoint",
-            {
-                "id": task_id,
-                "token": token,
-                "patch": json_param(patch),
-                "max_bytes": max_bytes,
-                "lease_seconds": self.settings.lease_seconds,
-            },
-        )
+        row = self._touch(task_id, token, json_param(patch))
         if (
             row
             and row["id"] is None
@@ -393,17 +384,18 @@ class Queue:
     def heartbeat(self, task: TaskRef, *, token: int | None = None) -> Task:
         """Refresh the lease without changing anything else."""
         task_id, token = task_ref(task, token)
-        return self._fenced(
-            self.db.one(
-                "heartbeat",
-                {
-                    "id": task_id,
-                    "token": token,
-                    "lease_seconds": self.settings.lease_seconds,
-                },
-            ),
-            task_id,
-            token,
+        return self._fenced(self._touch(task_id, token, None), task_id, token)
+
+    def _touch(self, task_id: uuid.UUID, token: int, patch: Any) -> Row | None:
+        return self.db.one(
+            "touch",
+            {
+                "id": task_id,
+                "token": token,
+                "patch": patch,
+                "max_bytes": self.settings.max_json_bytes,
+                "lease_seconds": self.settings.lease_seconds,
+            },
         )
 
     @overload
@@ -445,21 +437,7 @@ class Queue:
         task_id, token = task_ref(task, token)
         if result is not None:
             check_json_size("result", result, self.settings.max_json_bytes)
-        if claim_next:
-            return self._finish_claim(task_id, token, result=result, conn=conn)
-        row = self.db.one(
-            "done",
-            {
-                "id": task_id,
-                "token": token,
-                "result": None if result is None else json_param(result),
-            },
-            conn,
-        )
-        if row and row["id"] is None and row["cur_state"] == "done" and row["cur_token"] == token:
-            # a replay by the token that finished it (its first reply was lost)
-            return self.show(task_id)[0]
-        return self._fenced(row, task_id, token)
+        return self._finish(task_id, token, result=result, conn=conn, claim_next=claim_next)
 
     @overload
     def fail(
@@ -486,23 +464,7 @@ class Queue:
         if not isinstance(error, str) or not error.strip():
             raise BadInput("error text must not be empty")
         error = error.replace("\x00", "")[:MAX_ERROR]
-        if claim_next:
-            return self._finish_claim(task_id, token, error=error)
-        s = self.settings
-        return self._fenced(
-            self.db.one(
-                "fail",
-                {
-                    "id": task_id,
-                    "token": token,
-                    "error": error,
-                    "backoff_base": s.backoff_base_seconds,
-                    "backoff_cap": s.backoff_cap_seconds,
-                },
-            ),
-            task_id,
-            token,
-        )
+        return self._finish(task_id, token, error=error, claim_next=claim_next)
 
     def _fenced(self, row: Row | None, task_id: uuid.UUID, token: int) -> Task:
         return fenced(row, task_id, token, timeline=self._timeline)
@@ -511,18 +473,24 @@ class Queue:
         row = self.db.one("timeline")
         return int(row["timeline"]) if row else 0
 
-    def _finish_claim(
+    def _step(
         self,
-        task_id: uuid.UUID,
-        token: int,
+        task_id: uuid.UUID | None = None,
+        token: int | None = None,
         *,
+        agent_id: str | None = None,
+        runner: str | None = None,
+        lease_seconds: float | None = None,
         result: Any = None,
         error: str | None = None,
+        claim: bool = True,
         conn: Connection | None = None,
-    ) -> Task | None:
+    ) -> Row:
+        """The one statement of a worker's step (see ``step`` in tasks.sql):
+        finish ``task_id`` if given, then claim if ``claim``."""
         s = self.settings
         row = self.db.one(
-            "finish_claim",
+            "step",
             {
                 "id": task_id,
                 "token": token,
@@ -530,17 +498,37 @@ class Queue:
                 "result": None if result is None else json_param(result),
                 "backoff_base": s.backoff_base_seconds,
                 "backoff_cap": s.backoff_cap_seconds,
-                "lease_seconds": s.lease_seconds,
+                "claim": claim,
+                "agent_id": agent_id,
+                "runner": runner,
+                "lease_seconds": s.lease_seconds if lease_seconds is None else lease_seconds,
             },
             conn,
         )
-        if row is None:
+        assert row is not None  # the statement always returns its one row
+        return row
+
+    def _finish(
+        self,
+        task_id: uuid.UUID,
+        token: int,
+        *,
+        result: Any = None,
+        error: str | None = None,
+        claim_next: bool = False,
+        conn: Connection | None = None,
+    ) -> Task | None:
+        row = self._step(task_id, token, result=result, error=error, claim=claim_next, conn=conn)
+        if row["cur_state"] is None:
             raise TaskNotFound(f"no task with id {task_id}")
         if row["finished"] is None:
             if error is None and row["cur_state"] == "done" and row["cur_token"] == token:
-                # a replay by the token that finished it: the first call's claim,
-                # if it made one, is this runner's in-flight task now
+                # a replay by the token that finished it (its first reply was
+                # lost): the finished task, or the first call's claim, if it
+                # made one, which is this runner's in-flight task now
                 was = self.show(task_id)[0]
+                if not claim_next:
+                    return was
                 if was.lease_owner is None:
                     return None
                 return self.claim(was.agent_id, runner=was.lease_owner)

@@ -2,6 +2,9 @@
 -- The queue's statements: enqueue, claim, the fenced writes of a worker, pauses,
 -- reclaim, retry and the reads.
 -- Parameters are psycopg's %(name)s; times are always the database's now().
+-- History: a write that changes a task's state or lease token names the change
+-- in change_reason (with change_error, change_by where it has them); the
+-- trigger afk_task_history (migration 0012) writes the afk_task_event row.
 
 -- name: enqueue :many
 -- Inserts a batch for one agent. The upsert of the agent's counter row takes
@@ -41,126 +44,24 @@ UNION ALL
 SELECT NULL, NULL, NULL, n FROM too_big WHERE n IS NOT NULL
 ORDER BY ordinal;
 
--- name: claim :one retry
--- The runner's own in-flight task first (a restarted runner resumes it), else
--- the agent's lowest todo/paused ordinal that is not in backoff. Rows held by
--- another runner are never taken, even with an expired lease: the reclaim
--- decides that, and records it. Each claim issues a new fencing token.
-WITH own AS (
-    SELECT id, true AS resumed FROM afk_task
-     WHERE agent_id = %(agent_id)s AND state = 'running' AND lease_owner = %(runner)s
-     ORDER BY ordinal
-     LIMIT 1
-       FOR UPDATE SKIP LOCKED
-), next AS (
-    SELECT id, false AS resumed FROM afk_task
-     WHERE agent_id = %(agent_id)s AND state IN ('todo', 'paused')
-       AND (run_after IS NULL OR run_after <= now())
-       AND NOT EXISTS (SELECT 1 FROM own)
-     ORDER BY ordinal
-     LIMIT 1
-       FOR UPDATE SKIP LOCKED
-), picked AS (
-    SELECT * FROM own UNION ALL SELECT * FROM next
-), old AS (
-    SELECT t.id, t.state, p.resumed FROM afk_task t JOIN picked p USING (id)
-), upd AS (
-    UPDATE afk_task t
-       SET state = 'running',
-           attempts = t.attempts + CASE WHEN o.resumed THEN 0 ELSE 1 END,
-           lease_owner = %(runner)s,
-           lease_token = afk_next_token(),
-           lease_seconds = %(lease_seconds)s,
-           lease_until = now() + make_interval(secs => %(lease_seconds)s),
-           run_after = NULL,
-           checkpoint_at = now(),
-           updated_at = now()
-      FROM old o
-     WHERE t.id = o.id
-    RETURNING t.*, o.state AS from_state, o.resumed
-), ev AS (
-    INSERT INTO afk_task_event (task_id, from_state, to_state, reason, runner, token, attempts)
-    SELECT id, from_state, 'running', CASE WHEN resumed THEN 'resumed' ELSE 'claimed' END,
-           lease_owner, lease_token, attempts
-      FROM upd
-)
-SELECT * FROM upd;
-
--- name: checkpoint :one retry
--- Fenced: applies only while the row is running under this token. The outer
--- SELECT reads the row as it was before, so a caller learns why nothing
--- changed (unknown id, lease lost, not running, too large) in the same trip.
-WITH upd AS (
-    UPDATE afk_task
-       SET checkpoint = checkpoint || %(patch)s::jsonb,
-           lease_until = now() + make_interval(secs => coalesce(lease_seconds, %(lease_seconds)s)),
-           checkpoint_at = now(),
-           updated_at = now()
-     WHERE id = %(id)s AND state = 'running' AND lease_token = %(token)s
-       AND octet_length((checkpoint || %(patch)s::jsonb)::text) <= %(max_bytes)s
-    RETURNING *
-)
-SELECT t.state AS cur_state, t.lease_token AS cur_token,
-       octet_length((t.checkpoint || %(patch)s::jsonb)::text) AS merged_bytes, u.*
-  FROM afk_task t LEFT JOIN upd u ON true
- WHERE t.id = %(id)s;
-
--- name: heartbeat :one retry
-WITH upd AS (
-    UPDATE afk_task
-       SET lease_until = now() + make_interval(secs => coalesce(lease_seconds, %(lease_seconds)s)),
-           updated_at = now()
-     WHERE id = %(id)s AND state = 'running' AND lease_token = %(token)s
-    RETURNING *
-)
-SELECT t.state AS cur_state, t.lease_token AS cur_token, u.*
-  FROM afk_task t LEFT JOIN upd u ON true
- WHERE t.id = %(id)s;
-
--- name: done :one retry
-WITH upd AS (
-    UPDATE afk_task
-       SET state = 'done', result = %(result)s::jsonb, lease_until = NULL, updated_at = now()
-     WHERE id = %(id)s AND state = 'running' AND lease_token = %(token)s
-    RETURNING *
-), ev AS (
-    INSERT INTO afk_task_event (task_id, from_state, to_state, reason, runner, token, attempts)
-    SELECT id, 'running', 'done', 'done', lease_owner, lease_token, attempts FROM upd
-)
-SELECT t.state AS cur_state, t.lease_token AS cur_token, u.*
-  FROM afk_task t LEFT JOIN upd u ON true
- WHERE t.id = %(id)s;
-
--- name: fail :one retry
--- A reported failure spends the attempt: below max_attempts the task is
--- claimable again after base * 2^(attempts-1) seconds (capped); at
--- max_attempts it is failed for good.
-WITH upd AS (
-    UPDATE afk_task
-       SET state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'todo' END::afk_state,
-           run_after = CASE WHEN attempts >= max_attempts THEN NULL
-                            ELSE now() + make_interval(secs => least(
-                                %(backoff_base)s * power(2, greatest(attempts - 1, 0)),
-                                %(backoff_cap)s)) END,
-           last_error = %(error)s, lease_until = NULL, updated_at = now()
-     WHERE id = %(id)s AND state = 'running' AND lease_token = %(token)s
-    RETURNING *
-), ev AS (
-    INSERT INTO afk_task_event (task_id, from_state, to_state, reason, runner, token, attempts, error)
-    SELECT id, 'running', state, 'failed with error', lease_owner, lease_token, attempts, last_error
-      FROM upd
-)
-SELECT t.state AS cur_state, t.lease_token AS cur_token, u.*
-  FROM afk_task t LEFT JOIN upd u ON true
- WHERE t.id = %(id)s;
-
--- name: finish_claim :one retry
--- A worker loop's step in one round trip: finish the held task (done, or
--- failed with %(error)s, exactly as `done` and `fail` do) and claim the same
--- runner's next task of the same agent, exactly as `claim` does. The claim
--- reads the finished row, so a refused finish claims nothing. One row: how
--- the finish went (`finished` is the id when it applied, else cur_state and
--- cur_token say why, as for `done` and `fail`), then the task now held, if any.
+-- name: step :one retry
+-- A worker's step in one round trip: finish the task it holds (%(id)s with
+-- its %(token)s: done, or failed with %(error)s), then claim its next task
+-- (%(claim)s). Either half can be left out: no %(id)s is a plain claim for
+-- %(agent_id)s and %(runner)s, and %(claim)s false a plain finish.
+-- The finish is fenced by the token. A reported failure spends the attempt:
+-- below max_attempts the task is claimable again after
+-- base * 2^(attempts-1) seconds (capped); at max_attempts it is failed.
+-- The claim takes the runner's own in-flight task first (a restarted runner
+-- resumes it), else the agent's lowest todo/paused ordinal that is not in
+-- backoff. Rows held by another runner are never taken, even with an expired
+-- lease: the reclaim decides that. After a finish the agent and the runner
+-- are the finished task's, so a refused finish claims nothing. Each claim
+-- issues a new fencing token. (The trigger afk_task_history records both
+-- changes, with the change_reason set here.)
+-- One row: how the finish went (`finished` is its id when it applied, else
+-- cur_state and cur_token, read as they were, say why), then the task now
+-- held (after a claim) or just finished (without one), if any.
 WITH fin AS (
     UPDATE afk_task
        SET state = CASE WHEN %(error)s::text IS NULL THEN 'done'
@@ -172,58 +73,79 @@ WITH fin AS (
                                 %(backoff_base)s * power(2, greatest(attempts - 1, 0)),
                                 %(backoff_cap)s)) END,
            last_error = coalesce(%(error)s::text, last_error),
-           lease_until = NULL, updated_at = now()
-     WHERE id = %(id)s AND state = 'running' AND lease_token = %(token)s
+           lease_until = NULL, updated_at = now(),
+           change_reason = CASE WHEN %(error)s::text IS NULL THEN 'done'
+                                ELSE 'failed with error' END,
+           change_error = %(error)s::text
+     WHERE id = %(id)s::uuid AND state = 'running' AND lease_token = %(token)s
     RETURNING *
-), fin_ev AS (
-    INSERT INTO afk_task_event (task_id, from_state, to_state, reason, runner, token, attempts, error)
-    SELECT id, 'running', state,
-           CASE WHEN %(error)s::text IS NULL THEN 'done' ELSE 'failed with error' END,
-           lease_owner, lease_token, attempts, %(error)s::text
-      FROM fin
 ), own AS (
     -- (scalar subqueries, not a join: the agent is then a parameter of the
     -- claim index's ordered scan, and LIMIT 1 stops at the first row)
     SELECT id, true AS resumed FROM afk_task
-     WHERE agent_id = (SELECT agent_id FROM fin) AND state = 'running'
-       AND lease_owner = (SELECT lease_owner FROM fin) AND id <> %(id)s
+     WHERE %(claim)s
+       AND agent_id = coalesce((SELECT agent_id FROM fin), %(agent_id)s::text)
+       AND state = 'running'
+       AND lease_owner = coalesce((SELECT lease_owner FROM fin), %(runner)s::text)
+       AND id IS DISTINCT FROM %(id)s::uuid
      ORDER BY ordinal
      LIMIT 1
        FOR UPDATE SKIP LOCKED
 ), next AS (
     SELECT id, false AS resumed FROM afk_task
-     WHERE agent_id = (SELECT agent_id FROM fin) AND state IN ('todo', 'paused')
+     WHERE %(claim)s
+       AND agent_id = coalesce((SELECT agent_id FROM fin), %(agent_id)s::text)
+       AND state IN ('todo', 'paused')
        AND (run_after IS NULL OR run_after <= now())
        AND NOT EXISTS (SELECT 1 FROM own)
      ORDER BY ordinal
      LIMIT 1
        FOR UPDATE SKIP LOCKED
-), picked AS (
-    SELECT * FROM own UNION ALL SELECT * FROM next
-), old AS (
-    SELECT t.id, t.state, p.resumed FROM afk_task t JOIN picked p USING (id)
-), upd AS (
+), claimed AS (
     UPDATE afk_task t
        SET state = 'running',
-           attempts = t.attempts + CASE WHEN o.resumed THEN 0 ELSE 1 END,
-           lease_owner = (SELECT lease_owner FROM fin),
+           attempts = t.attempts + CASE WHEN p.resumed THEN 0 ELSE 1 END,
+           lease_owner = coalesce((SELECT lease_owner FROM fin), %(runner)s::text),
            lease_token = afk_next_token(),
            lease_seconds = %(lease_seconds)s,
            lease_until = now() + make_interval(secs => %(lease_seconds)s),
            run_after = NULL,
            checkpoint_at = now(),
-           updated_at = now()
-      FROM old o
-     WHERE t.id = o.id
-    RETURNING t.*, o.state AS from_state, o.resumed
-), ev AS (
-    INSERT INTO afk_task_event (task_id, from_state, to_state, reason, runner, token, attempts)
-    SELECT id, from_state, 'running', CASE WHEN resumed THEN 'resumed' ELSE 'claimed' END,
-           lease_owner, lease_token, attempts
-      FROM upd
+           updated_at = now(),
+           change_reason = CASE WHEN p.resumed THEN 'resumed' ELSE 'claimed' END
+      FROM (SELECT * FROM own UNION ALL SELECT * FROM next) p
+     WHERE t.id = p.id
+    RETURNING t.*
 )
-SELECT t.state AS cur_state, t.lease_token AS cur_token, f.id AS finished, u.*
-  FROM afk_task t LEFT JOIN (SELECT id FROM fin) f ON true LEFT JOIN upd u ON true
+SELECT t.state AS cur_state, t.lease_token AS cur_token, (SELECT id FROM fin) AS finished, r.*
+  FROM (VALUES (1)) AS one
+  LEFT JOIN afk_task t ON t.id = %(id)s::uuid
+  LEFT JOIN (SELECT * FROM claimed UNION ALL SELECT * FROM fin WHERE NOT %(claim)s) r ON true;
+
+-- name: touch :one retry
+-- A checkpoint, or with no %(patch)s a heartbeat: fenced, it applies only
+-- while the row is running under this token, and refreshes the lease. The
+-- patch is merged into the checkpoint (top-level keys replaced) within the
+-- size cap. The outer SELECT reads the row as it was before, so a caller
+-- learns why nothing changed (unknown id, lease lost, not running, too
+-- large) in the same trip.
+WITH upd AS (
+    UPDATE afk_task
+       SET checkpoint = CASE WHEN %(patch)s::jsonb IS NULL THEN checkpoint
+                             ELSE checkpoint || %(patch)s::jsonb END,
+           checkpoint_at = CASE WHEN %(patch)s::jsonb IS NULL THEN checkpoint_at ELSE now() END,
+           lease_until = now() + make_interval(secs => coalesce(lease_seconds, %(lease_seconds)s)),
+           updated_at = now()
+     WHERE id = %(id)s AND state = 'running' AND lease_token = %(token)s
+       AND (%(patch)s::jsonb IS NULL
+            OR octet_length((checkpoint || %(patch)s::jsonb)::text) <= %(max_bytes)s)
+    RETURNING *
+)
+SELECT t.state AS cur_state, t.lease_token AS cur_token,
+       CASE WHEN %(patch)s::jsonb IS NOT NULL
+            THEN octet_length((t.checkpoint || %(patch)s::jsonb)::text) END AS merged_bytes,
+       u.*
+  FROM afk_task t LEFT JOIN upd u ON true
  WHERE t.id = %(id)s;
 
 -- name: pause_task :one retry
@@ -231,12 +153,9 @@ SELECT t.state AS cur_state, t.lease_token AS cur_token, f.id AS finished, u.*
 WITH upd AS (
     UPDATE afk_task
        SET state = 'paused', attempts = greatest(attempts - 1, 0),
-           lease_until = NULL, updated_at = now()
+           lease_until = NULL, updated_at = now(), change_reason = %(reason)s
      WHERE id = %(id)s AND state = 'running' AND lease_token = %(token)s
     RETURNING *
-), ev AS (
-    INSERT INTO afk_task_event (task_id, from_state, to_state, reason, runner, token, attempts)
-    SELECT id, 'running', 'paused', %(reason)s, lease_owner, lease_token, attempts FROM upd
 )
 SELECT t.state AS cur_state, t.lease_token AS cur_token, u.*
   FROM afk_task t LEFT JOIN upd u ON true
@@ -248,13 +167,10 @@ SELECT t.state AS cur_state, t.lease_token AS cur_token, u.*
 WITH upd AS (
     UPDATE afk_task
        SET state = 'paused', attempts = greatest(attempts - 1, 0),
-           lease_until = NULL, updated_at = now()
+           lease_until = NULL, updated_at = now(), change_reason = %(reason)s
      WHERE agent_id = %(agent_id)s AND state = 'running'
        AND (%(runner)s::text IS NULL OR lease_owner = %(runner)s::text)
     RETURNING *
-), ev AS (
-    INSERT INTO afk_task_event (task_id, from_state, to_state, reason, runner, token, attempts)
-    SELECT id, 'running', 'paused', %(reason)s, lease_owner, lease_token, attempts FROM upd
 )
 SELECT id FROM upd;
 
@@ -264,12 +180,9 @@ SELECT id FROM upd;
 WITH upd AS (
     UPDATE afk_task
        SET state = 'paused', attempts = greatest(attempts - 1, 0),
-           lease_until = NULL, updated_at = now()
+           lease_until = NULL, updated_at = now(), change_reason = %(reason)s
      WHERE state = 'running' AND lease_owner = %(runner)s
     RETURNING *
-), ev AS (
-    INSERT INTO afk_task_event (task_id, from_state, to_state, reason, runner, token, attempts)
-    SELECT id, 'running', 'paused', %(reason)s, lease_owner, lease_token, attempts FROM upd
 )
 SELECT id FROM upd;
 
@@ -289,16 +202,13 @@ WITH expired AS (
        SET state = CASE WHEN t.attempts >= t.max_attempts THEN 'failed'
                         ELSE 'paused' END::afk_state,
            last_error = coalesce(t.last_error, 'lease expired'),
-           lease_until = NULL, updated_at = now()
+           lease_until = NULL, updated_at = now(),
+           change_reason = 'lease expired', change_error = 'lease expired'
       FROM expired e
      -- no second look at the lease here: the row lock taken above already
      -- re-checked it against the row's latest version, and holds it
      WHERE t.id = e.id
-    RETURNING t.id, t.state, t.lease_owner, t.lease_token, t.attempts
-), ev AS (
-    INSERT INTO afk_task_event (task_id, from_state, to_state, reason, runner, token, attempts, error)
-    SELECT id, 'running', state, 'lease expired', lease_owner, lease_token, attempts, 'lease expired'
-      FROM upd
+    RETURNING t.id, t.state
 )
 SELECT (SELECT id FROM expired ORDER BY id DESC LIMIT 1) AS last_id,
        (SELECT count(*) FROM expired) AS scanned,
@@ -319,13 +229,11 @@ WITH req AS (
       FROM found
 ), upd AS (
     UPDATE afk_task t
-       SET state = 'todo', attempts = 0, run_after = NULL, lease_until = NULL, updated_at = now()
+       SET state = 'todo', attempts = 0, run_after = NULL, lease_until = NULL, updated_at = now(),
+           change_reason = 'retried by a human', change_by = %(who)s
       FROM found f, verdict v
      WHERE t.id = f.id AND v.ok
     RETURNING t.id
-), ev AS (
-    INSERT INTO afk_task_event (task_id, from_state, to_state, reason, runner, attempts)
-    SELECT id, 'failed', 'todo', 'retried by a human', %(who)s, 0 FROM upd
 )
 SELECT f.id, f.state, (SELECT ok FROM verdict) AS ok FROM found f;
 
@@ -357,7 +265,7 @@ SELECT * FROM afk_task
 -- fencing token of its own. (A batch does not resume a runner's in-flight
 -- tasks: claim one at a time for that.)
 WITH next AS (
-    SELECT id, state FROM afk_task
+    SELECT id FROM afk_task
      WHERE agent_id = %(agent_id)s AND state IN ('todo', 'paused')
        AND (run_after IS NULL OR run_after <= now())
      ORDER BY ordinal
@@ -368,13 +276,11 @@ WITH next AS (
        SET state = 'running', attempts = t.attempts + 1, lease_owner = %(runner)s,
            lease_token = afk_next_token(), lease_seconds = %(lease_seconds)s,
            lease_until = now() + make_interval(secs => %(lease_seconds)s),
-           run_after = NULL, checkpoint_at = now(), updated_at = now()
+           run_after = NULL, checkpoint_at = now(), updated_at = now(),
+           change_reason = 'claimed'
       FROM next n
      WHERE t.id = n.id
-    RETURNING t.*, n.state AS from_state
-), ev AS (
-    INSERT INTO afk_task_event (task_id, from_state, to_state, reason, runner, token, attempts)
-    SELECT id, from_state, 'running', 'claimed', lease_owner, lease_token, attempts FROM upd
+    RETURNING t.*
 )
 SELECT * FROM upd ORDER BY ordinal;
 
@@ -385,13 +291,10 @@ WITH input AS (
     SELECT * FROM unnest(%(ids)s::uuid[], %(tokens)s::bigint[]) AS i(id, token)
 ), upd AS (
     UPDATE afk_task t
-       SET state = 'done', lease_until = NULL, updated_at = now()
+       SET state = 'done', lease_until = NULL, updated_at = now(), change_reason = 'done'
       FROM input i
      WHERE t.id = i.id AND t.state = 'running' AND t.lease_token = i.token
-    RETURNING t.id, t.lease_owner, t.lease_token, t.attempts
-), ev AS (
-    INSERT INTO afk_task_event (task_id, from_state, to_state, reason, runner, token, attempts)
-    SELECT id, 'running', 'done', 'done', lease_owner, lease_token, attempts FROM upd
+    RETURNING t.id
 )
 SELECT id FROM upd;
 
