@@ -19,8 +19,9 @@ through the shell with the JSON payload on stdin and the hook's timeout:
 - ``SessionEnd`` (reason ``other``) when it exits normally. A signal ends it
   at once with 128+N and no hooks, as an interrupt does.
 
-What it does is a plan: ``STANDIN_PLAN`` names a JSON file mapping a task
-title (the prompt's first line, up to a ':') to a list of actions:
+What it does is a plan: ``STANDIN_PLAN`` names a JSON file mapping the
+prompt's first line, or else the task title in it (up to a ':'), to a list of
+actions:
 ``{"bash": CMD}``, ``{"write": PATH, "content": TEXT}``, ``{"edit": PATH}``,
 ``{"think": SECONDS}`` (no tool calls), ``{"wait_for": PATH}`` (no tool calls),
 ``{"compact": true}``, ``{"exit": CODE}`` (a crash: no more hooks). Every event,
@@ -49,7 +50,8 @@ class Agent:
         self.session = str(uuid.uuid4())
         self.title = prompt.splitlines()[0].split(":")[0].strip() if prompt else ""
         plan = json.loads(Path(os.environ["STANDIN_PLAN"]).read_text())
-        self.plan: dict[str, Any] = plan.get(self.title, {})
+        first_line = prompt.splitlines()[0].strip() if prompt else ""
+        self.plan: dict[str, Any] = plan.get(first_line, plan.get(self.title, {}))
         if isinstance(self.plan, list):
             self.plan = {"actions": self.plan}
         self.env_file = Path(tempfile.mkstemp(prefix="claude-env-")[1])

@@ -16,9 +16,11 @@ from watchdog.errors import DatabaseError
 
 
 def kill_others(dsn: str) -> int:
+    """Terminate the queue's backends, and wait until each has exited (a
+    bare pg_terminate_backend returns before the server closes the socket)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         row = conn.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            "SELECT count(pg_terminate_backend(pid, 10000)) FROM pg_stat_activity"
             " WHERE datname = current_database() AND application_name = 'afk'"
         ).fetchone()
         return int(row[0]) if row else 0

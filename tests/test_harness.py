@@ -166,11 +166,13 @@ def test_a_task_that_outlives_its_lease_many_times_is_done_on_its_first_attempt(
     harness, queue, watchdog_service, supervisor
 ):
     # 7 s of thinking without a tool call, then 7 s of tool calls: a 2 s lease
+    # (the worker runs the agent once per step: the first step does it all)
     ids = queue.enqueue("L", [NewTask("thinker"), NewTask("busy")]).enqueued
+    first = "" if supervisor == "ralph" else ": reproduce"
     harness.plan(
         {
-            "thinker": [{"think": 7}, {"write": "a.txt"}],
-            "busy": [{"bash": "sleep 0.7"} for _ in range(10)],
+            f"thinker{first}": [{"think": 7}, {"write": "a.txt"}],
+            f"busy{first}": [{"bash": "sleep 0.7"} for _ in range(10)],
         }
     )
     start = harness.ralph if supervisor == "ralph" else harness.worker
