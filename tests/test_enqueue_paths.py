@@ -89,3 +89,56 @@ def test_concurrent_large_batches_get_disjoint_ordinals_in_input_order(dsn, sql)
     for prefix in "abc":
         mine = [r["title"] for r in rows if r["title"].startswith(prefix)]
         assert mine == sorted(mine) and len(mine) == n  # each batch in its input order
+
+
+def test_concurrent_large_batches_of_the_same_keys_insert_each_key_once(dsn, sql):
+    """The copy path meets a key another batch is inserting: it waits for
+    that batch, then falls back to the statement, which skips the key."""
+    n = LARGE
+    results: list = []
+    errors: list[BaseException] = []
+
+    def enqueue(prefix: str) -> None:
+        q = Queue(dsn, pool_size=1)
+        try:
+            plan = [NewTask(f"{prefix}{i:05d}", key=f"k{i}") for i in range(n)]
+            results.append(q.enqueue("a", plan))
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            q.close()
+
+    threads = [threading.Thread(target=enqueue, args=(p,)) for p in "abc"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors
+    assert sql.one("SELECT count(*) FROM afk_task") == n
+    assert sorted(len(r.enqueued) for r in results) == [0, 0, n]
+    assert sorted(len(r.duplicates) for r in results) == [0, n, n]
+    rows = sql("SELECT ordinal, title FROM afk_task ORDER BY ordinal")
+    assert [int(r["title"][1:]) for r in rows] == list(range(n))  # one batch, in order
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_the_ids_returned_are_the_tasks_in_the_order_given(queue, sql, n):
+    ids = queue.enqueue("a", [NewTask(f"t{i}") for i in range(n)]).enqueued
+    titles = {r["id"]: r["title"] for r in sql("SELECT id, title FROM afk_task")}
+    assert [titles[i] for i in ids] == [f"t{i}" for i in range(n)]
+
+
+@pytest.mark.parametrize("autocommit", [False, True], ids=["transaction", "autocommit"])
+@pytest.mark.parametrize("n", SIZES)
+def test_a_key_that_exists_inside_the_callers_transaction_leaves_it_whole(
+    queue, dsn, sql, n, autocommit
+):
+    queue.enqueue("a", [NewTask("old", key="k0")])
+    with psycopg.connect(dsn, autocommit=autocommit) as conn, conn.transaction():
+        conn.execute("CREATE TABLE mine (x int)")
+        result = queue.enqueue("a", [NewTask(f"t{i}", key=f"k{i}") for i in range(n)], conn=conn)
+        conn.execute("INSERT INTO mine VALUES (1)")
+    assert result.duplicates == ["k0"] and len(result.enqueued) == n - 1
+    assert sql.one("SELECT count(*) FROM mine") == 1
+    rows = sql("SELECT ordinal FROM afk_task ORDER BY ordinal")
+    assert [r["ordinal"] for r in rows] == list(range(1, n + 1))  # no ordinal lost

@@ -13,8 +13,8 @@ import pytest
 from watchdog import sql
 
 PACKAGE = Path(sql.__file__).parent.parent
-CALL = re.compile(r"\.(one|all|execute)\(\s*\"(\w+)\"")
-METHOD = {"one": "one", "all": "many", "execute": "exec"}
+CALL = re.compile(r"\.(one|all|execute|copy)\(\s*\"(\w+)\"")
+METHOD = {"one": "one", "all": "many", "execute": "exec", "copy": "copy"}
 
 
 def calls() -> list[tuple[str, str, str]]:

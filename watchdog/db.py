@@ -11,7 +11,7 @@ import logging
 import select
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
 
@@ -21,7 +21,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from . import sql
-from .errors import BadInput, DatabaseError, SchemaMissing, redact, scrub
+from .errors import BadInput, Conflict, DatabaseError, SchemaMissing, redact, scrub
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +49,8 @@ def translate_errors(conninfo: str | None = None) -> Iterator[None]:
             f"the afk schema is missing or outdated ({first_line(exc, conninfo)}): "
             "run `afk migrate`"
         ) from exc
+    except pg_errors.UniqueViolation as exc:
+        raise Conflict(f"database error: {first_line(exc, conninfo)}") from exc
     except psycopg.OperationalError as exc:
         raise DatabaseError(f"database unreachable: {first_line(exc, conninfo)}") from exc
     except psycopg.Error as exc:
@@ -324,12 +326,45 @@ class Database:
                 time.sleep(min(pause, deadline - now))
                 pause = min(1.0, max(0.05, pause * 2))
 
+    def copy(self, name: str, rows: Iterable[Sequence[Any]], conn: Connection) -> None:
+        """Run a ``:copy`` statement (``COPY … FROM STDIN``), sending ``rows``,
+        on the caller's connection (in its transaction: nothing is retried)."""
+        statement = sql.statement(name)
+        if statement.returns != "copy":
+            raise TypeError(f"statement {name} is :{statement.returns}, not :copy")
+        with translate_errors(self.conninfo), conn.cursor().copy(statement.text) as copy:
+            for row in rows:
+                copy.write_row(row)
+
     @contextmanager
-    def transaction(self) -> Iterator[Connection]:
+    def transaction(self, conn: Connection | None = None) -> Iterator[Connection]:
         """A connection inside a transaction: committed when the block ends,
-        rolled back if it raises."""
-        with translate_errors(self.conninfo), self._checkout() as conn, conn.transaction():
-            yield conn
+        rolled back if it raises. On the caller's ``conn``, a savepoint of
+        its transaction, whose commit stays the caller's (an autocommit
+        connection outside a transaction gets one of its own)."""
+        if conn is not None and (
+            conn.autocommit or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+        ):
+            with translate_errors(self.conninfo), conn.transaction():
+                yield conn
+            return
+        if conn is not None:
+            # a connection outside autocommit begins its transaction with its
+            # first statement, and psycopg's transaction() would commit the
+            # one it began: the savepoint by hand
+            with translate_errors(self.conninfo):
+                conn.execute("SAVEPOINT afk")
+            try:
+                yield conn
+            except BaseException:
+                with translate_errors(self.conninfo):
+                    conn.execute("ROLLBACK TO SAVEPOINT afk")
+                raise
+            with translate_errors(self.conninfo):
+                conn.execute("RELEASE SAVEPOINT afk")
+            return
+        with translate_errors(self.conninfo), self._checkout() as c, c.transaction():
+            yield c
 
     def close(self) -> None:
         self._closed = True

@@ -45,6 +45,10 @@ class DatabaseError(AfkError):
     exit_code = 1
 
 
+class Conflict(DatabaseError):
+    """A unique constraint refused a row (an idempotency key that exists)."""
+
+
 class SchemaMissing(DatabaseError):
     """The afk tables are not there: run `afk migrate` first."""
 

@@ -7,7 +7,8 @@ A statement starts with a header line::
 then what it returns: ``:one`` (at most one row), ``:many`` (rows) or
 ``:exec`` (nothing), which :class:`~watchdog.db.Database` checks against the
 method that runs it (``one()``, ``all()``, ``execute()``), as it checks the
-parameters given against the ``%(name)s`` ones in the text.
+parameters given against the ``%(name)s`` ones in the text. ``:copy`` is a
+``COPY … FROM STDIN``, run by ``copy()`` with the rows to send.
 
 ``retry`` marks a statement that is safe to run again when the connection was
 lost after it was sent (its reply may be lost, not its effect): reads, fenced
@@ -25,7 +26,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-_HEADER = re.compile(r"^-- name: (\w+) :(one|many|exec)((?: [\w-]+)*)\s*$", re.MULTILINE)
+_HEADER = re.compile(r"^-- name: (\w+) :(one|many|exec|copy)((?: [\w-]+)*)\s*$", re.MULTILINE)
 _FLAGS = frozenset({"retry"})
 _PARAM = re.compile(r"%\((\w+)\)s")
 
@@ -34,7 +35,7 @@ _PARAM = re.compile(r"%\((\w+)\)s")
 class Statement:
     name: str
     text: str
-    #: one, many or exec
+    #: one, many, exec or copy
     returns: str = "many"
     retry: bool = False
     #: the module that runs it (the file's ``-- owner:`` line)
@@ -53,7 +54,9 @@ def parse(text: str, owner: str = "") -> dict[str, Statement]:
     """Split a file of ``-- name: x :returns [flags]`` blocks into {name: Statement}."""
     parts = _HEADER.split(text)
     if "-- name:" in parts[0]:
-        raise ValueError("a statement header must read: -- name: NAME :one|:many|:exec [retry]")
+        raise ValueError(
+            "a statement header must read: -- name: NAME :one|:many|:exec|:copy [retry]"
+        )
     found: dict[str, Statement] = {}
     for name, returns, flags, body in zip(
         parts[1::4], parts[2::4], parts[3::4], parts[4::4], strict=True
@@ -66,7 +69,7 @@ def parse(text: str, owner: str = "") -> dict[str, Statement]:
         if "-- name:" in body:
             raise ValueError(
                 f"after query {name!r}: a statement header must read: "
-                "-- name: NAME :one|:many|:exec [retry]"
+                "-- name: NAME :one|:many|:exec|:copy [retry]"
             )
         found[name] = Statement(name, body.strip().rstrip(";"), returns, "retry" in given, owner)
     return found

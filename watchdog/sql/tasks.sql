@@ -44,6 +44,31 @@ UNION ALL
 SELECT NULL, NULL, NULL, n FROM too_big WHERE n IS NOT NULL
 ORDER BY ordinal;
 
+-- The same for a large batch, in three steps inside one transaction (a
+-- savepoint of the caller's): reserve the ordinals, COPY the rows straight
+-- into afk_task, read their ids back with the size check. COPY has no ON
+-- CONFLICT: a key that exists already makes it fail, and the caller then
+-- rolls back to the savepoint and uses `enqueue`, which skips and reports it.
+
+-- name: enqueue_reserve :one
+-- %(n)s ordinals for the agent; the counter row stays locked until commit,
+-- so concurrent batches for one agent get disjoint ranges.
+INSERT INTO afk_agent AS a (agent_id, next_ordinal) VALUES (%(agent_id)s, 1 + %(n)s)
+ON CONFLICT (agent_id) DO UPDATE SET next_ordinal = a.next_ordinal + %(n)s
+RETURNING next_ordinal - %(n)s AS first;
+
+-- name: enqueue_copy :copy
+COPY afk_task (agent_id, ordinal, title, spec, idem_key, max_attempts) FROM STDIN;
+
+-- name: enqueue_copied :one
+-- The ids of the rows copied, in order, and the offset of the first whose
+-- spec is over the size cap (measured as `enqueue` measures it), if any.
+SELECT array_agg(id ORDER BY ordinal) AS ids,
+       min(ordinal) FILTER (WHERE octet_length(spec::text) > %(max_bytes)s) - %(first)s
+           AS too_big
+  FROM afk_task
+ WHERE agent_id = %(agent_id)s AND ordinal >= %(first)s AND ordinal < %(first)s + %(n)s;
+
 -- name: step :one retry
 -- A worker's step in one round trip: finish the task it holds (%(id)s with
 -- its %(token)s: done, or failed with %(error)s), then claim its next task
