@@ -63,7 +63,7 @@ class Config:
 QUICK = Config(
     tasks=300,
     agents=4,
-    worker_counts=(1, 2),
+    worker_counts=(2,),
     rounds=1,
     enqueue_rows=2_000,
     per_row_rows=200,

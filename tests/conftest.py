@@ -64,6 +64,12 @@ def server_dsn() -> Iterator[str]:
         return
     home = Path(tempfile.mkdtemp(prefix="afk-test-"))
     info = embedded.ensure_running(home)
+    with psycopg.connect(info.dsn("postgres"), autocommit=True) as conn:
+        # a throwaway server, removed after the run: no fsync (a test database
+        # is created and dropped per test, and each drop syncs). A crash of
+        # the server itself still loses nothing; only one of the machine would.
+        conn.execute("ALTER SYSTEM SET fsync = off")
+        conn.execute("SELECT pg_reload_conf()")
     try:
         yield info.dsn("postgres")
     finally:
