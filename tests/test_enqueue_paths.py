@@ -142,3 +142,15 @@ def test_a_key_that_exists_inside_the_callers_transaction_leaves_it_whole(
     assert sql.one("SELECT count(*) FROM mine") == 1
     rows = sql("SELECT ordinal FROM afk_task ORDER BY ordinal")
     assert [r["ordinal"] for r in rows] == list(range(1, n + 1))  # no ordinal lost
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_ordinals_past_any_small_integer(queue, sql, n):
+    """Parameters are typed by their value: a first ordinal of 32,000 plus a
+    batch of 5,000 must not be added up as smallints (it once was)."""
+    queue.enqueue("a", [NewTask("first")])
+    for start in (32_000, 2_147_000_000):  # (ordinal is an int, as designed)
+        sql("UPDATE afk_agent SET next_ordinal = %s", start)
+        ids = queue.enqueue("a", [NewTask(f"t{i}") for i in range(n)]).enqueued
+        assert len(ids) == n
+        assert sql.one("SELECT max(ordinal) FROM afk_task") == start + n - 1

@@ -66,6 +66,16 @@ def test_a_bad_header_is_refused(text, message):
         sql.parse(text)
 
 
+def test_a_copy_statement_is_run_by_copy_only(dsn):
+    from watchdog.db import Database
+
+    assert sql.parse("-- name: x :copy\nCOPY t FROM STDIN")["x"].returns == "copy"
+    db = Database(dsn)
+    with db.transaction() as conn, pytest.raises(TypeError, match="is :one, not :copy"):
+        db.copy("enqueue_reserve", [], conn)
+    db.close()
+
+
 def test_parameters_are_read_from_the_text_and_checked():
     st = sql.parse("-- name: x :one retry\nSELECT %(a)s, %(b)s::int, %(a)s")["x"]
     assert (st.returns, st.retry, st.params) == ("one", True, frozenset({"a", "b"}))

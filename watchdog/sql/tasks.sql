@@ -52,10 +52,12 @@ ORDER BY ordinal;
 
 -- name: enqueue_reserve :one
 -- %(n)s ordinals for the agent; the counter row stays locked until commit,
--- so concurrent batches for one agent get disjoint ranges.
-INSERT INTO afk_agent AS a (agent_id, next_ordinal) VALUES (%(agent_id)s, 1 + %(n)s)
-ON CONFLICT (agent_id) DO UPDATE SET next_ordinal = a.next_ordinal + %(n)s
-RETURNING next_ordinal - %(n)s AS first;
+-- so concurrent batches for one agent get disjoint ranges. (Numbers are cast
+-- to bigint: a parameter is typed by its value, and two smallints would be
+-- added as one.)
+INSERT INTO afk_agent AS a (agent_id, next_ordinal) VALUES (%(agent_id)s, 1 + %(n)s::bigint)
+ON CONFLICT (agent_id) DO UPDATE SET next_ordinal = a.next_ordinal + %(n)s::bigint
+RETURNING next_ordinal - %(n)s::bigint AS first;
 
 -- name: enqueue_copy :copy
 COPY afk_task (agent_id, ordinal, title, spec, idem_key, max_attempts) FROM STDIN;
@@ -64,10 +66,11 @@ COPY afk_task (agent_id, ordinal, title, spec, idem_key, max_attempts) FROM STDI
 -- The ids of the rows copied, in order, and the offset of the first whose
 -- spec is over the size cap (measured as `enqueue` measures it), if any.
 SELECT array_agg(id ORDER BY ordinal) AS ids,
-       min(ordinal) FILTER (WHERE octet_length(spec::text) > %(max_bytes)s) - %(first)s
+       min(ordinal) FILTER (WHERE octet_length(spec::text) > %(max_bytes)s) - %(first)s::bigint
            AS too_big
   FROM afk_task
- WHERE agent_id = %(agent_id)s AND ordinal >= %(first)s AND ordinal < %(first)s + %(n)s;
+ WHERE agent_id = %(agent_id)s
+   AND ordinal >= %(first)s::bigint AND ordinal < %(first)s::bigint + %(n)s::bigint;
 
 -- name: step :one retry
 -- A worker's step in one round trip: finish the task it holds (%(id)s with
