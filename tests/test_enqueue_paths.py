@@ -3,10 +3,9 @@ ordinals under concurrency, the size cap, the caller's transaction."""
 
 from __future__ import annotations
 
-import threading
-
 import psycopg
 import pytest
+from conftest import run_threads
 
 from watchdog import BadInput, NewTask, Queue
 
@@ -65,25 +64,29 @@ def test_conn_joins_the_callers_transaction(queue, dsn, sql, n):
     assert sql.one("SELECT count(*) FROM afk_task") == 2 * n
 
 
-def test_concurrent_large_batches_get_disjoint_ordinals_in_input_order(dsn, sql):
-    n = LARGE
+def enqueue_at_once(dsn: str, plans: list[list[NewTask]]) -> list:
+    """Enqueue each plan for agent "a" from a thread and a Queue of its own,
+    all at once; their results, in the order they finished."""
+    results: list = []
     errors: list[BaseException] = []
 
-    def enqueue(prefix: str) -> None:
+    def enqueue(i: int) -> None:
         q = Queue(dsn, pool_size=1)
         try:
-            q.enqueue("a", [NewTask(f"{prefix}{i:05d}") for i in range(n)])
+            results.append(q.enqueue("a", plans[i]))
         except BaseException as exc:
             errors.append(exc)
         finally:
             q.close()
 
-    threads = [threading.Thread(target=enqueue, args=(p,)) for p in "abc"]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    run_threads(enqueue, len(plans))
     assert not errors
+    return results
+
+
+def test_concurrent_large_batches_get_disjoint_ordinals_in_input_order(dsn, sql):
+    n = LARGE
+    enqueue_at_once(dsn, [[NewTask(f"{p}{i:05d}") for i in range(n)] for p in "abc"])
     rows = sql("SELECT ordinal, title FROM afk_task ORDER BY ordinal")
     assert [r["ordinal"] for r in rows] == list(range(1, 3 * n + 1))
     for prefix in "abc":
@@ -95,25 +98,8 @@ def test_concurrent_large_batches_of_the_same_keys_insert_each_key_once(dsn, sql
     """The copy path meets a key another batch is inserting: it waits for
     that batch, then falls back to the statement, which skips the key."""
     n = LARGE
-    results: list = []
-    errors: list[BaseException] = []
-
-    def enqueue(prefix: str) -> None:
-        q = Queue(dsn, pool_size=1)
-        try:
-            plan = [NewTask(f"{prefix}{i:05d}", key=f"k{i}") for i in range(n)]
-            results.append(q.enqueue("a", plan))
-        except BaseException as exc:
-            errors.append(exc)
-        finally:
-            q.close()
-
-    threads = [threading.Thread(target=enqueue, args=(p,)) for p in "abc"]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert not errors
+    plans = [[NewTask(f"{p}{i:05d}", key=f"k{i}") for i in range(n)] for p in "abc"]
+    results = enqueue_at_once(dsn, plans)
     assert sql.one("SELECT count(*) FROM afk_task") == n
     assert sorted(len(r.enqueued) for r in results) == [0, 0, n]
     assert sorted(len(r.duplicates) for r in results) == [0, n, n]
