@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from importlib import resources
 from typing import Any
 
@@ -41,9 +41,10 @@ class Statement:
     #: the module that runs it (the file's ``-- owner:`` line)
     owner: str = ""
 
-    @property
+    @cached_property
     def params(self) -> frozenset[str]:
-        """The named parameters it takes."""
+        """The named parameters it takes (read once: it is checked on every
+        call, on the hot path)."""
         return frozenset(_PARAM.findall(self.text))
 
 
