@@ -173,3 +173,27 @@ def test_a_database_never_reached_fails_at_once():
     with pytest.raises(DatabaseError, match="unreachable"):
         Queue(db).status("a")
     assert time.monotonic() - started < 5
+
+
+def test_a_connection_that_fails_while_being_set_up_is_closed(dsn):
+    """The server can go away between the connect and the first question the
+    pool asks it (seen during a restart under load): that connection must be
+    closed, not dropped open for the garbage collector to find."""
+    import gc
+    import warnings
+
+    opened: list[psycopg.Connection] = []
+
+    class Flaky(Database):
+        def _configure(self, conn):
+            opened.append(conn)
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+    db = Flaky(dsn, pool_size=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ResourceWarning)
+        with pytest.raises(DatabaseError, match="server closed the connection"):
+            db.one("now")
+        gc.collect()
+    assert opened and all(c.closed for c in opened)
+    db.close()

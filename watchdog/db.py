@@ -179,7 +179,11 @@ class Database:
                 raise
             self._options_refused()
             conn = self._connect(autocommit)
-        self._configure(conn)
+        try:
+            self._configure(conn)
+        except BaseException:
+            _close_quietly(conn)  # the server went away after the connect
+            raise
         self._reached = True
         return conn
 
