@@ -73,12 +73,14 @@ while [ -z "$interrupted" ]; do
     fi
     id=$(field id <<<"$task")
     token=$(field token <<<"$task")
+    # the heartbeat starts first: the brief is a CLI call too, and on a loaded
+    # machine with a short lease its time would come out of the lease
+    keepalive "$id" "$token" &
+    beat=$!
     prompt="$(field title <<<"$task")
 
 $($AFK resume-brief "$id")"
 
-    keepalive "$id" "$token" &
-    beat=$!
     AFK_TASK_ID=$id AFK_TASK_TOKEN=$token $AGENT_CMD "$prompt" &
     agent_pid=$!
     wait "$agent_pid"

@@ -150,7 +150,9 @@ def test_ralph_drains_a_backlog_each_agent_run_once_with_files_in_the_checkpoint
     )
     code, err = finish(harness.ralph("R"))
     assert code == 0, err
-    assert [e["title"] for e in harness.events("start")] == titles  # each run exactly once
+    runs = [e["title"] for e in harness.events("start")]
+    histories = [[h["reason"] for h in queue.show(i)[1]] for i in ids]
+    assert runs == titles, (err, histories)  # each run exactly once
     assert not harness.events("denied")
     for title, task_id in zip(titles, ids, strict=True):
         task, history = queue.show(task_id)
