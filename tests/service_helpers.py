@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -28,9 +29,20 @@ FAST = {
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A free port on 127.0.0.1 for a server a test starts, picked below the
+    kernel's ephemeral range. A port the kernel picks (a bind to port 0) is the
+    kind it hands to the next outgoing connection, and the suite makes
+    thousands: one took a test PostgreSQL's port between the pick and its
+    bind, and that server did not start."""
+    ephemeral = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+    while True:
+        port = random.randrange(10_000, int(ephemeral[0]))
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
 
 
 class Service:

@@ -162,7 +162,8 @@ class Cluster:
             command = ["runuser", "-u", self.user, "--", *command]
         proc = subprocess.run(command, capture_output=True, text=True, timeout=60)
         if check and proc.returncode != 0:
-            raise AssertionError(f"{tool} failed: {proc.stderr}{proc.stdout}")
+            logs = "".join(f"\n{log.name}:\n{log.read_text()}" for log in self.folder.glob("*.log"))
+            raise AssertionError(f"{tool} failed: {proc.stderr}{proc.stdout}{logs}")
 
     def start(self, node: str) -> None:
         self._pg(
