@@ -172,13 +172,14 @@ class Database:
             return self._open(autocommit)
 
     def _open(self, autocommit: bool = True) -> Connection:
+        sent = dict(self._kwargs)  # another thread may drop the options meanwhile
         try:
-            conn = self._connect(autocommit)
+            conn = self._connect(autocommit, sent)
         except psycopg.OperationalError as exc:
-            if "options" not in self._kwargs or REFUSED_OPTIONS not in str(exc):
+            if "options" not in sent or REFUSED_OPTIONS not in str(exc):
                 raise
             self._options_refused()
-            conn = self._connect(autocommit)
+            conn = self._connect(autocommit, self._kwargs)
         try:
             self._configure(conn)
         except BaseException:
@@ -187,13 +188,13 @@ class Database:
         self._reached = True
         return conn
 
-    def _connect(self, autocommit: bool) -> Connection:
+    def _connect(self, autocommit: bool, kwargs: dict[str, Any]) -> Connection:
         return psycopg.connect(
             self.conninfo,
             autocommit=autocommit,
             row_factory=dict_row,
             connect_timeout=max(1, int(self._connect_timeout)),
-            **self._kwargs,
+            **kwargs,
         )
 
     def _options_refused(self) -> None:
@@ -201,7 +202,9 @@ class Database:
         parameter that carries our statement_timeout. Connect without it: the
         pooler's own ``query_timeout`` or the role's ``statement_timeout``
         then bounds a statement."""
-        self._kwargs.pop("options", None)
+        with self._lock:
+            if self._kwargs.pop("options", None) is None:
+                return  # another thread learnt it first, and said so
         self.pooled = True
         logger.info(
             "the server refused startup options (a connection pooler): "
