@@ -85,7 +85,13 @@ $($AFK resume-brief "$id")"
     agent_pid=$!
     wait "$agent_pid"
     status=$?
-    [ -n "$interrupted" ] && { wait "$agent_pid"; status=$?; }
+    # A trap ends that wait early, while the agent is still stopping: wait
+    # until it is gone. Not with a second `wait "$agent_pid"`: if bash reaped
+    # the agent while the trap ran, that waits for the heartbeat instead, for
+    # good (seen with bash 5.2 on a loaded machine).
+    while [ -n "$interrupted" ] && kill -0 "$agent_pid" 2>/dev/null; do
+        sleep 0.1
+    done
     agent_pid=
     kill "$beat" 2>/dev/null
     wait "$beat" 2>/dev/null
