@@ -36,6 +36,33 @@ DATABASE_FIXTURES = {"dsn", "server_dsn", "empty_dsn", "template_dsn", "queue", 
 PROCESS_FIXTURES = {"afk"}
 
 
+#: free room a tmpfs needs before the run's temporary files go there
+TMPFS_ROOM = 4 << 30
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The run's temporary files (the test servers' data, ``tmp_path``, the
+    clusters') go to /dev/shm when it is a tmpfs with room, unless TMPDIR
+    says where. Each test's database is a fresh copy of the template, about a
+    thousand files; on ext4 creating them cost some 200 ms of kernel time a
+    test, a fifth of the suite's CPU (measured: 60 empty tests took 15.5 s of
+    CPU on ext4, 3.7 s on tmpfs). Subprocesses inherit TMPDIR."""
+    if os.environ.get("TMPDIR"):
+        return
+    shm = Path("/dev/shm")
+    if not (shm.is_dir() and _is_tmpfs(shm) and shutil.disk_usage(shm).free > TMPFS_ROOM):
+        return
+    base = shm / f"afk-tests-{os.geteuid()}"
+    base.mkdir(mode=0o755, exist_ok=True)
+    os.environ["TMPDIR"] = str(base)
+    tempfile.tempdir = str(base)
+
+
+def _is_tmpfs(path: Path) -> bool:
+    mounts = Path("/proc/self/mounts").read_text().splitlines()
+    return any(line.split()[1:3] == [str(path), "tmpfs"] for line in mounts)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The tiers: ``e2e`` (subprocesses, services, browsers, system tools:
     marked by the module, or implied by the ``afk`` fixture), else
@@ -69,6 +96,9 @@ def server_dsn() -> Iterator[str]:
         # is created and dropped per test, and each drop syncs). A crash of
         # the server itself still loses nothing; only one of the machine would.
         conn.execute("ALTER SYSTEM SET fsync = off")
+        # each test's database is WAL-logged as it is copied (8 MB): recycle
+        # the WAL sooner than the default 1 GB, which may be memory (above)
+        conn.execute("ALTER SYSTEM SET max_wal_size = '256MB'")
         conn.execute("SELECT pg_reload_conf()")
     try:
         yield info.dsn("postgres")
