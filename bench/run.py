@@ -61,13 +61,13 @@ class Config:
 
 
 QUICK = Config(
-    tasks=300,
+    tasks=120,
     agents=4,
     worker_counts=(2,),
     rounds=1,
-    enqueue_rows=2_000,
-    per_row_rows=200,
-    scale_sizes=(2_000,),
+    enqueue_rows=1_000,
+    per_row_rows=100,
+    scale_sizes=(1_000,),
     scale_reps=2,
     cli_reps=2,
     rss_hour_ticks=False,

@@ -82,11 +82,13 @@ class Browser:
             f"--user-data-dir={self.profile}",
             "--window-size=1100,1400",
         ]
+        (ARTEFACTS / shot).unlink(missing_ok=True)
+        # one load for both: the DOM on stdout, the screenshot to the file
         dom = subprocess.run(
-            [*common, "--dump-dom", url], capture_output=True, text=True, timeout=120
-        )
-        subprocess.run(
-            [*common, f"--screenshot={ARTEFACTS / shot}", url], capture_output=True, timeout=120
+            [*common, "--dump-dom", f"--screenshot={ARTEFACTS / shot}", url],
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         assert (ARTEFACTS / shot).stat().st_size > 5000, "no screenshot"
         return dom.stdout, dom.stderr
