@@ -8,11 +8,11 @@ import html
 import json
 import os
 import re
-import subprocess
 from pathlib import Path
 
 import httpx
 import pytest
+from browser import Browser
 from conftest import Afk, poll, require_tool
 from psycopg.conninfo import make_conninfo
 from service_helpers import Service
@@ -26,9 +26,9 @@ RLO = "invoice\u202egnp.exe"
 BIG_ERROR = "Traceback (most recent call last):\n" + "  frame\n" * 12_000 + "OSError: disk full"
 
 
-def fill(afk: Afk, tmp_path: Path) -> dict[str, str]:
+def fill(afk: Afk, tmp_path: Path, big: int = 100_000) -> dict[str, str]:
     """Running, paused, failed and stuck tasks, hostile titles, and an agent
-    with 100k tasks, all through the CLI."""
+    with ``big`` tasks (100k), all through the CLI."""
     ids: dict[str, str] = {}
     for title in (SCRIPT, IMG, "@here ping", RLO, "fix the login test"):
         afk.json("enqueue", "--agent", "web", "--title", title)
@@ -55,51 +55,34 @@ def fill(afk: Afk, tmp_path: Path) -> dict[str, str]:
     stuck = afk.json("claim", "--agent", "stuck", "--runner", "gone", "--lease", "1")
     ids["stuck"] = stuck["id"]
     lines = tmp_path / "big.jsonl"
-    lines.write_text("".join(json.dumps({"title": f"item {i}"}) + "\n" for i in range(100_000)))
+    lines.write_text("".join(json.dumps({"title": f"item {i}"}) + "\n" for i in range(big)))
     assert afk("enqueue", "--agent", "big", "--file", str(lines)).returncode == 0
     return ids
 
 
-class Browser:
-    def __init__(self, tmp_path: Path) -> None:
-        self.chromium = require_tool("chromium")
-        self.profile = tmp_path / "chromium-profile"
-        ARTEFACTS.mkdir(parents=True, exist_ok=True)
-
-    def load(self, url: str, shot: str) -> tuple[str, str]:
-        """The DOM after load, and what Chromium logged (console included)."""
-        common = [
-            self.chromium,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--enable-logging=stderr",
-            "--v=0",
-            f"--user-data-dir={self.profile}",
-            "--window-size=1100,1400",
-        ]
-        (ARTEFACTS / shot).unlink(missing_ok=True)
-        # one load for both: the DOM on stdout, the screenshot to the file
-        dom = subprocess.run(
-            [*common, "--dump-dom", f"--screenshot={ARTEFACTS / shot}", url],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert (ARTEFACTS / shot).stat().st_size > 5000, "no screenshot"
-        return dom.stdout, dom.stderr
+@pytest.fixture
+def browser(tmp_path):
+    ARTEFACTS.mkdir(parents=True, exist_ok=True)
+    with Browser(require_tool("chromium"), tmp_path / "chromium-profile") as b:
+        yield b
 
 
-def console_errors(log: str) -> list[str]:
-    return [
-        line
-        for line in log.splitlines()
-        if "CONSOLE" in line or "Refused to" in line or "Uncaught" in line
-    ]
+def load(browser: Browser, url: str, shot: str) -> tuple[str, list[str]]:
+    """The DOM after load, and what the page said (console, exceptions, CSP)."""
+    page = browser.load(url, ARTEFACTS / shot)
+    assert (ARTEFACTS / shot).stat().st_size > 5000, "no screenshot"
+    return page.dom, page.said
+
+
+def test_the_browser_hears_what_a_page_says(browser):
+    """What the pages below are checked with can fail: a console call, an
+    uncaught exception and a script the page's CSP refuses are all heard."""
+    page = "<title>t</title><script>console.error('boom'); throw new Error('bad')</script>"
+    _, said = load(browser, "data:text/html," + page, "self-check.png")
+    assert any("boom" in line for line in said) and any("bad" in line for line in said), said
+    csp = "<meta http-equiv=Content-Security-Policy content=\"default-src 'none'\">"
+    _, said = load(browser, "data:text/html," + csp + "<script>1</script>", "self-check.png")
+    assert any("Content Security Policy" in line for line in said), said
 
 
 @pytest.fixture
@@ -117,14 +100,13 @@ def service(dsn):
 
 
 def test_every_page_loads_in_chromium_escaped_with_no_script_and_no_console_error(
-    afk, service, tmp_path, sql
+    afk, service, tmp_path, sql, browser
 ):
     ids = fill(afk, tmp_path)
     sql.expire(ids["stuck"])
-    browser = Browser(tmp_path)
 
-    dom, log = browser.load(service.url + "/", "overview.png")
-    assert not console_errors(log), console_errors(log)
+    dom, log = load(browser, service.url + "/", "overview.png")
+    assert not log, log
     assert "<title>afk-watchdog</title>" in dom  # a script would have renamed it
     assert "pwned" not in dom.split("</title>")[0]
     assert not re.search(r"<script|<img", dom, re.I), "markup from the data became markup"
@@ -142,28 +124,28 @@ def test_every_page_loads_in_chromium_escaped_with_no_script_and_no_console_erro
     ):
         assert expected in text, expected
 
-    dom, log = browser.load(service.url + "/agents/web", "agent-hostile.png")
-    assert not console_errors(log)
+    dom, log = load(browser, service.url + "/agents/web", "agent-hostile.png")
+    assert not log, log
     assert not re.search(r"<script|<img", dom, re.I)
     assert "\u202e" not in dom and "invoicegnp.exe" in dom  # the override is removed
     assert "@here ping" in dom
 
-    dom, log = browser.load(service.url + "/agents/big", "agent.png")
-    assert not console_errors(log)
+    dom, log = load(browser, service.url + "/agents/big", "agent.png")
+    assert not log, log
     assert "item 0" in dom and "item 49" in dom and "item 50" not in dom
     nxt = re.search(r'href="(/agents/big\?after=(\d+))"', dom)
     assert nxt and nxt.group(2) == "50"
-    dom, _ = browser.load(service.url + html.unescape(nxt.group(1)), "agent-page-2.png")
+    dom, _ = load(browser, service.url + html.unescape(nxt.group(1)), "agent-page-2.png")
     assert "item 50" in dom and "item 99" in dom and "item 49<" not in dom
 
-    dom, log = browser.load(service.url + f"/tasks/{ids['running']}", "task.png")
-    assert not console_errors(log)
+    dom, log = load(browser, service.url + f"/tasks/{ids['running']}", "task.png")
+    assert not log, log
     assert not re.search(r"<script|<img", dom, re.I)
     text = html.unescape(re.sub(r"<[^>]+>", " ", dom))
     for expected in ("src/a.py", "claimed", "laptop-1", "Resume:", "Spec", "History"):
         assert expected in text, expected
-    dom, log = browser.load(service.url + f"/tasks/{ids['failed']}", "task-failed.png")
-    assert not console_errors(log)
+    dom, log = load(browser, service.url + f"/tasks/{ids['failed']}", "task-failed.png")
+    assert not log, log
     assert f"afk retry {ids['failed']}" in dom and "OSError: disk full" in dom
 
 
@@ -232,7 +214,7 @@ def _get(url: str) -> int | None:
 
 
 def test_no_secret_appears_on_any_page(dsn, afk, tmp_path):
-    ids = fill(afk, tmp_path)
+    ids = fill(afk, tmp_path, big=120)  # pages of every kind; their size is another test's
     secrets = {
         "AFK_DIGEST_WEBHOOK_URL": "http://127.0.0.1:9/hook/sup3r-secret-path",
         "AFK_DIGEST_WEBHOOK_SECRET": "whs3cret-value",
