@@ -134,6 +134,9 @@ class Cluster:
                 "wal_level = replica\nmax_wal_senders = 5\nhot_standby = on\n"
                 "fsync = off\nwal_keep_size = '256MB'\n"
                 "max_connections = 60\n"
+                # shared memory segments in the data folder, removed with it: a
+                # SIGKILLed postmaster's /dev/shm segments would outlive the test
+                "dynamic_shared_memory_type = mmap\n"
             )
         self.start("a")
         self._pg(
