@@ -201,9 +201,11 @@ def sql(dsn: str) -> Iterator[Sql]:
 class Afk:
     """The afk CLI as a real subprocess against the test's database."""
 
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, tmp: Path | None = None) -> None:
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("AFK_", "CLAUDE_"))}
         self.env["AFK_DSN"] = dsn
+        if tmp is not None:  # what the hooks keep per session stays with the test
+            self.env["TMPDIR"] = str(tmp)
 
     @staticmethod
     def command(*args: str) -> list[str]:
@@ -228,8 +230,8 @@ class Afk:
 
 
 @pytest.fixture
-def afk(dsn: str) -> Afk:
-    return Afk(dsn)
+def afk(dsn: str, tmp_path: Path) -> Afk:
+    return Afk(dsn, tmp_path)
 
 
 @pytest.fixture

@@ -49,6 +49,8 @@ class Harness:
                 "AGENT_CMD": f"{sys.executable} {STANDIN}",
                 "AFK_LEASE_SECONDS": LEASE,
                 "CLAUDE_PROJECT_DIR": str(self.project),
+                # the hooks' session files and CLAUDE_ENV_FILE stay with the test
+                "TMPDIR": str(folder),
             }
         )
         install = subprocess.run(
