@@ -59,6 +59,13 @@ class Browser:
         self._buffer = b""
         self._next_id = 0
         self._events: list[dict[str, Any]] = []
+        try:
+            self._attach(width, height)
+        except BaseException:
+            self.close()  # a browser that would not start leaves nothing behind
+            raise
+
+    def _attach(self, width: int, height: int) -> None:
         target = self._call("Target.createTarget", {"url": "about:blank"})["targetId"]
         self._session = self._call("Target.attachToTarget", {"targetId": target, "flatten": True})[
             "sessionId"
@@ -86,7 +93,7 @@ class Browser:
             shot = self._call("Page.captureScreenshot", {"format": "png"}, session=True)
             screenshot.write_bytes(base64.b64decode(shot["data"]))
         self._drain()
-        return Page(dom, [_said(e) for e in self._events if _said(e)])
+        return Page(dom, [line for e in self._events if (line := _said(e))])
 
     def close(self) -> None:
         try:
