@@ -203,6 +203,8 @@ CLAIM_VALUES = {
     "agent_id": "('bench-' || :a)",
     "runner": "('pgbench-' || :client_id)",
     "lease_seconds": "300",
+    "account": "NULL",
+    "run": "NULL",
 }
 #: ...a finish of the held task, and a finish that claims the next
 DONE_VALUES = {**CLAIM_VALUES, "id": "(:id)::uuid", "token": ":lease_token", "claim": "false"}
@@ -668,7 +670,7 @@ def explain_all(dsn: str, slug: str, folder: Path) -> None:
         "reclaim": {"after_id": uuid.UUID(int=0), "batch": 500},
         "gauges": {"top_agents": 20, "poison_window": 3600, "exact_below": jobs.EXACT_BELOW},
         "step": {
-            **{k: None for k in ("id", "token", "result", "error")},
+            **{k: None for k in ("id", "token", "result", "error", "account", "run")},
             "backoff_base": 30,
             "backoff_cap": 3600,
             "claim": True,

@@ -2,6 +2,7 @@
 
 Output is JSON on stdout where a command returns data; messages go to stderr.
 Exit status: 0 ok, 2 bad usage or input, 3 nothing to claim, 4 lease lost,
+5 the account is parked (a usage limit, or a login that needs a person),
 1 anything else (such as an unreachable database).
 """
 
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from .config import parse_duration
 from .errors import AfkError, BadInput
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_EMPTY, EXIT_LEASE_LOST = 0, 1, 2, 3, 4
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_EMPTY, EXIT_LEASE_LOST, EXIT_PARKED = 0, 1, 2, 3, 4, 5
 #: seconds after which `afk hook` gives up and exits 0 (its hook timeouts are 10 s)
 HOOK_DEADLINE = 8
 MAX_SINCE = 100 * 365 * 86400
@@ -178,15 +179,30 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def account_of(args: argparse.Namespace) -> str | None:
+    account = args.account if args.account is not None else os.environ.get("AFK_ACCOUNT")
+    return account or None
+
+
 def cmd_claim(args: argparse.Namespace) -> int:
+    from .errors import AccountParked
+
     agent = agent_of(args)
     assert agent is not None
     with open_queue(args) as q:
-        task = q.claim(agent, runner=runner_of(args), lease_seconds=args.lease)
-        if task is None:
+        try:
+            claimed = q.take(
+                agent, runner=runner_of(args), lease_seconds=args.lease, account=account_of(args)
+            )
+        except AccountParked as parked:
+            emit(parked.to_json())
+            print(f"afk: {parked}", file=sys.stderr)
+            return EXIT_PARKED
+        if claimed.task is None:
+            emit({"next_at": claimed.next_at})
             print(f"afk: nothing to claim for agent {agent!r}", file=sys.stderr)
             return EXIT_EMPTY
-        emit(task.to_json())
+        emit(claimed.task.to_json())
     return EXIT_OK
 
 
@@ -259,7 +275,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     with open_queue(args) as q:
         task, history = q.show(args.id)
-        emit({**task.to_json(), "history": history})
+        emit({**task.to_json(), "history": history, "runs": q.runs(task)})
     return EXIT_OK
 
 
@@ -432,6 +448,118 @@ def cmd_hook(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def parse_when(text: str) -> Any:
+    """An ISO 8601 time with its offset (a time without one is refused: it
+    would be read in whichever zone the server happens to have)."""
+    from datetime import datetime
+
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise BadInput(
+            f"--until {text!r} is not an ISO 8601 time (e.g. 2026-12-01T05:00+01:00)"
+        ) from None
+    if when.tzinfo is None:
+        raise BadInput(f"--until {text!r} has no time zone: add one (e.g. Z or +01:00)")
+    return when
+
+
+def cmd_limit(args: argparse.Namespace) -> int:
+    from .accounts import Accounts
+
+    if args.clear and (args.until is not None or args.reason is not None):
+        raise BadInput("--clear cannot be combined with --until or --reason")
+    if (args.clear or args.until is not None) and args.account is None:
+        raise BadInput("--account is needed with --until or --clear")
+    if args.reason is not None and args.until is None:
+        raise BadInput("--reason goes with --until")
+    until = parse_when(args.until) if args.until is not None else None
+    with open_queue(args) as q:
+        accounts = Accounts(q.db)
+        if args.clear:
+            cleared = accounts.clear(args.account, who=os.environ.get("USER"))
+            emit({"cleared": [p.to_json() for p in cleared]})
+            if not cleared:
+                print(f"afk: account {args.account!r} was not parked", file=sys.stderr)
+            return EXIT_OK
+        if until is not None:
+            reason = args.reason or f"parked by hand by {os.environ.get('USER') or 'a person'}"
+            emit(accounts.park(args.account, "manual", reason, until).to_json())
+            return EXIT_OK
+        emit([p.to_json() for p in accounts.parked(args.account)])
+    return EXIT_OK
+
+
+def cmd_loop(args: argparse.Namespace) -> int:
+    import signal
+
+    from .accounts import DEFAULT_ACCOUNT, Accounts
+    from .config import load_all, resolve_dsn
+    from .db import Database
+    from .errors import scrub
+    from .loop import Loop, LoopOptions, agent_variables
+
+    if not args.command:
+        raise BadInput("no agent command given: afk loop --agent A -- CMD [ARG...]")
+    if args.max_tasks is not None and args.max_tasks < 1:
+        raise BadInput("--max-tasks must be at least 1")
+    agent = agent_of(args)
+    assert agent is not None
+    settings = load_all(args.config)
+    dsn = str(resolve_dsn(args.dsn, settings=settings))
+    options = LoopOptions(
+        agent=agent,
+        command=list(args.command),
+        account=account_of(args) or DEFAULT_ACCOUNT,
+        lease=args.lease,
+        wait=args.wait,
+        max_tasks=args.max_tasks,
+        runner=runner_of(args),
+        env=dict(agent_variables(args.dsn, args.config)),
+    )
+    from .queue import Queue, check_text
+
+    check_text("account", options.account)
+    queue = Queue(Database(dsn, pool_size=2), settings=settings.queue)
+    accounts = Accounts(queue.db)
+    loop = Loop(
+        queue,
+        accounts,
+        settings.loop,
+        options,
+        tz=local_zone(),
+        scrub=lambda text: scrub(text, dsn),
+        alert=account_alert(queue.db, settings),
+    )
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, loop.request_stop)
+    try:
+        return loop.run()
+    finally:
+        queue.close()
+
+
+def local_zone() -> Any:
+    """The zone a clock time in an agent's message is read in: the host's
+    (TZ first)."""
+    import tzlocal
+
+    return tzlocal.get_localzone()
+
+
+def account_alert(db: Any, settings: Any) -> Any:
+    """Sends a parking that needs a person through the alert destinations."""
+    if not settings.digest.destinations():
+        return None
+
+    def send(parking: Any) -> None:
+        from .delivery import alert_account
+
+        alert_account(db, settings.digest, parking)
+
+    return send
+
+
 def cmd_resume_brief(args: argparse.Namespace) -> int:
     from .agent import resume_brief
 
@@ -514,7 +642,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="A durable task queue on PostgreSQL for unattended coding agents.",
         parents=[common],
         epilog="Exit status: 0 ok, 2 bad usage or input, 3 nothing to claim, "
-        "4 lease lost, 1 anything else.",
+        "4 lease lost, 5 account parked, 1 anything else.",
     )
     sub = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", parser_class=Parser
@@ -536,6 +664,12 @@ def build_parser() -> argparse.ArgumentParser:
             "Two workers must never share one. Default: host:pid of this command",
         )
 
+    def account_opt(p: Any) -> None:
+        p.add_argument(
+            "--account",
+            help="the account a usage limit applies to (env AFK_ACCOUNT; default: default)",
+        )
+
     def fenced(name: str, func: Callable[[argparse.Namespace], int], help: str) -> Any:
         p = add(name, func, help)
         p.add_argument("id", nargs="?", help="task id (env AFK_TASK_ID)")
@@ -554,10 +688,40 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-attempts", type=int, dest="max_attempts")
     p.add_argument("--file", help='JSON Lines, each {"title", "spec", "key"}; - for stdin')
 
-    p = add("claim", cmd_claim, "take the agent's next task (exit 3 if none)")
+    p = add(
+        "claim",
+        cmd_claim,
+        "take the agent's next task (exit 3 if none, with next_at; exit 5 if the "
+        "account is parked)",
+    )
     agent_opt(p)
     runner_opt(p)
     p.add_argument("--lease", type=float, help="lease length in seconds (env AFK_LEASE_SECONDS)")
+    account_opt(p)
+
+    p = add(
+        "loop",
+        cmd_loop,
+        "drain the agent's backlog: run CMD ARG... PROMPT per task, reading "
+        "usage limits, outages and logins from what it says",
+    )
+    agent_opt(p)
+    runner_opt(p)
+    account_opt(p)
+    p.add_argument("--lease", type=float, help="lease length in seconds (env AFK_LEASE_SECONDS)")
+    p.add_argument("--wait", action="store_true", help="keep running, waiting for new tasks")
+    p.add_argument("--max-tasks", type=int, dest="max_tasks", help="stop after this many runs")
+    p.set_defaults(command=[])
+    p.epilog = (
+        "usage: afk loop --agent A [--account NAME] -- CMD [ARG...]; exit 0 when nothing is "
+        "left, 5 when the account needs a person, 130/143 when stopped"
+    )
+
+    p = add("limit", cmd_limit, "parked accounts: list them, park one by hand, or clear one")
+    p.add_argument("--account", help="the account (an agent login, an API key)")
+    p.add_argument("--until", help="park until this ISO 8601 time")
+    p.add_argument("--reason", help="why, with --until")
+    p.add_argument("--clear", action="store_true", help="unpark the account")
 
     p = fenced("checkpoint", cmd_checkpoint, "merge a JSON object into the checkpoint")
     p.add_argument("--patch", required=True, help="JSON object, or @FILE")
@@ -636,10 +800,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("resume-brief", cmd_resume_brief, "a Markdown note for the next session")
     p.add_argument("id", nargs="?", help="task id (env AFK_TASK_ID)")
 
-    from .config import DigestSettings, QueueSettings, ServiceSettings, describe
+    from .config import DigestSettings, LoopSettings, QueueSettings, ServiceSettings, describe
 
     lines = ["settings (env var, default):"]
-    for cls in (ServiceSettings, QueueSettings, DigestSettings):
+    for cls in (ServiceSettings, QueueSettings, LoopSettings, DigestSettings):
         for env, default, text in describe(cls):
             lines.append(f"  {env:<28} {default!s:<16} {text}")
     lines += [
@@ -691,6 +855,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def command_word(argv: Sequence[str]) -> str | None:
+    """The subcommand of an argument list: its first word that is neither an
+    option nor the value of --dsn or --config."""
+    words = iter(argv)
+    for word in words:
+        if word in ("--dsn", "--config"):
+            next(words, None)
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from .logs import level_of
 
@@ -716,12 +892,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return EXIT_USAGE
     command: list[str] = []
-    if "--" in argv and "once" in argv[: argv.index("--")]:
-        # afk once ... -- COMMAND ARGS: everything after -- is the command
+    if "--" in argv and command_word(argv[: argv.index("--")]) in ("once", "loop"):
+        # afk once|loop ... -- COMMAND ARGS: everything after -- is the command
         split = argv.index("--")
         argv, command = argv[:split], argv[split + 1 :]
     args = build_parser().parse_args(argv)
-    if args.func is cmd_once:
+    if args.func in (cmd_once, cmd_loop):
         args.command = command
     for name in ("dsn", "config"):
         if not hasattr(args, name):

@@ -220,6 +220,49 @@ class ServiceSettings:
             )
 
 
+@dataclass(frozen=True)
+class LoopSettings:
+    """A supervisor (``afk loop``) and how it reads the agent's account."""
+
+    limit_probe_seconds: float = _field(
+        900.0, "a usage limit that names no reset is probed again after this long", True
+    )
+    transient_backoff_seconds: float = _field(
+        30.0, "a provider outage's task is retried after this long; doubles in a row", True
+    )
+    transient_backoff_cap_seconds: float = _field(900.0, "the longest outage backoff", True)
+    outage_breaker: int = _field(
+        3, "outages in a row that park the account for the backoff (a circuit breaker)"
+    )
+    limit_patterns: str = _field(
+        "",
+        "more patterns, one a line: [usage_limit|outage|needs_human:]REGEX, "
+        "with an optional (?P<reset>...) group",
+    )
+    loop_poll_seconds: float = _field(10.0, "how often `afk loop --wait` looks for new tasks", True)
+    agent_grace_seconds: float = _field(
+        10.0, "on a stop, how long the agent has after SIGTERM before SIGKILL", True
+    )
+
+    def __post_init__(self) -> None:
+        problems = [
+            f"{f.name} must be positive"
+            for f in fields(self)
+            if f.metadata.get("duration") and not getattr(self, f.name) > 0
+        ]
+        if self.transient_backoff_cap_seconds < self.transient_backoff_seconds:
+            problems.append(
+                "transient_backoff_cap_seconds must not be less than transient_backoff_seconds"
+            )
+        if self.outage_breaker < 1:
+            problems.append("outage_breaker must be at least 1")
+        if problems:
+            raise BadInput("invalid settings: " + "; ".join(problems))
+        from .outcome import compile_patterns
+
+        compile_patterns(self.limit_patterns)
+
+
 _HH_MM = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)$")
 
 
@@ -335,6 +378,7 @@ class Settings:
     digest: DigestSettings
     #: the config file's dsn, if any (--dsn and AFK_DSN come first)
     dsn: str | None = field(default=None, repr=False)
+    loop: LoopSettings = field(default_factory=LoopSettings)
 
     def check_service(self) -> None:
         """The rules that relate the service's settings to the others: checked
@@ -356,7 +400,7 @@ def load_all(config_path: str | None = None, env: Mapping[str, str] | None = Non
     env = os.environ if env is None else env
     path = config_path or env.get("AFK_CONFIG")
     file_values = read_toml(path) if path else {}
-    known = {f.name for f in fields(QueueSettings)} | {f.name for f in fields(ServiceSettings)}
+    known = {f.name for cls in (QueueSettings, ServiceSettings, LoopSettings) for f in fields(cls)}
     extra_known = {"dsn", "digest"}
     unknown = sorted(k for k in file_values if k not in known | extra_known)
     if unknown:
@@ -365,13 +409,14 @@ def load_all(config_path: str | None = None, env: Mapping[str, str] | None = Non
     queue = load(QueueSettings, env, file_values)
     service = load(ServiceSettings, env, file_values)
     digest = load_digest(file_values, env)
+    loop = load(LoopSettings, env, file_values)
     if service.public_url and not digest.link_template:
         # the digest links each task to its status page
         digest = replace(digest, link_template=service.public_url.rstrip("/") + "/tasks/{task_id}")
     dsn = file_values.get("dsn")
     if dsn is not None and not isinstance(dsn, str):
         raise BadInput(f"config file {path}: dsn must be a string")
-    return Settings(queue, service, digest, dsn)
+    return Settings(queue, service, digest, dsn, loop)
 
 
 #: AFK_* variables that are not settings fields
@@ -384,6 +429,8 @@ OTHER_ENV = (
     "AFK_RUNNER_ID",
     "AFK_TASK_ID",
     "AFK_TASK_TOKEN",
+    "AFK_TASK_LEASE",
+    "AFK_ACCOUNT",
     "AFK_EFFECT_KEY",
     "AFK_TEST_DSN",
 )
@@ -391,7 +438,7 @@ OTHER_ENV = (
 
 def known_env() -> list[str]:
     names = list(OTHER_ENV)
-    for cls in (QueueSettings, ServiceSettings, DigestSettings):
+    for cls in (QueueSettings, ServiceSettings, LoopSettings, DigestSettings):
         prefix = getattr(cls, "ENV_PREFIX", "AFK_")
         names += [f.metadata.get("env") or env_name(f.name, prefix) for f in fields(cls)]
     return names

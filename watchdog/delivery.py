@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 from typing import Any
 
+from .accounts import Parking
 from .config import DigestSettings
 from .db import Database
-from .destinations import Alert, DeliveryError, Rendered, configured
+from .destinations import AccountAlert, Alert, DeliveryError, Rendered, configured
 from .digest import Digest, build, render
 from .errors import AfkError
 from .queue import Task
@@ -251,4 +252,20 @@ def alert_poison(
     outcomes = [
         claim_and_send(db, settings, d, "poison", period, interval, send) for d in destinations
     ]
+    return [o for o in outcomes if o is not None]
+
+
+def alert_account(db: Database, settings: DigestSettings, parking: Parking) -> list[Outcome]:
+    """An alert that an account needs a person, once per parking and destination."""
+    alert = AccountAlert(parking.account, parking.kind, parking.reason)
+    destinations = {d.name: d for d in configured(settings)}
+    period = parking.parked_at
+
+    def send(destination: str, row: dict[str, Any]) -> int | None:
+        return destinations[destination].send_alert(
+            alert, f"{destination}:account:{parking.account}:{period.isoformat()}"
+        )
+
+    kind = f"account:{parking.account}"
+    outcomes = [claim_and_send(db, settings, d, kind, period, 3600, send) for d in destinations]
     return [o for o in outcomes if o is not None]

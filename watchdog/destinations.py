@@ -18,7 +18,7 @@ import time
 import urllib.parse
 from dataclasses import dataclass, field
 from email.message import EmailMessage
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .config import DigestSettings
 from .digest import Digest, render, slack_escape
@@ -210,6 +210,58 @@ class Alert:
             lines
         )
 
+    @property
+    def subject(self) -> str:
+        return f"afk: {len(self.pills)} poison pill(s)"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": "afk.poison_pills",
+            "count": len(self.pills),
+            "tasks": [
+                {
+                    "id": str(t.id),
+                    "agent_id": t.agent_id,
+                    "title": t.title,
+                    "last_error": t.last_error,
+                }
+                for t in self.pills[:100]
+            ],
+        }
+
+
+@dataclass(frozen=True)
+class AccountAlert:
+    """An account that needs a person (logged out, a bad key, no credit):
+    every loop on it has stopped until someone acts."""
+
+    account: str
+    kind: str
+    reason: str
+
+    @property
+    def text(self) -> str:
+        return (
+            f"afk: account {self.account} needs a person: {self.reason}\n"
+            f"Its loops have stopped and its tasks wait, no attempt spent. Fix it, then: "
+            f"afk limit --account {self.account} --clear"
+        )
+
+    @property
+    def subject(self) -> str:
+        return f"afk: account {self.account} needs a person"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": "afk.account_parked",
+            "account": self.account,
+            "kind": self.kind,
+            "reason": self.reason,
+        }
+
+
+AnyAlert = Alert | AccountAlert
+
 
 class Destination(Protocol):
     @property
@@ -217,7 +269,7 @@ class Destination(Protocol):
 
     def send_digest(self, digest: Digest, rendered: Rendered, delivery_id: str) -> int: ...
 
-    def send_alert(self, alert: Alert, delivery_id: str) -> int: ...
+    def send_alert(self, alert: AnyAlert, delivery_id: str) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -228,7 +280,7 @@ class Slack:
     def send_digest(self, digest: Digest, rendered: Rendered, delivery_id: str) -> int:
         return send_slack(self.settings, rendered["slack"])
 
-    def send_alert(self, alert: Alert, delivery_id: str) -> int:
+    def send_alert(self, alert: AnyAlert, delivery_id: str) -> int:
         return send_slack(self.settings, json.dumps({"text": slack_escape(alert.text)}))
 
 
@@ -240,23 +292,8 @@ class Webhook:
     def send_digest(self, digest: Digest, rendered: Rendered, delivery_id: str) -> int:
         return send_webhook(self.settings, rendered["webhook"], delivery_id)
 
-    def send_alert(self, alert: Alert, delivery_id: str) -> int:
-        body = json.dumps(
-            {
-                "type": "afk.poison_pills",
-                "count": len(alert.pills),
-                "tasks": [
-                    {
-                        "id": str(t.id),
-                        "agent_id": t.agent_id,
-                        "title": t.title,
-                        "last_error": t.last_error,
-                    }
-                    for t in alert.pills[:100]
-                ],
-            }
-        )
-        return send_webhook(self.settings, body, delivery_id)
+    def send_alert(self, alert: AnyAlert, delivery_id: str) -> int:
+        return send_webhook(self.settings, json.dumps(alert.to_json()), delivery_id)
 
 
 @dataclass(frozen=True)
@@ -272,10 +309,8 @@ class Email:
         )
         return send_email(self.settings, subject, rendered["text"], rendered["html"])
 
-    def send_alert(self, alert: Alert, delivery_id: str) -> int:
-        return send_email(
-            self.settings, f"afk: {len(alert.pills)} poison pill(s)", alert.text, None
-        )
+    def send_alert(self, alert: AnyAlert, delivery_id: str) -> int:
+        return send_email(self.settings, alert.subject, alert.text, None)
 
 
 KINDS: dict[str, type[Slack] | type[Webhook] | type[Email]] = {

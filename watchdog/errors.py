@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import datetime
 
 
 class AfkError(Exception):
@@ -93,3 +94,22 @@ def redact(conninfo: str) -> str:
         return m.group(3) + "***" + m.group(5)
 
     return _PASSWORD.sub(hide, conninfo)
+
+
+class AccountParked(AfkError):
+    """The claimer's account is parked (a usage limit, an outage, a login that
+    needs a person): nothing was claimed."""
+
+    exit_code = 5
+
+    def __init__(self, account: str, limited_until: datetime | None, reason: str) -> None:
+        until = limited_until.isoformat() if limited_until else "a person clears it"
+        super().__init__(f"account {account!r} is parked until {until}: {reason}")
+        self.account, self.limited_until, self.reason = account, limited_until, reason
+
+    def to_json(self) -> dict[str, str | None]:
+        return {
+            "account": self.account,
+            "limited_until": self.limited_until.isoformat() if self.limited_until else None,
+            "reason": self.reason,
+        }

@@ -18,7 +18,15 @@ from typing import Any, Literal, NoReturn, overload
 
 from .config import QueueSettings
 from .db import Connection, Database, Row, json_param
-from .errors import AfkError, BadInput, Conflict, LeaseLost, NotRunning, TaskNotFound
+from .errors import (
+    AccountParked,
+    AfkError,
+    BadInput,
+    Conflict,
+    LeaseLost,
+    NotRunning,
+    TaskNotFound,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -109,6 +117,18 @@ class EnqueueResult:
 
     def to_json(self) -> dict[str, Any]:
         return {"enqueued": [str(i) for i in self.enqueued], "duplicates": self.duplicates}
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """What a claim found: the task, or when the next one is due."""
+
+    task: Task | None
+    #: nothing claimed: when the agent's earliest task in backoff is due (None:
+    #: none is waiting)
+    next_at: datetime | None
+    #: the database's clock at the claim (to sleep until next_at by)
+    db_now: datetime
 
 
 @dataclass(frozen=True)
@@ -382,15 +402,41 @@ class Queue:
     # -- workers ----------------------------------------------------------
 
     def claim(
-        self, agent_id: str, *, runner: str | None = None, lease_seconds: float | None = None
+        self,
+        agent_id: str,
+        *,
+        runner: str | None = None,
+        lease_seconds: float | None = None,
+        account: str | None = None,
     ) -> Task | None:
         """Take the agent's next task, or None. A runner that restarts with the
-        same id gets its own in-flight task back first."""
+        same id gets its own in-flight task back first. With ``account``, a
+        parked account raises :class:`AccountParked` (see :meth:`take`)."""
+        return self.take(agent_id, runner=runner, lease_seconds=lease_seconds, account=account).task
+
+    def take(
+        self,
+        agent_id: str,
+        *,
+        runner: str | None = None,
+        lease_seconds: float | None = None,
+        account: str | None = None,
+    ) -> Claimed:
+        """:meth:`claim`, telling also when the next task is due if none is.
+
+        ``account`` names what a usage limit applies to (a supervisor's login):
+        while it is parked nothing is claimed and :class:`AccountParked` says
+        until when; a claim under it starts a recorded run of the task."""
         agent_id = check_text("agent id", agent_id)
         runner = default_runner_id() if runner is None else check_text("runner id", runner)
+        if account is not None:
+            account = check_text("account", account)
         lease = self._lease(lease_seconds)
-        row = self._step(agent_id=agent_id, runner=runner, lease_seconds=lease)
-        return Task.from_row(row) if row["id"] is not None else None
+        row = self._step(agent_id=agent_id, runner=runner, lease_seconds=lease, account=account)
+        if row["parked_account"] is not None:
+            raise AccountParked(row["parked_account"], row["parked_until"], row["parked_reason"])
+        task = Task.from_row(row) if row["id"] is not None else None
+        return Claimed(task, row["next_at"], row["db_now"])
 
     def claim_many(
         self,
@@ -479,6 +525,7 @@ class Queue:
         token: int | None = None,
         conn: Connection | None = None,
         claim_next: Literal[False] = False,
+        run: Mapping[str, Any] | None = None,
     ) -> Task: ...
 
     @overload
@@ -490,6 +537,7 @@ class Queue:
         token: int | None = None,
         conn: Connection | None = None,
         claim_next: Literal[True],
+        run: Mapping[str, Any] | None = None,
     ) -> Task | None: ...
 
     def done(
@@ -500,16 +548,20 @@ class Queue:
         token: int | None = None,
         conn: Connection | None = None,
         claim_next: bool = False,
+        run: Mapping[str, Any] | None = None,
     ) -> Task | None:
         """Finish the task. Pass ``conn`` to commit it with your own writes.
 
         ``claim_next=True``: in the same statement, claim the same runner's
         next task of the same agent (as :meth:`claim` would) and return it, or
-        None when there is none; a refused finish claims nothing."""
+        None when there is none; a refused finish claims nothing. ``run``:
+        what a supervisor read of the agent's run (see :meth:`release`)."""
         task_id, token = task_ref(task, token)
         if result is not None:
             check_json_size("result", result, self.settings.max_json_bytes)
-        return self._finish(task_id, token, result=result, conn=conn, claim_next=claim_next)
+        return self._finish(
+            task_id, token, result=result, conn=conn, claim_next=claim_next, run=run
+        )
 
     @overload
     def fail(
@@ -519,24 +571,79 @@ class Queue:
         *,
         token: int | None = None,
         claim_next: Literal[False] = False,
+        run: Mapping[str, Any] | None = None,
     ) -> Task: ...
 
     @overload
     def fail(
-        self, task: TaskRef, error: str, *, token: int | None = None, claim_next: Literal[True]
+        self,
+        task: TaskRef,
+        error: str,
+        *,
+        token: int | None = None,
+        claim_next: Literal[True],
+        run: Mapping[str, Any] | None = None,
     ) -> Task | None: ...
 
     def fail(
-        self, task: TaskRef, error: str, *, token: int | None = None, claim_next: bool = False
+        self,
+        task: TaskRef,
+        error: str,
+        *,
+        token: int | None = None,
+        claim_next: bool = False,
+        run: Mapping[str, Any] | None = None,
     ) -> Task | None:
         """Report a failure. Below max_attempts the task comes back after a
-        backoff; at max_attempts it is failed. ``claim_next``: as in
-        :meth:`done`."""
+        backoff; at max_attempts it is failed. ``claim_next`` and ``run``: as
+        in :meth:`done`."""
         task_id, token = task_ref(task, token)
         if not isinstance(error, str) or not error.strip():
             raise BadInput("error text must not be empty")
         error = error.replace("\x00", "")[:MAX_ERROR]
-        return self._finish(task_id, token, error=error, claim_next=claim_next)
+        return self._finish(task_id, token, error=error, claim_next=claim_next, run=run)
+
+    def release(
+        self,
+        task: TaskRef,
+        reason: str,
+        *,
+        token: int | None = None,
+        state: Literal["todo", "paused"] = "paused",
+        retry_in: float | None = None,
+        outcome: str = "interrupted",
+        run: Mapping[str, Any] | None = None,
+    ) -> Task:
+        """Give a running task back without spending its attempt, for a reason
+        that is not the task's: a usage limit, a provider outage, a login that
+        needs a person, an interrupt. It goes to ``state``, due again after
+        ``retry_in`` seconds (None: at once), and its run ends with
+        ``outcome`` and ``run`` (what the supervisor read of the agent:
+        exit_status, output_tail, session_id, cost_usd, turns, usage)."""
+        task_id, token = task_ref(task, token)
+        reason = check_text("reason", reason)[:1000]
+        if retry_in is not None and not 0 <= retry_in <= 7 * 86400:
+            raise BadInput("retry_in must be from 0 seconds to 7 days")
+        row = self.db.one(
+            "release",
+            {
+                "id": task_id,
+                "token": token,
+                "state": state,
+                "retry_in": retry_in,
+                "reason": reason,
+                "outcome": outcome,
+                "run": None if run is None else json_param(dict(run)),
+            },
+        )
+        replayed = row is not None and row["id"] is None and row["cur_token"] == token
+        if replayed and row is not None and row["cur_state"] == state:
+            return self.show(task_id)[0]  # a replay whose first reply was lost
+        return self._fenced(row, task_id, token)
+
+    def runs(self, task: TaskRef) -> list[dict[str, Any]]:
+        """The recorded runs of a task (claims made under an account), oldest first."""
+        return self.db.all("runs", {"id": task_ref(task, 0)[0]})
 
     def _fenced(self, row: Row | None, task_id: uuid.UUID, token: int) -> Task:
         return fenced(row, task_id, token, timeline=self._timeline)
@@ -557,6 +664,8 @@ class Queue:
         error: str | None = None,
         claim: bool = True,
         conn: Connection | None = None,
+        account: str | None = None,
+        run: Mapping[str, Any] | None = None,
     ) -> Row:
         """The one statement of a worker's step (see ``step`` in tasks.sql):
         finish ``task_id`` if given, then claim if ``claim``."""
@@ -574,6 +683,8 @@ class Queue:
                 "agent_id": agent_id,
                 "runner": runner,
                 "lease_seconds": s.lease_seconds if lease_seconds is None else lease_seconds,
+                "account": account,
+                "run": None if run is None else json_param(dict(run)),
             },
             conn,
         )
@@ -589,8 +700,11 @@ class Queue:
         error: str | None = None,
         claim_next: bool = False,
         conn: Connection | None = None,
+        run: Mapping[str, Any] | None = None,
     ) -> Task | None:
-        row = self._step(task_id, token, result=result, error=error, claim=claim_next, conn=conn)
+        row = self._step(
+            task_id, token, result=result, error=error, claim=claim_next, conn=conn, run=run
+        )
         if row["cur_state"] is None:
             raise TaskNotFound(f"no task with id {task_id}")
         if row["finished"] is None:

@@ -90,6 +90,11 @@ SELECT array_agg(id ORDER BY ordinal) AS ids,
 -- One row: how the finish went (`finished` is its id when it applied, else
 -- cur_state and cur_token, read as they were, say why), then the task now
 -- held (after a claim) or just finished (without one), if any.
+-- Accounts (migration 0013): a claim under %(account)s takes nothing while
+-- that account is parked (parked_* say until when and why), and starts a run
+-- of the task it takes; a finish ends the task's run under its token with
+-- %(run)s, what the supervisor read of the agent. When nothing was claimed,
+-- next_at is when the agent's earliest task in backoff is due.
 WITH fin AS (
     UPDATE afk_task
        SET state = CASE WHEN %(error)s::text IS NULL THEN 'done'
@@ -107,11 +112,16 @@ WITH fin AS (
            change_error = %(error)s::text
      WHERE id = %(id)s::uuid AND state = 'running' AND lease_token = %(token)s
     RETURNING *
+), parked AS (
+    -- the claimer's account, while parked: a claim under it takes nothing
+    SELECT account, until, reason FROM afk_account_park
+     WHERE %(claim)s AND account = %(account)s::text AND cleared_at IS NULL
+       AND (until IS NULL OR until > now())
 ), own AS (
     -- (scalar subqueries, not a join: the agent is then a parameter of the
     -- claim index's ordered scan, and LIMIT 1 stops at the first row)
     SELECT id, true AS resumed FROM afk_task
-     WHERE %(claim)s
+     WHERE %(claim)s AND NOT EXISTS (SELECT 1 FROM parked)
        AND agent_id = coalesce((SELECT agent_id FROM fin), %(agent_id)s::text)
        AND state = 'running'
        AND lease_owner = coalesce((SELECT lease_owner FROM fin), %(runner)s::text)
@@ -125,7 +135,7 @@ WITH fin AS (
        AND agent_id = coalesce((SELECT agent_id FROM fin), %(agent_id)s::text)
        AND state IN ('todo', 'paused')
        AND (run_after IS NULL OR run_after <= now())
-       AND NOT EXISTS (SELECT 1 FROM own)
+       AND NOT EXISTS (SELECT 1 FROM own) AND NOT EXISTS (SELECT 1 FROM parked)
      ORDER BY ordinal
      LIMIT 1
        FOR UPDATE SKIP LOCKED
@@ -144,10 +154,28 @@ WITH fin AS (
       FROM (SELECT * FROM own UNION ALL SELECT * FROM next) p
      WHERE t.id = p.id
     RETURNING t.*
+), run_start AS (
+    -- a claim under an account (a supervisor's) starts a run of the task
+    INSERT INTO afk_run (task_id, token, agent_id, runner, account)
+    SELECT id, lease_token, agent_id, lease_owner, %(account)s::text
+      FROM claimed WHERE %(account)s::text IS NOT NULL
 )
-SELECT t.state AS cur_state, t.lease_token AS cur_token, (SELECT id FROM fin) AS finished, r.*
+SELECT t.state AS cur_state, t.lease_token AS cur_token, (SELECT id FROM fin) AS finished,
+       CASE WHEN %(id)s::uuid IS NOT NULL
+            THEN afk_end_run(%(id)s::uuid, %(token)s, CASE WHEN %(error)s::text IS NULL
+                             THEN 'done' ELSE 'task_failure' END,
+                             %(run)s::jsonb, EXISTS (SELECT 1 FROM fin)) END AS run_ended,
+       p.account AS parked_account, p.until AS parked_until, p.reason AS parked_reason,
+       -- nothing claimed: when the agent's earliest waiting task is due
+       CASE WHEN %(claim)s AND NOT EXISTS (SELECT 1 FROM claimed) THEN
+           (SELECT min(w.run_after) FROM afk_task w
+             WHERE w.agent_id = coalesce((SELECT agent_id FROM fin), %(agent_id)s::text)
+               AND w.state IN ('todo', 'paused') AND w.run_after > now()) END AS next_at,
+       now() AS db_now,
+       r.*
   FROM (VALUES (1)) AS one
   LEFT JOIN afk_task t ON t.id = %(id)s::uuid
+  LEFT JOIN parked p ON true
   LEFT JOIN (SELECT * FROM claimed UNION ALL SELECT * FROM fin WHERE NOT %(claim)s) r ON true;
 
 -- name: touch :one retry
@@ -330,3 +358,30 @@ SELECT id FROM upd;
 -- The timeline this server writes WAL on (what afk_next_token() puts in a
 -- token's high bits): asked only to explain a refused token.
 SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint AS timeline
+
+-- name: release :one retry
+-- A supervisor gives a running task back without spending its attempt, for a
+-- reason that is not the task's (a usage limit, a provider outage, a login
+-- that needs a person, an interrupt): to %(state)s (todo or paused), due
+-- again after %(retry_in)s seconds (NULL: at once), and ends its run with
+-- %(run)s. Fenced by the token, as every worker's write.
+WITH upd AS (
+    UPDATE afk_task
+       SET state = %(state)s::afk_state, attempts = greatest(attempts - 1, 0),
+           run_after = CASE WHEN %(retry_in)s::float8 IS NULL THEN NULL
+                            ELSE now() + make_interval(secs => %(retry_in)s::float8) END,
+           lease_until = NULL, updated_at = now(), change_reason = %(reason)s
+     WHERE id = %(id)s AND state = 'running' AND lease_token = %(token)s
+    RETURNING *
+)
+SELECT t.state AS cur_state, t.lease_token AS cur_token,
+       afk_end_run(t.id, %(token)s, %(outcome)s, %(run)s::jsonb, false) AS run_ended, u.*
+  FROM afk_task t LEFT JOIN upd u ON true
+ WHERE t.id = %(id)s;
+
+-- name: runs :many retry
+-- The runs of a task, oldest first.
+SELECT id, token, runner, account, started_at, ended_at, outcome, exit_status, output_tail,
+       session_id, cost_usd::float8 AS cost_usd, turns, usage, attempt_spent
+  FROM afk_run WHERE task_id = %(id)s
+ ORDER BY started_at, id;

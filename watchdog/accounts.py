@@ -1,0 +1,91 @@
+"""Accounts: what a usage limit applies to (one agent login, one API key).
+
+A supervisor claims under an account (``afk loop --account``, default
+``default``). When the agent says the account hit its usage limit, meets an
+outage again and again, or needs a person to log in, the account is *parked*:
+every claim under it takes nothing until the parking ends (or, with no end,
+until a person clears it with ``afk limit --clear``), while loops under other
+accounts go on with the same backlog. See migration 0013 and accounts.sql.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from .db import Database, Row
+from .errors import BadInput
+from .queue import check_text
+
+#: the account of a claimer that names none
+DEFAULT_ACCOUNT = "default"
+#: kinds of parking, by who or what parked the account
+KINDS = ("usage_limit", "outage", "needs_human", "budget", "manual")
+
+
+@dataclass(frozen=True)
+class Parking:
+    account: str
+    kind: str
+    reason: str
+    #: None: until a person clears it
+    limited_until: datetime | None
+    parked_at: datetime
+
+    @classmethod
+    def from_row(cls, row: Row) -> Parking:
+        return cls(
+            row["account"], row["kind"], row["reason"], row["limited_until"], row["parked_at"]
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "account": self.account,
+            "limited_until": self.limited_until.isoformat() if self.limited_until else None,
+            "reason": self.reason,
+            "kind": self.kind,
+            "parked_at": self.parked_at.isoformat(),
+        }
+
+
+class Accounts:
+    """Parking and clearing accounts, on one database."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def park(self, account: str, kind: str, reason: str, until: datetime | None) -> Parking:
+        """Park ``account`` until ``until`` (None: until a person clears it).
+        An open parking is extended, never shortened, except by hand
+        (``kind="manual"``), which replaces it."""
+        account = check_text("account", account)
+        if kind not in KINDS:
+            raise BadInput(f"kind must be one of {', '.join(KINDS)}")
+        reason = check_text("reason", reason)[:1000]
+        if until is not None and until.tzinfo is None:
+            raise BadInput("the end of a parking needs a time zone (an ISO 8601 offset)")
+        row = self.db.one(
+            "park", {"account": account, "kind": kind, "reason": reason, "until": until}
+        )
+        assert row is not None  # the function returns the open parking
+        return Parking.from_row(row)
+
+    def clear(self, account: str, *, who: str | None = None) -> list[Parking]:
+        """Unpark ``account``; returns what was cleared (empty: it was not parked)."""
+        account = check_text("account", account)
+        rows = self.db.all("clear", {"account": account, "who": who or "a person"})
+        return [Parking.from_row(r) for r in rows]
+
+    def parked(self, account: str | None = None) -> list[Parking]:
+        """The accounts parked now, or ``account`` if it is."""
+        if account is not None:
+            account = check_text("account", account)
+        return [Parking.from_row(r) for r in self.db.all("parked", {"account": account})]
+
+    def clock(self) -> datetime:
+        """The database's now(): every time here is read from it."""
+        row = self.db.one("clock")
+        assert row is not None
+        now: datetime = row["now"]
+        return now

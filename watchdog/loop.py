@@ -1,0 +1,377 @@
+"""``afk loop``: the supervisor that drains an agent's backlog all night.
+
+Per task: claim (under an account), run ``CMD ARG... PROMPT`` with the task
+in its environment and its output passed through, keep the lease alive while
+it runs, read how it ended (``outcome.py``), settle the task accordingly,
+next. What each outcome does:
+
+- done: finished. task_failure: failed with the agent's telling lines (an
+  attempt spent, retried after the queue's backoff).
+- usage_limit: the task paused, the account parked until the reset the agent
+  named (else for ``AFK_LIMIT_PROBE_SECONDS``); every loop on that account
+  waits for it. No attempt spent.
+- outage: the task back to todo, due after a doubling backoff; that many in a
+  row (``AFK_OUTAGE_BREAKER``) park the account for the backoff too. No
+  attempt spent.
+- needs_human: the task paused, the account parked with no end, an alert
+  sent, and the loop exits 5 with one line. No attempt spent.
+- interrupted (the agent exited 130/143): paused, and the loop exits so.
+
+SIGINT/SIGTERM stop the agent (its process group: SIGTERM, then SIGKILL
+after ``AFK_AGENT_GRACE_SECONDS``), pause its task and exit 130/143, also
+while the loop sleeps. The loop waits for tasks in a retry's backoff and for
+its account's reset, and ends (exit 0) when nothing is left that it can do;
+``--wait`` keeps it looking for new tasks.
+
+No transaction is open while the agent runs: each step is one statement.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, tzinfo
+from typing import IO
+
+from .accounts import DEFAULT_ACCOUNT, Accounts, Parking
+from .config import LoopSettings
+from .errors import AccountParked, DatabaseError, LeaseLost
+from .outcome import (
+    Outcome,
+    OutputReader,
+    Report,
+    Verdict,
+    classify,
+    compile_patterns,
+    failure_text,
+)
+from .queue import Queue, Task
+
+EXIT_OK, EXIT_ERROR, EXIT_PARKED = 0, 1, 5
+#: the longest a loop sleeps between two looks at the database while it waits
+#: for a reset or a backoff (a parking cleared by hand is seen this soon)
+MAX_NAP = 60.0
+
+
+@dataclass
+class LoopOptions:
+    agent: str
+    command: list[str]
+    account: str = DEFAULT_ACCOUNT
+    lease: float | None = None
+    wait: bool = False
+    max_tasks: int | None = None
+    runner: str | None = None
+    #: variables the agent gets besides the task's (AFK_DSN, AFK_CONFIG)
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def default_runner() -> str:
+    return f"{socket.gethostname()}-loop-{os.getpid()}"
+
+
+class Loop:
+    """One supervisor. ``run()`` returns the exit status."""
+
+    def __init__(
+        self,
+        queue: Queue,
+        accounts: Accounts,
+        settings: LoopSettings,
+        options: LoopOptions,
+        *,
+        tz: tzinfo,
+        scrub: Callable[[str], str] = lambda text: text,
+        alert: Callable[[Parking], None] | None = None,
+        out: IO[str] | None = None,
+    ) -> None:
+        self.q, self.accounts, self.settings, self.o = queue, accounts, settings, options
+        self.tz, self.scrub, self.alert = tz, scrub, alert
+        self.out = out or sys.stderr
+        self.runner = options.runner or default_runner()
+        self.patterns = compile_patterns(settings.limit_patterns)
+        self.stopped = threading.Event()
+        self.stop_status = 0
+        self.outages = 0
+        self.runs = 0
+        self._agent: subprocess.Popen[bytes] | None = None
+        self._said: str | None = None
+
+    # -- signals ------------------------------------------------------------
+
+    def request_stop(self, signum: int, _frame: object = None) -> None:
+        """SIGINT/SIGTERM: stop the agent, then the loop (128 + signum)."""
+        if not self.stop_status:
+            self.stop_status = 128 + signum
+        self.stopped.set()
+
+    def say(self, line: str, *, once: bool = False) -> None:
+        if once and line == self._said:
+            return
+        self._said = line
+        print(f"afk loop: {line}", file=self.out, flush=True)
+
+    # -- the loop -------------------------------------------------------------
+
+    def run(self) -> int:
+        reached = False
+        failures = 0
+        while not self.stopped.is_set():
+            if self.o.max_tasks is not None and self.runs >= self.o.max_tasks:
+                self.say(f"ran {self.runs} task(s), as --max-tasks asked")
+                return EXIT_OK
+            try:
+                claimed = self.q.take(
+                    self.o.agent,
+                    runner=self.runner,
+                    lease_seconds=self.o.lease,
+                    account=self.o.account,
+                )
+            except AccountParked as parked:
+                if parked.limited_until is None:
+                    self.say(
+                        f"account {parked.account!r} is parked until a person clears it "
+                        f"(afk limit --account {parked.account} --clear): {parked.reason}"
+                    )
+                    return EXIT_PARKED
+                self.say(
+                    f"account {parked.account!r} is parked until "
+                    f"{self._local(parked.limited_until)}: {parked.reason}; waiting",
+                    once=True,
+                )
+                self._nap_until(parked.limited_until)
+                continue
+            except DatabaseError as exc:
+                if not reached:
+                    raise  # a wrong DSN fails at once, not after a night of retries
+                failures += 1
+                self.say(f"the database did not answer ({exc}); trying again", once=True)
+                self.stopped.wait(min(2.0**failures, 30.0))
+                continue
+            reached, failures = True, 0
+            if claimed.task is None:
+                if claimed.next_at is not None:
+                    self.say(
+                        f"the next task of {self.o.agent!r} is due at "
+                        f"{self._local(claimed.next_at)} (a retry's backoff); waiting",
+                        once=True,
+                    )
+                    self._nap(claimed.next_at, claimed.db_now)
+                    continue
+                if self.o.wait:
+                    self.say(f"nothing to do for {self.o.agent!r}; waiting for tasks", once=True)
+                    self.stopped.wait(self.settings.loop_poll_seconds)
+                    continue
+                self.say(f"nothing left for agent {self.o.agent!r}")
+                return EXIT_OK
+            if self.stopped.is_set():  # claimed, but asked to stop: give it back
+                self.q.release(claimed.task, "paused: the supervisor was stopped")
+                break
+            status = self.work(claimed.task)
+            if status is not None:
+                return status
+        return self.stop_status or EXIT_OK
+
+    def work(self, task: Task) -> int | None:
+        """Run the agent on one task and settle it; an exit status ends the loop."""
+        self.runs += 1
+        self._said = None
+        with self.q.leased(task) as lease:
+            prompt = self._prompt(task)
+            report = self.run_agent(task, prompt, lease.lost)
+        if lease.lost.is_set() and not self.stopped.is_set():
+            self.say(
+                f"task {task.id}: {lease.error or 'the lease was lost'}; the agent was "
+                "stopped and the task left to its new holder"
+            )
+            return None
+        now = self.accounts.clock()
+        verdict = classify(report, now, self.tz, self.patterns, interrupted=self.stopped.is_set())
+        return self.settle(task, report, verdict, now)
+
+    def settle(self, task: Task, report: Report, verdict: Verdict, now: datetime) -> int | None:
+        run = report.to_run(verdict.outcome, self.scrub)
+        account, line = self.o.account, self.scrub(verdict.line)
+        kind = verdict.outcome
+        if kind is not Outcome.OUTAGE:
+            self.outages = 0
+        try:
+            if kind is Outcome.DONE:
+                self.q.done(task, run=run)
+            elif kind is Outcome.TASK_FAILURE:
+                self.q.fail(task, failure_text(report, verdict, self.scrub), run=run)
+            elif kind is Outcome.USAGE_LIMIT:
+                reset = verdict.reset
+                if reset is None or reset <= now:
+                    reset = now + timedelta(seconds=self.settings.limit_probe_seconds)
+                    line += " (no reset time read: probing again then)"
+                self.accounts.park(account, "usage_limit", line, reset)
+                self.q.release(task, f"usage limit: {line}", outcome=kind, run=run)
+                self.say(f"account {account!r} hit a usage limit: {line}")
+            elif kind is Outcome.OUTAGE:
+                self.outages += 1
+                backoff = min(
+                    self.settings.transient_backoff_seconds * 2 ** (self.outages - 1),
+                    self.settings.transient_backoff_cap_seconds,
+                )
+                if self.outages >= self.settings.outage_breaker:
+                    until = now + timedelta(seconds=backoff)
+                    self.accounts.park(account, "outage", f"provider outage: {line}", until)
+                self.q.release(
+                    task,
+                    f"provider outage: {line}; retried in {backoff:g}s",
+                    state="todo",
+                    retry_in=backoff,
+                    outcome=kind,
+                    run=run,
+                )
+                self.say(f"provider outage ({self.outages} in a row): {line}")
+            elif kind is Outcome.NEEDS_HUMAN:
+                parking = self.accounts.park(account, "needs_human", line, None)
+                self.q.release(task, f"needs a human: {line}", outcome=kind, run=run)
+                self._alert(parking)
+                self.say(
+                    f"account {account!r} needs a person: {line} (then: afk limit "
+                    f"--account {account} --clear)"
+                )
+                return EXIT_PARKED
+            else:  # interrupted
+                why = (
+                    "paused: the supervisor was stopped"
+                    if self.stopped.is_set()
+                    else f"paused: the agent was interrupted (exit {report.exit_status})"
+                )
+                self.q.release(task, why, outcome=kind, run=run)
+                self.say(f"interrupted: task {task.id} paused")
+                return self.stop_status or report.exit_status or 130
+        except LeaseLost as exc:
+            # the agent settled it itself (afk fail, afk pause) or the lease ran out
+            self.say(f"task {task.id} was not settled by the loop: {exc}")
+        return None
+
+    # -- the agent ------------------------------------------------------------
+
+    def _prompt(self, task: Task) -> str:
+        from .agent import resume_brief
+
+        return f"{task.title}\n\n{resume_brief(self.q, str(task.id))}"
+
+    def agent_env(self, task: Task) -> dict[str, str]:
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("AFK_RUNNER_ID", "AFK_TASK_ID", "AFK_TASK_TOKEN", "AFK_TASK_LEASE")
+        }
+        env.update(self.o.env)
+        env.update(
+            {
+                "AFK_TASK_ID": str(task.id),
+                "AFK_TASK_TOKEN": str(task.token),
+                # the same credential under a name no harness redacts
+                "AFK_TASK_LEASE": str(task.token),
+                "AFK_AGENT_ID": task.agent_id,
+                "AFK_ACCOUNT": self.o.account,
+            }
+        )
+        return env
+
+    def run_agent(self, task: Task, prompt: str, lost: threading.Event) -> Report:
+        """Run the agent on ``prompt`` until it exits; stop it (its whole
+        process group) when the loop is stopped or the lease is lost."""
+        reader = OutputReader()
+        try:
+            proc = subprocess.Popen(
+                [*self.o.command, prompt],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=self.agent_env(task),
+                start_new_session=True,
+            )
+        except OSError as exc:
+            reader.lines.append(f"cannot start the agent {self.o.command[0]!r}: {exc.strerror}")
+            return reader.report(127)
+        self._agent = proc
+        pipes = [
+            threading.Thread(target=_pump, args=(proc.stdout, sys.stdout.buffer, reader)),
+            threading.Thread(target=_pump, args=(proc.stderr, sys.stderr.buffer, reader)),
+        ]
+        for t in pipes:
+            t.daemon = True
+            t.start()
+        deadline: float | None = None
+        while True:
+            try:
+                status = proc.wait(timeout=0.2)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            if deadline is None and (self.stopped.is_set() or lost.is_set()):
+                _signal_group(proc, signal.SIGTERM)
+                deadline = self.settings.agent_grace_seconds
+            elif deadline is not None:
+                deadline -= 0.2
+                if deadline <= 0:
+                    _signal_group(proc, signal.SIGKILL)
+        _signal_group(proc, signal.SIGKILL)  # what it left behind in its group
+        for t in pipes:
+            t.join(5)
+        self._agent = None
+        return reader.report(status)
+
+    # -- sleeping -------------------------------------------------------------
+
+    def _nap_until(self, until: datetime) -> None:
+        self._nap(until, self.accounts.clock())
+
+    def _nap(self, until: datetime, now: datetime) -> None:
+        """Sleep until ``until`` by the database's clock (read as ``now``), a
+        minute at most before looking again; a stop wakes it at once."""
+        seconds = (until - now).total_seconds()
+        self.stopped.wait(min(max(seconds, 0.05), MAX_NAP))
+
+    def _local(self, when: datetime) -> str:
+        return when.astimezone(self.tz).isoformat(timespec="seconds")
+
+    def _alert(self, parking: Parking) -> None:
+        if self.alert is None:
+            return
+        try:
+            self.alert(parking)
+        except Exception as exc:  # an alert that fails must not hide the reason
+            self.say(f"warning: the alert was not sent: {type(exc).__name__}: {exc}")
+
+
+def _pump(source: IO[bytes] | None, sink: IO[bytes], reader: OutputReader) -> None:
+    """Copy the agent's output through, line by line, and read it."""
+    if source is None:
+        return
+    for line in iter(source.readline, b""):
+        try:
+            sink.write(line)
+            sink.flush()
+        except (OSError, ValueError):
+            pass  # our own output is gone (a closed pipe): keep reading the agent
+        reader.feed(line)
+
+
+def _signal_group(proc: subprocess.Popen[bytes], signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signum)
+
+
+def agent_variables(dsn: str | None, config: str | None) -> Mapping[str, str]:
+    """What the agent needs to reach the loop's database with ``afk``."""
+    out = {}
+    if dsn:
+        out["AFK_DSN"] = dsn
+    if config:
+        out["AFK_CONFIG"] = os.path.abspath(config)
+    return out

@@ -1,0 +1,411 @@
+"""How an agent's run ended, read from what it said: the classes a supervisor
+acts on (``afk loop``, ``examples/worker.py``, the ``StopFailure`` hook).
+
+- ``done``: exit 0.
+- ``usage_limit``: the account hit its usage limit: the task is paused with no
+  attempt spent, and the account parked until the reset the message names
+  (an epoch, a clock time, a weekday and time, "in 2 hours"), else for
+  ``AFK_LIMIT_PROBE_SECONDS``.
+- ``outage``: the provider is down or overloaded: the task goes back with no
+  attempt spent and is retried after a doubling backoff.
+- ``needs_human``: logged out, a bad key, no credit: nothing more can run on
+  this account until a person acts.
+- ``interrupted``: exit 130/143 or SIGINT/SIGTERM.
+- ``task_failure``: anything else: the task's own failure, an attempt spent.
+
+Only the agent's last few lines are read (and its JSON result and rate-limit
+objects, when it prints them: Claude Code's ``--output-format json`` and
+``stream-json``, Codex CLI's ``exec --json``), never the whole output: a tool
+result that quotes "Not logged in" from a file the agent read must not park
+an account. This module reads no database and no clock of its own: the
+caller passes the database's now.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import signal
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta, tzinfo
+from enum import StrEnum
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from .errors import BadInput
+
+
+class Outcome(StrEnum):
+    DONE = "done"
+    USAGE_LIMIT = "usage_limit"
+    OUTAGE = "outage"
+    NEEDS_HUMAN = "needs_human"
+    INTERRUPTED = "interrupted"
+    TASK_FAILURE = "task_failure"
+    #: the supervisor lost the task's lease while the agent ran
+    LEASE_LOST = "lease_lost"
+
+
+#: lines of the agent's output a verdict reads (the last ones, not blank)
+TELLING_LINES = 3
+#: lines of output kept as a run's tail and a failure's error text
+TAIL_LINES = 20
+#: characters of that tail
+TAIL_CHARS = 4000
+#: a JSON line longer than this is not parsed
+MAX_JSON_LINE = 1 << 20
+
+_APOS = "['\u2019]"
+#: the built-in patterns, most specific class first. A pattern may name a
+#: group ``reset``: the text the reset time is read from.
+DEFAULT_PATTERNS: tuple[tuple[Outcome, str], ...] = (
+    (Outcome.NEEDS_HUMAN, r"Not logged in"),
+    (Outcome.NEEDS_HUMAN, r"Please run /login"),
+    (Outcome.NEEDS_HUMAN, r"Invalid API key"),
+    (Outcome.NEEDS_HUMAN, r"OAuth token (?:has )?(?:expired|been revoked|revoked)"),
+    (Outcome.NEEDS_HUMAN, r"Credit balance is too low"),
+    (Outcome.NEEDS_HUMAN, r"organi[sz]ation (?:has been |is |was )?disabled"),
+    (Outcome.NEEDS_HUMAN, r"\b(?:authentication_failed|billing_error)\b"),
+    (Outcome.USAGE_LIMIT, r"Claude AI usage limit reached\|(?P<reset>\d{9,13})"),
+    (Outcome.USAGE_LIMIT, rf"You{_APOS}ve hit your (?:[\w-]+ )*?limit"),
+    (
+        Outcome.USAGE_LIMIT,
+        r"\b(?:5-hour|five-hour|weekly|session|daily|usage|Opus|Sonnet) limit reached",
+    ),
+    (Outcome.USAGE_LIMIT, r"Request rejected \(429\)"),
+    (Outcome.USAGE_LIMIT, r"API Error: 429\b"),
+    (Outcome.USAGE_LIMIT, r"usage_limit_reached|last status: 429\b"),
+    (Outcome.OUTAGE, r"API Error: 5\d\d\b"),
+    (Outcome.OUTAGE, r"\b529\b|\bOverloaded\b|overloaded_error"),
+    (Outcome.OUTAGE, r"Request timed out"),
+    (Outcome.OUTAGE, r"Unable to connect to API"),
+    (Outcome.OUTAGE, r"API Error: Connection (?:refused|reset|error)"),
+    (Outcome.OUTAGE, r"\b(?:ECONNREFUSED|ECONNRESET|ETIMEDOUT|EAI_AGAIN)\b"),
+    (Outcome.OUTAGE, r"Server is temporarily limiting requests"),
+    (Outcome.OUTAGE, r"Internal server error|Service Unavailable|Bad Gateway|Gateway Timeout"),
+    (Outcome.OUTAGE, r"last status: 5\d\d\b|stream disconnected before completion"),
+)
+#: where a reset time is said, when the pattern names no ``reset`` group
+_RESET_HINT = re.compile(r"(?:\bresets?(?: at)?|\btry again)\s+(?P<reset>[^\n]+)", re.I)
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def compile_patterns(extra: str = "") -> list[tuple[Outcome, re.Pattern[str]]]:
+    """The built-in patterns after the user's own (``AFK_LIMIT_PATTERNS``
+    and its siblings): lines of ``CLASS:REGEX`` (or a bare REGEX, a usage
+    limit), tried first. A bad one is refused with its line number."""
+    ours: list[tuple[Outcome, re.Pattern[str]]] = []
+    for number, line in enumerate(extra.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        kind, _, regex = line.partition(":")
+        try:
+            outcome = Outcome(kind.strip())
+        except ValueError:
+            outcome, regex = Outcome.USAGE_LIMIT, line
+        if outcome not in (Outcome.USAGE_LIMIT, Outcome.OUTAGE, Outcome.NEEDS_HUMAN):
+            raise BadInput(f"limit pattern {number}: {kind} is not a class a pattern can name")
+        try:
+            ours.append((outcome, re.compile(regex, re.I)))
+        except re.error as exc:
+            raise BadInput(f"limit pattern {number} is not a regular expression: {exc}") from None
+    return ours + [(o, re.compile(p, re.I)) for o, p in DEFAULT_PATTERNS]
+
+
+def clean_text(text: str) -> str:
+    """Agent text made safe to store and print: no terminal escapes, no
+    control characters but newlines and tabs."""
+    return _CONTROL.sub("", _ANSI.sub("", text.replace("\r\n", "\n").replace("\r", "\n")))
+
+
+@dataclass
+class Report:
+    """What a supervisor read of one run of the agent."""
+
+    exit_status: int
+    #: the last lines of stdout and stderr, in arrival order, cleaned
+    lines: list[str] = field(default_factory=list)
+    session_id: str | None = None
+    cost_usd: float | None = None
+    turns: int | None = None
+    usage: dict[str, Any] | None = None
+    #: the JSON result's text when it reported an error
+    result_error: str | None = None
+    #: the API's HTTP status in the JSON result, when it says one
+    api_status: int | None = None
+    #: a rejected rate_limit_event's reset (epoch seconds)
+    rejected_until: float | None = None
+
+    @property
+    def tail(self) -> str:
+        text = "\n".join(self.lines[-TAIL_LINES:])
+        return text[-TAIL_CHARS:]
+
+    def telling(self) -> list[str]:
+        """The lines a verdict reads: the result's error, then the last few."""
+        lines = [line for line in self.lines if line.strip()][-TELLING_LINES:]
+        return ([self.result_error] if self.result_error else []) + lines
+
+    def to_run(self, outcome: Outcome, scrub: Any = None) -> dict[str, Any]:
+        """The run's record (``afk_run``)."""
+        tail = scrub(self.tail) if scrub else self.tail
+        return {
+            "outcome": str(outcome),
+            "exit_status": self.exit_status,
+            "output_tail": tail,
+            "session_id": self.session_id,
+            "cost_usd": self.cost_usd,
+            "turns": self.turns,
+            "usage": self.usage,
+        }
+
+
+class OutputReader:
+    """Reads an agent's output as it streams: keeps the last lines and the
+    JSON objects that say how the run went. Thread-safe enough for two
+    readers (stdout, stderr) appending to one deque."""
+
+    def __init__(self, keep: int = 200) -> None:
+        self.lines: deque[str] = deque(maxlen=keep)
+        self.found: dict[str, Any] = {}
+        self._codex_usage: dict[str, int] = {}
+
+    def feed(self, raw: bytes) -> None:
+        text = clean_text(raw.decode("utf-8", "replace")).rstrip("\n")
+        stripped = text.strip()
+        if stripped.startswith("{") and len(stripped) < MAX_JSON_LINE:
+            try:
+                obj = json.loads(stripped)
+            except ValueError:
+                obj = None
+            if isinstance(obj, dict):
+                self._json(obj)
+                return
+        for line in text.split("\n"):
+            self.lines.append(line)
+
+    def _json(self, obj: dict[str, Any]) -> None:
+        kind = obj.get("type")
+        if kind == "result":  # Claude Code's json / stream-json result
+            self.found["result"] = obj
+        elif kind == "rate_limit_event":
+            nested = obj.get("rate_limit_info")
+            info: dict[str, Any] = nested if isinstance(nested, dict) else obj
+            if str(info.get("status", "")).lower() == "rejected":
+                self.found["rejected"] = info
+        elif kind == "thread.started" and isinstance(obj.get("thread_id"), str):
+            self.found["session_id"] = obj["thread_id"]  # Codex CLI exec --json
+        elif kind == "turn.completed" and isinstance(obj.get("usage"), dict):
+            for key, value in obj["usage"].items():
+                if isinstance(value, int) and not isinstance(value, bool):
+                    self._codex_usage[key] = self._codex_usage.get(key, 0) + value
+            self.found["codex_usage"] = dict(self._codex_usage)
+        elif kind in ("turn.failed", "error"):
+            inner = obj.get("error")
+            error: dict[str, Any] = inner if isinstance(inner, dict) else obj
+            message = error.get("message")
+            if isinstance(message, str):
+                self.lines.append(clean_text(message))
+
+    def report(self, exit_status: int) -> Report:
+        r = Report(exit_status, list(self.lines))
+        result = self.found.get("result")
+        if isinstance(result, dict):
+            r.session_id = _str(result.get("session_id"))
+            r.cost_usd = _number(result.get("total_cost_usd"))
+            turns = result.get("num_turns")
+            r.turns = turns if isinstance(turns, int) and not isinstance(turns, bool) else None
+            r.usage = result.get("usage") if isinstance(result.get("usage"), dict) else None
+            status = result.get("api_error_status")
+            r.api_status = status if isinstance(status, int) else None
+            text = result.get("result")
+            if result.get("is_error") is True and isinstance(text, str) and text.strip():
+                r.result_error = clean_text(text).strip()
+        elif "session_id" in self.found:
+            r.session_id = self.found["session_id"]
+        if r.usage is None and "codex_usage" in self.found:
+            r.usage = self.found["codex_usage"]
+        rejected = self.found.get("rejected")
+        if isinstance(rejected, dict):
+            r.rejected_until = _epoch(rejected.get("resetsAt", rejected.get("resets_at")))
+        return r
+
+
+@dataclass(frozen=True)
+class Verdict:
+    outcome: Outcome
+    #: the line that decided it (for a reason and the logs)
+    line: str
+    #: a usage limit's reset, when the message says one
+    reset: datetime | None = None
+
+
+def classify(
+    report: Report,
+    now: datetime,
+    tz: tzinfo,
+    patterns: list[tuple[Outcome, re.Pattern[str]]] | None = None,
+    *,
+    interrupted: bool = False,
+) -> Verdict:
+    """The outcome of a run, from its exit status and its telling lines.
+    ``now`` is the database's clock (clock times are read relative to it, in
+    zone ``tz`` unless the message names one)."""
+    status = report.exit_status
+    if interrupted or status in (130, 143) or status in (-signal.SIGINT, -signal.SIGTERM):
+        return Verdict(Outcome.INTERRUPTED, f"interrupted (exit {status})")
+    if status == 0:
+        return Verdict(Outcome.DONE, "exit 0")
+    if report.rejected_until is not None:
+        until = datetime.fromtimestamp(report.rejected_until, UTC)
+        return Verdict(Outcome.USAGE_LIMIT, "rate_limit_event: rejected", until)
+    patterns = patterns if patterns is not None else compile_patterns()
+    for line in report.telling():
+        for outcome, pattern in patterns:
+            match = pattern.search(line)
+            if match is None:
+                continue
+            reset: datetime | None = None
+            if outcome is Outcome.USAGE_LIMIT:
+                hint = match.groupdict().get("reset")
+                if hint is None:
+                    found = _RESET_HINT.search(line, match.start())
+                    hint = found.group("reset") if found else None
+                reset = reset_time(hint, now, tz) if hint else None
+            return Verdict(outcome, one_line(line), reset)
+    if report.api_status == 429:
+        return Verdict(Outcome.USAGE_LIMIT, f"API error {report.api_status}")
+    if report.api_status is not None and report.api_status >= 500:
+        return Verdict(Outcome.OUTAGE, f"API error {report.api_status}")
+    if status < 0:
+        return Verdict(Outcome.TASK_FAILURE, f"agent killed by signal {-status}")
+    return Verdict(Outcome.TASK_FAILURE, f"agent exited {status}")
+
+
+def failure_text(report: Report, verdict: Verdict, scrub: Any = None) -> str:
+    """A task failure's error: its telling line first (the digest groups by
+    it), then how the agent exited and its last lines."""
+    lines = [line for line in report.telling() if line.strip()]
+    head = lines[-1].strip() if lines else verdict.line
+    text = f"{head}\n\n{verdict.line}; the agent's last lines:\n{report.tail}"
+    return scrub(text) if scrub else text
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# -- reset times -------------------------------------------------------------
+
+_RELATIVE = re.compile(
+    r"(\d+(?:\.\d+)?)\s*(days?|d|hours?|hrs?|h|minutes?|mins?|m|seconds?|secs?|s)\b", re.I
+)
+_UNIT_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+_CLOCK_12 = re.compile(r"\b(\d{1,2})(?::(\d{2}))?\s*([ap])\.?\s?m\b\.?", re.I)
+_CLOCK_24 = re.compile(r"\b([01]?\d|2[0-3]):([0-5]\d)\b")
+_WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+_WEEKDAY = re.compile(r"\b(mon|tue|wed|thu|fri|sat|sun)[a-z]*\b", re.I)
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_MONTH_DAY = re.compile(
+    r"\b(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+(\d{1,2})\b", re.I
+)
+_ZONE = re.compile(r"\b((?:[A-Z][A-Za-z_]+/[A-Za-z_]+(?:/[A-Za-z_]+)?)|UTC|GMT)\b")
+
+
+def reset_time(hint: str, now: datetime, tz: tzinfo) -> datetime | None:
+    """When a usage limit resets, from the words after "resets" (or "try
+    again"): an epoch (seconds or milliseconds), an ISO 8601 time, a duration
+    ("in 2 hours 5 minutes"), or a clock time ("3:45pm", "5am", "15:45")
+    with an optional weekday or month and day, in the zone the text names
+    ("(Europe/Berlin)") or ``tz``: the next such time after ``now``. None when
+    nothing can be read."""
+    hint = hint.strip().strip(".")
+    digits = re.match(r"^(\d{9,13})\b", hint)
+    if digits:
+        return datetime.fromtimestamp(_epoch(digits.group(1)) or 0, UTC)
+    parsed: datetime | None = None
+    with contextlib.suppress(ValueError):
+        parsed = datetime.fromisoformat(hint.split()[0]) if hint else None
+    if parsed is not None and parsed.tzinfo is not None:
+        return parsed
+    if re.match(r"^in\b", hint, re.I):
+        seconds = sum(
+            float(n) * _UNIT_SECONDS[unit[0].lower()] for n, unit in _RELATIVE.findall(hint)
+        )
+        return now + timedelta(seconds=seconds) if seconds > 0 else None
+    zone = _zone(hint) or tz
+    hour = minute = None
+    clock = _CLOCK_12.search(hint)
+    if clock:
+        hour = int(clock.group(1)) % 12 + (12 if clock.group(3).lower() == "p" else 0)
+        minute = int(clock.group(2) or 0)
+        if int(clock.group(1)) > 12 or minute > 59:
+            return None
+    else:
+        clock24 = _CLOCK_24.search(hint)
+        if clock24:
+            hour, minute = int(clock24.group(1)), int(clock24.group(2))
+    if hour is None or minute is None:
+        return None
+    local = now.astimezone(zone)
+    candidate = local.replace(hour=hour, minute=minute, second=0, microsecond=0)
+    month_day = _MONTH_DAY.search(hint)
+    weekday = _WEEKDAY.search(hint)
+    if month_day:
+        month = _MONTHS.index(month_day.group(1).lower()[:3]) + 1
+        try:
+            candidate = candidate.replace(month=month, day=int(month_day.group(2)))
+            if candidate <= local:
+                candidate = candidate.replace(year=candidate.year + 1)
+        except ValueError:
+            return None
+    elif weekday:
+        ahead = (_WEEKDAYS.index(weekday.group(1).lower()) - candidate.weekday()) % 7
+        candidate += timedelta(days=ahead)
+        if candidate <= local:
+            candidate += timedelta(days=7)
+    elif candidate <= local:
+        candidate += timedelta(days=1)
+    # the wall-clock time in its zone (a day added across a DST change keeps it)
+    return candidate.replace(tzinfo=zone)
+
+
+def _zone(text: str) -> tzinfo | None:
+    for name in _ZONE.findall(text):
+        if name in ("UTC", "GMT"):
+            return UTC
+        try:
+            return ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError):
+            continue
+    return None
+
+
+def _epoch(value: Any) -> float | None:
+    """Seconds since the epoch from seconds, milliseconds or an ISO string."""
+    if isinstance(value, str):
+        if value.strip().isdigit():
+            value = int(value.strip())
+        else:
+            try:
+                return datetime.fromisoformat(value).timestamp()
+            except ValueError:
+                return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return value / 1000 if value > 1e11 else float(value)
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if value == value and abs(value) != float("inf") else None
