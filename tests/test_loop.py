@@ -10,6 +10,8 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 from pathlib import Path
 from typing import Any
 
@@ -116,10 +118,10 @@ def test_a_clock_time_reset_is_read_in_the_loops_zone_and_sigterm_while_parked_p
     night.then(stdout=["You've hit your session limit · resets 3:45am"], exit=1)
     proc = night.loop(env={"TZ": "America/New_York"})
     parked = poll(lambda: sql("SELECT until, reason FROM afk_account_park"), timeout=60)
-    until = parked[0]["until"].astimezone(__import__("zoneinfo").ZoneInfo("America/New_York"))
+    until = parked[0]["until"].astimezone(ZoneInfo("America/New_York"))
     assert (until.hour, until.minute) == (3, 45)
     now = sql.one("SELECT now()")
-    assert now < until <= now + __import__("datetime").timedelta(days=1)
+    assert now < until <= now + timedelta(days=1)
     poll(lambda: "waiting" in night.said())
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 143, night.said()
@@ -131,7 +133,155 @@ def test_a_clock_time_reset_is_read_in_the_loops_zone_and_sigterm_while_parked_p
     assert refused.returncode == 5
     body = json.loads(refused.stdout)
     assert set(body) >= {"account", "limited_until", "reason"}
-    assert body["account"] == "default" and body["limited_until"].startswith(until.astimezone(__import__("datetime").UTC).strftime("%Y-%m-%dT%H:%M")) or body["limited_until"]
+    assert body["account"] == "default" and body["limited_until"].startswith(until.astimezone(UTC).strftime("%Y-%m-%dT%H:%M")) or body["limited_until"]
     other = afk("claim", "--agent", "night", "--account", "team-2")
     assert other.returncode == 0, other.stderr
 
+
+
+def test_outages_are_retried_without_spending_an_attempt_and_trip_the_breaker(night, sql):
+    (task_id,) = night.backlog(1, max_attempts=1)
+    overloaded = "API Error: 529 Overloaded. This is a server-side issue, usually temporary"
+    night.then(stdout=[overloaded], exit=1)
+    night.then(stdout=["API Error: Connection refused — a firewall or proxy may be blocking it (ECONNREFUSED)"], exit=1)
+    night.then(stderr=["API Error: Repeated 529 Overloaded errors"], exit=1)
+    status, _, err = night.run(env={"AFK_OUTAGE_BREAKER": "3"})
+    assert status == 0, err
+    task = night.show(task_id)
+    assert task["state"] == "done" and task["attempts"] == 1, task
+    outcomes = [r["outcome"] for r in task["runs"]]
+    assert outcomes == ["outage", "outage", "outage", "done"]
+    assert not any(r["attempt_spent"] for r in task["runs"][:3])
+    # each retry waited out its backoff (1 s, then 2 s), by the database's clock
+    starts = [datetime.fromisoformat(r["started_at"]) for r in task["runs"]]
+    gaps = [(b - a).total_seconds() for a, b in zip(starts, starts[1:])]
+    assert gaps[0] >= 1 and gaps[1] >= 2, gaps
+    # the third in a row parked the account for the backoff (a circuit breaker)
+    parked = sql("SELECT kind, reason FROM afk_account_park")
+    assert [p["kind"] for p in parked] == ["outage"] and "Repeated 529" in parked[0]["reason"]
+    assert "provider outage" in err
+
+
+def test_a_logged_out_agent_stops_the_loop_with_one_line_and_spends_nothing(night, afk, receiver):
+    ids = night.backlog(3)
+    night.then(stdout=["Not logged in · Please run /login"], exit=1)
+    status, _, err = night.run(
+        "--account", "laptop",
+        env={"AFK_DIGEST_WEBHOOK_URL": receiver.url(), "AFK_DIGEST_WEBHOOK_SECRET": "s3cret"},
+    )
+    assert status == 5, err
+    assert len(night.runs()) == 1  # no second session
+    loop_lines = [line for line in err.splitlines() if line.startswith("afk loop:")]
+    assert len(loop_lines) == 1 and "'laptop' needs a person: Not logged in" in loop_lines[0]
+    first = night.show(ids[0])
+    assert first["state"] == "paused" and first["attempts"] == 0
+    assert [night.show(i)["state"] for i in ids[1:]] == ["todo", "todo"]
+    # the alert went out through the alert destination
+    (alert,) = poll(lambda: receiver.received)
+    body = json.loads(alert.body)
+    assert body["type"] == "afk.account_parked" and body["account"] == "laptop"
+    # claims under that account are refused until a person clears it
+    refused = afk("claim", "--agent", "night", "--account", "laptop")
+    assert refused.returncode == 5
+    assert json.loads(refused.stdout)["limited_until"] is None
+    assert afk.json("limit") == [
+        {**afk.json("limit")[0], "account": "laptop", "limited_until": None, "kind": "needs_human"}
+    ]
+    status, _, err = night.run("--account", "laptop")
+    assert status == 5 and len(night.runs()) == 1, err
+    cleared = afk.json("limit", "--account", "laptop", "--clear")
+    assert [c["account"] for c in cleared["cleared"]] == ["laptop"]
+    status, _, err = night.run("--account", "laptop")
+    assert status == 0, err
+    assert [night.show(i)["state"] for i in ids] == ["done"] * 3
+
+
+def test_a_real_failure_records_what_the_agent_said_and_the_loop_waits_for_the_retry(night, afk):
+    (task_id,) = night.backlog(1, max_attempts=2)
+    said = [
+        "Running the tests…",
+        "FAILED tests/test_api.py::test_login - AssertionError: 401 != 200",
+        "postgresql://app:hunter2@db.internal/app refused the migration",
+    ]
+    night.then(stdout=said, exit=1)
+    status, _, err = night.run(env={"AFK_DSN": afk.env["AFK_DSN"]})
+    assert status == 0, err
+    task = night.show(task_id)
+    assert task["state"] == "done" and task["attempts"] == 2
+    failed = [h for h in task["history"] if h["reason"] == "failed with error"]
+    assert len(failed) == 1
+    error = failed[0]["error"]
+    assert "FAILED tests/test_api.py::test_login" in error and "agent exited 1" in error
+    assert "hunter2" not in error and "***" in error  # a DSN's password is scrubbed
+    assert task["last_error"] == error
+    assert [r["outcome"] for r in task["runs"]] == ["task_failure", "done"]
+    assert "due at" in err  # it waited for the backoff instead of ending
+
+
+def test_the_digest_groups_a_failure_by_what_the_agent_said(night, afk):
+    (task_id,) = night.backlog(1, max_attempts=1)
+    night.then(stderr=["Error: ENOSPC: no space left on device, write"], exit=1)
+    status, _, err = night.run()
+    assert status == 0, err
+    assert night.show(task_id)["state"] == "failed"
+    digest = afk("digest", "--dry-run", "--format", "text")
+    assert digest.returncode == 0, digest.stderr
+    assert "ENOSPC: no space left on device" in digest.stdout
+    assert "agent exited 1" not in digest.stdout.split("ENOSPC")[0].splitlines()[-1]
+
+
+def test_claim_says_when_the_next_task_is_due_and_why_an_account_is_parked(afk, sql):
+    (task_id,) = afk.json("enqueue", "--agent", "a", "--title", "t")["enqueued"]
+    empty = afk("claim", "--agent", "nobody")
+    assert empty.returncode == 3 and json.loads(empty.stdout) == {"next_at": None}
+    task = afk.json("claim", "--agent", "a")
+    afk("fail", task_id, "--token", str(task["token"]), "--error", "boom")
+    waiting = afk("claim", "--agent", "a")
+    assert waiting.returncode == 3
+    next_at = json.loads(waiting.stdout)["next_at"]
+    assert next_at is not None
+    assert sql.one("SELECT run_after FROM afk_task").isoformat() == next_at
+    parked = afk.json("limit", "--account", "k1", "--until", "2099-01-01T05:00:00+00:00", "--reason", "by hand")
+    assert parked["limited_until"] == "2099-01-01T05:00:00+00:00"
+    refused = afk("claim", "--agent", "a", "--account", "k1")
+    assert refused.returncode == 5
+    assert json.loads(refused.stdout) == {
+        "account": "k1",
+        "limited_until": "2099-01-01T05:00:00+00:00",
+        "reason": "by hand",
+    }
+    assert afk("claim", "--agent", "a", env={"AFK_ACCOUNT": "k1"}).returncode == 5
+    assert [p["account"] for p in afk.json("limit")] == ["k1"]
+    assert afk.json("limit", "--account", "k2") == []
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--account", "k", "--until", "tomorrow"], "not an ISO 8601 time"),
+        (["--account", "k", "--until", "2099-01-01T05:00"], "no time zone"),
+        (["--until", "2099-01-01T05:00Z"], "--account is needed"),
+        (["--account", "k", "--clear", "--until", "2099-01-01T05:00Z"], "cannot be combined"),
+        (["--clear"], "--account is needed"),
+        (["--account", "k", "--reason", "x"], "--reason goes with --until"),
+        (["--account", " ", "--until", "2099-01-01T05:00Z"], "account must be a non-empty"),
+    ],
+)
+def test_limit_refuses_bad_input_with_one_line_and_changes_nothing(afk, sql, args, message):
+    before = sql("SELECT count(*) AS n FROM afk_account_park")
+    proc = afk("limit", *args)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in proc.stderr
+    assert sql("SELECT count(*) AS n FROM afk_account_park") == before
+
+
+def test_loop_refuses_bad_input_with_one_line(afk):
+    for args, message in (
+        (["loop", "--agent", "a"], "no agent command"),
+        (["loop", "--agent", "a", "--max-tasks", "0", "--", "true"], "--max-tasks"),
+        (["loop", "--agent", "a", "--account", "", "--", "true"], "--account must be"),
+    ):
+        proc = afk(*args)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

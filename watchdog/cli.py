@@ -180,8 +180,13 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
 
 
 def account_of(args: argparse.Namespace) -> str | None:
-    account = args.account if args.account is not None else os.environ.get("AFK_ACCOUNT")
-    return account or None
+    """--account, else AFK_ACCOUNT (unset or empty: none). A flag given but
+    blank is refused, not read as "no account"."""
+    from .queue import check_text
+
+    if args.account is not None:
+        return check_text("--account", args.account)
+    return os.environ.get("AFK_ACCOUNT") or None
 
 
 def cmd_claim(args: argparse.Namespace) -> int:
