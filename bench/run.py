@@ -668,7 +668,12 @@ def explain_all(dsn: str, slug: str, folder: Path) -> None:
     expire_stalled(dsn)
     plans: dict[str, dict[str, Any]] = {
         "reclaim": {"after_id": uuid.UUID(int=0), "batch": 500},
-        "gauges": {"top_agents": 20, "poison_window": 3600, "exact_below": jobs.EXACT_BELOW},
+        "gauges": {
+            "top_agents": 20,
+            "poison_window": 3600,
+            "exact_below": jobs.EXACT_BELOW,
+            "runs_since": None,
+        },
         "step": {
             **{k: None for k in ("id", "token", "result", "error", "account", "run")},
             "backoff_base": 30,

@@ -61,6 +61,7 @@ def test_hooks_claude_writes_every_event_with_matchers_absolute_paths_and_timeou
         "PostToolUse",
         "PreCompact",
         "Stop",
+        "StopFailure",
         "SessionEnd",
     }
     assert settings["PreToolUse"][0]["matcher"] == settings["PostToolUse"][0]["matcher"] == "*"
@@ -382,3 +383,49 @@ def test_leased_reports_a_lost_lease(queue, sql):
     with queue.leased(task, interval=0.05) as lease:
         queue.pause("A", runner="r")
         assert lease.lost.wait(5) and "lease lost" in str(lease.error)
+
+
+# -- StopFailure: the account, not the task -------------------------------------
+
+
+def stop_failure(error, message, **fields):
+    return event("StopFailure", error=error, last_assistant_message=message, **fields)
+
+
+def test_stop_failure_rate_limit_parks_the_sessions_account_until_the_reset_it_names(afk, sql):
+    payload = stop_failure("rate_limit", "You've hit your session limit · resets 3:45am (UTC)")
+    out, err = hook(afk, payload, {"AFK_ACCOUNT": "max-1"})
+    assert out is None  # its output is ignored by Claude Code: a side effect only
+    (parked,) = sql("SELECT account, kind, until, reason FROM afk_account_park")
+    assert (parked["account"], parked["kind"]) == ("max-1", "usage_limit")
+    assert (parked["until"].hour, parked["until"].minute) == (3, 45)
+    assert "3:45am" in parked["reason"]
+    assert "parked until" in err
+
+
+def test_stop_failure_without_a_reset_probes_after_the_probe_interval(afk, sql):
+    text = "API Error: Request rejected (429) · This request would exceed your rate limit."
+    hook(afk, stop_failure("rate_limit", text), {"AFK_LIMIT_PROBE_SECONDS": "600"})
+    (parked,) = sql("SELECT account, until - parked_at AS wait FROM afk_account_park")
+    assert parked["account"] == "default"
+    assert 590 <= parked["wait"].total_seconds() <= 610
+
+
+@pytest.mark.parametrize(
+    "error, kind, ends",
+    [
+        ("authentication_failed", "needs_human", False),
+        ("billing_error", "needs_human", False),
+        ("overloaded", "outage", True),
+    ],
+)
+def test_stop_failure_parks_by_the_loops_rules(afk, sql, error, kind, ends):
+    hook(afk, stop_failure(error, "API Error: something"), {"AFK_ACCOUNT": "k"})
+    (parked,) = sql("SELECT kind, until FROM afk_account_park")
+    assert parked["kind"] == kind and (parked["until"] is not None) == ends
+
+
+def test_stop_failure_of_other_errors_changes_nothing(afk, sql):
+    for error in ("invalid_request", "max_output_tokens", "unknown", None):
+        hook(afk, stop_failure(error, "API Error: 400 bad request"))
+    assert sql("SELECT * FROM afk_account_park") == []

@@ -5,15 +5,15 @@ as it does; the loop, the CLI and the database are the real ones."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import signal
 import subprocess
 import sys
-import time
-from datetime import UTC, datetime, timedelta
-from zoneinfo import ZoneInfo
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from conftest import Afk, poll
@@ -45,7 +45,8 @@ class Night:
 
     def backlog(self, n: int, **task: Any) -> list[str]:
         lines = "".join(json.dumps({"title": f"task {i}", **task}) + "\n" for i in range(n))
-        return list(self.afk.json("enqueue", "--agent", self.agent, "--file", "-", input=lines)["enqueued"])
+        enqueued = self.afk.json("enqueue", "--agent", self.agent, "--file", "-", input=lines)
+        return list(enqueued["enqueued"])
 
     def then(self, **step: Any) -> None:
         with self.script.open("a") as out:
@@ -102,7 +103,8 @@ def test_a_usage_limit_parks_the_account_until_its_reset_and_spends_nothing(nigh
     first = night.show(ids[0])
     assert [r["outcome"] for r in first["runs"]] == ["usage_limit", "done"]
     assert [r["attempt_spent"] for r in first["runs"]] == [False, True]
-    assert any(h["reason"].startswith("usage limit: Claude AI usage limit reached") for h in first["history"])
+    reasons = [h["reason"] for h in first["history"]]
+    assert any(r.startswith("usage limit: Claude AI usage limit reached") for r in reasons)
     assert "parked until" in err and "usage limit" in err
     assert "Claude AI usage limit reached" in out  # the agent's output passed through
     # the agent had its task and account in its environment
@@ -113,7 +115,9 @@ def test_a_usage_limit_parks_the_account_until_its_reset_and_spends_nothing(nigh
     assert "# Resume: task" in runs[1]["argv"][-1]
 
 
-def test_a_clock_time_reset_is_read_in_the_loops_zone_and_sigterm_while_parked_pauses(night, afk, sql):
+def test_a_clock_time_reset_is_read_in_the_loops_zone_and_sigterm_while_parked_pauses(
+    night, afk, sql
+):
     (task_id,) = night.backlog(1)
     night.then(stdout=["You've hit your session limit · resets 3:45am"], exit=1)
     proc = night.loop(env={"TZ": "America/New_York"})
@@ -133,17 +137,20 @@ def test_a_clock_time_reset_is_read_in_the_loops_zone_and_sigterm_while_parked_p
     assert refused.returncode == 5
     body = json.loads(refused.stdout)
     assert set(body) >= {"account", "limited_until", "reason"}
-    assert body["account"] == "default" and body["limited_until"].startswith(until.astimezone(UTC).strftime("%Y-%m-%dT%H:%M")) or body["limited_until"]
+    assert body["account"] == "default"
+    assert datetime.fromisoformat(body["limited_until"]) == until
     other = afk("claim", "--agent", "night", "--account", "team-2")
     assert other.returncode == 0, other.stderr
-
 
 
 def test_outages_are_retried_without_spending_an_attempt_and_trip_the_breaker(night, sql):
     (task_id,) = night.backlog(1, max_attempts=1)
     overloaded = "API Error: 529 Overloaded. This is a server-side issue, usually temporary"
     night.then(stdout=[overloaded], exit=1)
-    night.then(stdout=["API Error: Connection refused — a firewall or proxy may be blocking it (ECONNREFUSED)"], exit=1)
+    refused = (
+        "API Error: Connection refused — a firewall or proxy may be blocking it (ECONNREFUSED)"
+    )
+    night.then(stdout=[refused], exit=1)
     night.then(stderr=["API Error: Repeated 529 Overloaded errors"], exit=1)
     status, _, err = night.run(env={"AFK_OUTAGE_BREAKER": "3"})
     assert status == 0, err
@@ -154,7 +161,7 @@ def test_outages_are_retried_without_spending_an_attempt_and_trip_the_breaker(ni
     assert not any(r["attempt_spent"] for r in task["runs"][:3])
     # each retry waited out its backoff (1 s, then 2 s), by the database's clock
     starts = [datetime.fromisoformat(r["started_at"]) for r in task["runs"]]
-    gaps = [(b - a).total_seconds() for a, b in zip(starts, starts[1:])]
+    gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(starts)]
     assert gaps[0] >= 1 and gaps[1] >= 2, gaps
     # the third in a row parked the account for the backoff (a circuit breaker)
     parked = sql("SELECT kind, reason FROM afk_account_park")
@@ -166,7 +173,8 @@ def test_a_logged_out_agent_stops_the_loop_with_one_line_and_spends_nothing(nigh
     ids = night.backlog(3)
     night.then(stdout=["Not logged in · Please run /login"], exit=1)
     status, _, err = night.run(
-        "--account", "laptop",
+        "--account",
+        "laptop",
         env={"AFK_DIGEST_WEBHOOK_URL": receiver.url(), "AFK_DIGEST_WEBHOOK_SECRET": "s3cret"},
     )
     assert status == 5, err
@@ -226,8 +234,8 @@ def test_the_digest_groups_a_failure_by_what_the_agent_said(night, afk):
     assert night.show(task_id)["state"] == "failed"
     digest = afk("digest", "--dry-run", "--format", "text")
     assert digest.returncode == 0, digest.stderr
-    assert "ENOSPC: no space left on device" in digest.stdout
-    assert "agent exited 1" not in digest.stdout.split("ENOSPC")[0].splitlines()[-1]
+    (group,) = [line for line in digest.stdout.splitlines() if line.startswith("== night:")]
+    assert group == "== night: 1 x Error: ENOSPC: no space left on device, write", group
 
 
 def test_claim_says_when_the_next_task_is_due_and_why_an_account_is_parked(afk, sql):
@@ -241,7 +249,8 @@ def test_claim_says_when_the_next_task_is_due_and_why_an_account_is_parked(afk, 
     next_at = json.loads(waiting.stdout)["next_at"]
     assert next_at is not None
     assert sql.one("SELECT run_after FROM afk_task").isoformat() == next_at
-    parked = afk.json("limit", "--account", "k1", "--until", "2099-01-01T05:00:00+00:00", "--reason", "by hand")
+    until = "2099-01-01T05:00:00+00:00"
+    parked = afk.json("limit", "--account", "k1", "--until", until, "--reason", "by hand")
     assert parked["limited_until"] == "2099-01-01T05:00:00+00:00"
     refused = afk("claim", "--agent", "a", "--account", "k1")
     assert refused.returncode == 5

@@ -9,6 +9,7 @@ import signal
 import socket
 import tempfile
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -207,3 +208,38 @@ def test_metrics_pass_promtool(dsn, services, queue):
         [promtool, "check", "metrics"], input=text, text=True, capture_output=True
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_parked_accounts_and_agent_runs_are_exported(queue, dsn, services):
+    from watchdog.accounts import Accounts
+
+    accounts = Accounts(queue.db)
+    queue.enqueue("a", [NewTask(f"t{i}") for i in range(3)])
+    service = services(dsn)
+    # the counter counts the runs that end while the service runs: from its first look on
+    assert poll(lambda: service.value("afk_job_runs_total", job="gauges"))
+    assert service.value("afk_accounts_parked") == 0
+    assert service.value("afk_agent_runs_total", outcome="usage_limit") == 0
+    first = queue.claim("a", runner="loop-1", account="max-1")
+    until = accounts.clock() + timedelta(hours=2)
+    accounts.park("max-1", "usage_limit", "You've hit your session limit", until)
+    queue.release(first, "usage limit", outcome="usage_limit")
+    accounts.park("laptop", "needs_human", "Not logged in", None)
+    second = queue.claim("a", runner="loop-2", account="team")
+    queue.done(second)
+    assert poll(lambda: service.value("afk_accounts_parked") == 2)
+    parked = service.value(
+        "afk_account_parked_until_timestamp_seconds", account="max-1", kind="usage_limit"
+    )
+    assert parked == pytest.approx(until.timestamp())
+    assert service.value(
+        "afk_account_parked_until_timestamp_seconds", account="laptop", kind="needs_human"
+    ) == float("inf")
+    assert poll(lambda: service.value("afk_agent_runs_total", outcome="usage_limit") == 1)
+    assert poll(lambda: service.value("afk_agent_runs_total", outcome="done") == 1)
+    accounts.clear("laptop")
+    assert poll(lambda: service.value("afk_accounts_parked") == 1)
+    # each run is counted once, however many ticks go by
+    ticks = service.value("afk_job_runs_total", job="gauges") or 0
+    assert poll(lambda: (service.value("afk_job_runs_total", job="gauges") or 0) >= ticks + 3)
+    assert service.value("afk_agent_runs_total", outcome="done") == 1

@@ -434,7 +434,7 @@ def cmd_hook(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return EXIT_OK
-        hook = hooks.Hook(dsn, settings.queue, ctx)
+        hook = hooks.Hook(dsn, settings.queue, ctx, settings.loop)
         try:
             hook.run()
         finally:

@@ -20,6 +20,12 @@ shapes for the events they share. What each event does here:
   :data:`GATE_CAP` times.
 - ``SessionEnd``: pauses the task the session claimed itself (the attempt is
   given back), with the reason ``session ended: <reason>``.
+- ``StopFailure`` (a turn ended by an API error; its output is ignored, so
+  this is a side effect only): ``rate_limit`` parks the session's account
+  (``AFK_ACCOUNT``, else ``default``) until the reset its message names, else
+  for ``AFK_LIMIT_PROBE_SECONDS``; ``overloaded``/``server_error`` for the
+  outage backoff; ``billing_error`` and ``authentication_failed`` until a
+  person clears it. The same rules as ``afk loop`` (``outcome.py``).
 
 "The session's task" is the supervisor's (``AFK_TASK_ID`` and
 ``AFK_TASK_TOKEN`` in the agent's environment), else the one whose runner is
@@ -67,7 +73,15 @@ EDIT_TOOLS = {
     "MultiEdit": "file_path",
     "NotebookEdit": "notebook_path",
 }
-EVENTS = ("SessionStart", "PreToolUse", "PostToolUse", "PreCompact", "Stop", "SessionEnd")
+EVENTS = (
+    "SessionStart",
+    "PreToolUse",
+    "PostToolUse",
+    "PreCompact",
+    "Stop",
+    "StopFailure",
+    "SessionEnd",
+)
 #: per-hook timeouts in the settings written by `afk hooks`, seconds
 TIMEOUTS = {
     "SessionStart": 20,
@@ -75,7 +89,17 @@ TIMEOUTS = {
     "PostToolUse": 10,
     "PreCompact": 10,
     "Stop": 10,
+    "StopFailure": 10,
     "SessionEnd": 10,
+}
+#: StopFailure's ``error`` values that say something about the account
+#: (https://code.claude.com/docs/en/hooks#stopfailure), and what they are
+ACCOUNT_ERRORS = {
+    "rate_limit": "usage_limit",
+    "overloaded": "outage",
+    "server_error": "outage",
+    "billing_error": "needs_human",
+    "authentication_failed": "needs_human",
 }
 
 
@@ -335,8 +359,11 @@ class Hook:
     opened on first use only: a PreToolUse answered from the cache never loads
     the driver."""
 
-    def __init__(self, conninfo: str, settings: Any, ctx: Context) -> None:
+    def __init__(self, conninfo: str, settings: Any, ctx: Context, loop: Any = None) -> None:
+        from .config import LoopSettings
+
         self.conninfo, self.settings, self.ctx = conninfo, settings, ctx
+        self.loop = loop or LoopSettings()
         self._db: Any = None
         self._queue: Any = None
         key = f"{conninfo}|{ctx.session}"
@@ -581,6 +608,50 @@ class Hook:
                 file=sys.stderr,
             )
 
+    def stop_failure(self) -> None:
+        """A turn the API ended: park the account by the loop's rules."""
+        kind = ACCOUNT_ERRORS.get(str(self.ctx.payload.get("error")))
+        if kind is None:
+            return
+        from datetime import timedelta
+
+        import tzlocal
+
+        from .accounts import DEFAULT_ACCOUNT, Accounts
+        from .outcome import Report, classify, compile_patterns, one_line
+
+        account = os.environ.get("AFK_ACCOUNT") or DEFAULT_ACCOUNT
+        said = [
+            v
+            for v in (
+                self.ctx.payload.get("last_assistant_message"),
+                self.ctx.payload.get("error_details"),
+            )
+            if isinstance(v, str) and v.strip()
+        ]
+        reason = one_line(said[0] if said else str(self.ctx.payload.get("error")))
+        accounts = Accounts(self.db)
+        now = accounts.clock()
+        until = None
+        if kind == "usage_limit":
+            verdict = classify(
+                Report(1, said),
+                now,
+                tzlocal.get_localzone(),
+                compile_patterns(self.loop.limit_patterns),
+            )
+            until = verdict.reset
+            if until is None or until <= now:
+                until = now + timedelta(seconds=self.loop.limit_probe_seconds)
+        elif kind == "outage":
+            until = now + timedelta(seconds=self.loop.transient_backoff_seconds)
+        parking = accounts.park(account, kind, f"{self.ctx.payload.get('error')}: {reason}", until)
+        until_text = parking.limited_until.isoformat() if parking.limited_until else None
+        print(
+            f"afk hook: account {account!r} parked until {until_text or 'a person clears it'}",
+            file=sys.stderr,
+        )
+
     def run(self) -> None:
         handler = {
             "SessionStart": self.session_start,
@@ -588,6 +659,7 @@ class Hook:
             "PostToolUse": self.post_tool_use,
             "PreCompact": self.pre_compact,
             "Stop": self.stop,
+            "StopFailure": self.stop_failure,
             "SessionEnd": self.session_end,
         }[self.ctx.event]
         handler()

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -46,6 +47,12 @@ class GaugeSnapshot:
     since_checkpoint: float
     poison_pills: int
     oldest_snapshot_age: float = 0.0
+    #: (account, kind, epoch of its end or None) of the accounts parked now
+    parked: list[tuple[str, str, float | None]] = field(default_factory=list)
+    #: agent runs that ended since ``runs_since``, by outcome
+    runs: dict[str, int] = field(default_factory=dict)
+    #: the database's clock at this snapshot (the next one's ``runs_since``)
+    now: datetime | None = None
 
 
 #: below this many rows (the planner's estimate) done tasks are counted exactly
@@ -58,11 +65,17 @@ def gauges(
     top_agents: int = 20,
     poison_window: float = 3600,
     exact_below: int = EXACT_BELOW,
+    runs_since: datetime | None = None,
 ) -> GaugeSnapshot:
     """Everything the metrics show, read in one statement."""
     row = queue.db.one(
         "gauges",
-        {"top_agents": top_agents, "poison_window": poison_window, "exact_below": exact_below},
+        {
+            "top_agents": top_agents,
+            "poison_window": poison_window,
+            "exact_below": exact_below,
+            "runs_since": runs_since,
+        },
     )
     assert row is not None  # one row of aggregates, always
     states = {
@@ -76,6 +89,9 @@ def gauges(
         since_checkpoint=float(row["since_checkpoint"]),
         poison_pills=int(row["poison_pills"]),
         oldest_snapshot_age=float(row["oldest_snapshot_age"]),
+        parked=[(str(a), str(k), None if u is None else float(u)) for a, k, u in row["parked"]],
+        runs={str(k): int(n) for k, n in row["runs"].items()},
+        now=row["now"],
     )
 
 
@@ -168,8 +184,13 @@ def run_reclaim(w: Watchdog) -> dict[str, Any]:
 
 def run_gauges(w: Watchdog) -> dict[str, Any]:
     s = w.settings.service
-    snap = gauges(w.queue, top_agents=s.metrics_agents, poison_window=s.poison_window)
     m = w.metrics
+    snap = gauges(
+        w.queue,
+        top_agents=s.metrics_agents,
+        poison_window=s.poison_window,
+        runs_since=m.runs_seen_until,
+    )
     for state, n in snap.states.items():
         m.tasks.labels(state).set(n)
     m.set_agents(snap.agents)
@@ -178,6 +199,10 @@ def run_gauges(w: Watchdog) -> dict[str, Any]:
     m.since_checkpoint.set(snap.since_checkpoint)
     m.poison_pills.set(snap.poison_pills)
     m.oldest_snapshot.set(snap.oldest_snapshot_age)
+    m.set_parked(snap.parked)
+    for outcome, n in snap.runs.items():
+        m.agent_runs.labels(outcome).inc(n)
+    m.runs_seen_until = snap.now
     return asdict(snap)
 
 

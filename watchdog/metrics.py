@@ -3,9 +3,11 @@ endpoint serving ``/metrics`` and ``/healthz``."""
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -13,6 +15,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
 
 from .errors import BadInput
+from .outcome import Outcome
 
 STATES = ("todo", "running", "paused", "done", "failed")
 
@@ -89,6 +92,25 @@ class Metrics:
             "afk_watchdog_leader", "1 on the replica that holds the once-only jobs.", registry=r
         )
         self.up = Gauge("afk_up", "1 when the last database round trip succeeded.", registry=r)
+        self.accounts_parked = Gauge(
+            "afk_accounts_parked",
+            "Accounts parked now (a usage limit, an outage, a login that needs a person).",
+            registry=r,
+        )
+        self.account_parked_until = Gauge(
+            "afk_account_parked_until_timestamp_seconds",
+            "Unix time a parked account's parking ends (+Inf: until a person clears it).",
+            ["account", "kind"],
+            registry=r,
+        )
+        self.agent_runs = Counter(
+            "afk_agent_runs",
+            "Agent runs under a supervisor that ended, by outcome class.",
+            ["outcome"],
+            registry=r,
+        )
+        #: the database time up to which ended runs were counted
+        self.runs_seen_until: datetime | None = None
         for state in STATES:
             self.tasks.labels(state)
         for outcome in ("paused", "failed"):
@@ -96,6 +118,18 @@ class Metrics:
         for job in jobs:
             self.job_runs.labels(job)
             self.job_failures.labels(job)
+        for outcome in Outcome:
+            self.agent_runs.labels(str(outcome))
+
+    def set_parked(self, parked: Iterable[tuple[str, str, float | None]]) -> None:
+        self.account_parked_until.clear()
+        n = 0
+        for account, kind, until in parked:
+            self.account_parked_until.labels(account, kind).set(
+                math.inf if until is None else until
+            )
+            n += 1
+        self.accounts_parked.set(n)
 
     def set_agents(self, rows: Iterable[tuple[str, str, int]]) -> None:
         self.agent_tasks.clear()

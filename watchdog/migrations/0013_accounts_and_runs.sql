@@ -48,6 +48,7 @@ CREATE TABLE IF NOT EXISTS afk_run (
 );
 CREATE INDEX IF NOT EXISTS afk_run_task ON afk_run (task_id, token);
 CREATE INDEX IF NOT EXISTS afk_run_started ON afk_run (started_at);
+CREATE INDEX IF NOT EXISTS afk_run_ended ON afk_run (ended_at) WHERE ended_at IS NOT NULL;
 
 -- The end of a run, written by the statement that settles its task (a finish,
 -- a release): one function, so each of them ends it the same way. p_run holds

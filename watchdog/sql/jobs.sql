@@ -36,7 +36,18 @@ SELECT
     (SELECT coalesce(extract(epoch FROM now() - min(xact_start)), 0)::float8
        FROM pg_stat_activity
       WHERE datname = current_database() AND backend_xmin IS NOT NULL
-        AND pid <> pg_backend_pid()) AS oldest_snapshot_age;
+        AND pid <> pg_backend_pid()) AS oldest_snapshot_age,
+    -- the accounts parked now, and the agent runs that ended since the last
+    -- look (%(runs_since)s, NULL at the first: the counter starts at 0)
+    (SELECT coalesce(jsonb_agg(jsonb_build_array(account, kind, extract(epoch FROM until))
+                               ORDER BY account), '[]'::jsonb)
+       FROM afk_account_park
+      WHERE cleared_at IS NULL AND (until IS NULL OR until > now())) AS parked,
+    (SELECT coalesce(jsonb_object_agg(outcome, n), '{}'::jsonb)
+       FROM (SELECT outcome, count(*) AS n FROM afk_run
+              WHERE ended_at > coalesce(%(runs_since)s::timestamptz, now()) AND ended_at <= now()
+              GROUP BY outcome) r) AS runs,
+    now() AS now;
 
 -- name: poison :many retry
 -- Tasks that became failed within the window.
