@@ -247,3 +247,32 @@ def test_the_digest_links_to_the_task_page_when_a_public_url_is_set(afk, tmp_pat
     assert f"https://afk.example.com/tasks/{task['id']}" in out.stdout
     bad = afk("status", env={"AFK_PUBLIC_URL": "afk.example.com"})
     assert bad.returncode == 2 and "public_url" in bad.stderr
+
+
+def test_parked_accounts_and_a_tasks_runs_are_shown(afk, service, tmp_path, browser):
+    """A real `afk loop` night: a usage limit, then a run that succeeds."""
+    import subprocess
+    import sys
+
+    (task_id,) = afk.json("enqueue", "--agent", "night", "--title", "fix it")["enqueued"]
+    script = tmp_path / "script.jsonl"
+    script.write_text(
+        json.dumps({"stdout": ["Not logged in · Please run /login"], "exit": 1}) + "\n"
+    )
+    standin = [sys.executable, str(Path(__file__).with_name("standin_agent.py"))]
+    env = {**afk.env, "STANDIN_SCRIPT": str(script), "STANDIN_LOG": str(tmp_path / "log")}
+    loop = [*Afk.command("loop", "--agent", "night", "--account", "laptop", "--"), *standin]
+    assert subprocess.run(loop, env=env, capture_output=True, timeout=60).returncode == 5
+    afk.json("limit", "--account", "max-1", "--until", "2099-01-01T05:00Z", "--reason", SCRIPT)
+    dom, log = load(browser, service.url + "/", "overview-parked.png")
+    assert not log, log
+    assert not re.search(r"<script|<img", dom, re.I)
+    text = html.unescape(re.sub(r"<[^>]+>", " ", dom))
+    for expected in ("Accounts parked", "laptop", "needs human", "Not logged in", "max-1"):
+        assert expected in text, expected
+    assert "afk limit --account laptop --clear" in text
+    dom, log = load(browser, service.url + f"/tasks/{task_id}", "task-runs.png")
+    assert not log, log
+    text = html.unescape(re.sub(r"<[^>]+>", " ", dom))
+    for expected in ("Runs", "needs human", "no attempt spent", "laptop · ", "Not logged in"):
+        assert expected in text, expected

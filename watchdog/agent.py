@@ -55,7 +55,16 @@ def resume_brief(queue: Queue, task_id: str) -> str:
         for h in history
         if h["reason"]
         in ("claimed", "resumed", "lease expired", "failed with error", "retried by a human")
-        or h["reason"].startswith(("paused", "session ended", "stop hook"))
+        or h["reason"].startswith(
+            (
+                "paused",
+                "session ended",
+                "stop hook",
+                "usage limit",
+                "provider outage",
+                "needs a human",
+            )
+        )
     ]
     out += ["", "## History", ""]
     for h in attempts:

@@ -34,6 +34,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from .accounts import Accounts
 from .config import DigestSettings
 from .db import Database
 from .errors import AfkError, TaskNotFound
@@ -270,6 +271,7 @@ class StatusPages:
         return self.page(
             "overview.html.j2",
             title="afk-watchdog",
+            parked=Accounts(self.db).parked(),
             agents=agents,
             day=day,
             stuck=stuck,
@@ -326,6 +328,7 @@ class StatusPages:
                 title=f"task {clean(task.title)}",
                 task=task,
                 history=history,
+                runs=queue.runs(task_id),
                 effects=queue.effects(task_id),
                 brief=resume_brief(queue, str(task_id)),
             ),
