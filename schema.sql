@@ -7,12 +7,64 @@ CREATE TYPE public.afk_state AS ENUM (
     'done',
     'failed'
 );
+CREATE FUNCTION public.afk_end_run(p_task uuid, p_token bigint, p_outcome text, p_run jsonb, p_spent boolean) RETURNS integer
+    LANGUAGE sql
+    AS $$
+    WITH ended AS (
+        UPDATE afk_run
+           SET ended_at = now(),
+               outcome = coalesce(p_run ->> 'outcome', p_outcome),
+               exit_status = (p_run ->> 'exit_status')::integer,
+               output_tail = p_run ->> 'output_tail',
+               session_id = p_run ->> 'session_id',
+               cost_usd = (p_run ->> 'cost_usd')::numeric,
+               turns = (p_run ->> 'turns')::integer,
+               usage = p_run -> 'usage',
+               attempt_spent = p_spent
+         WHERE task_id = p_task AND token = p_token AND ended_at IS NULL
+        RETURNING 1
+    )
+    SELECT count(*)::integer FROM ended
+$$;
 CREATE FUNCTION public.afk_next_token() RETURNS bigint
     LANGUAGE sql
     AS $$
     SELECT (('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint
             << 40)
            | (nextval('afk_lease_token_seq') & ((1::bigint << 40) - 1))
+$$;
+CREATE TABLE public.afk_account_park (
+    id bigint NOT NULL,
+    account text NOT NULL,
+    kind text NOT NULL,
+    reason text NOT NULL,
+    parked_at timestamp with time zone DEFAULT now() NOT NULL,
+    until timestamp with time zone,
+    cleared_at timestamp with time zone,
+    cleared_by text
+);
+CREATE FUNCTION public.afk_park(p_account text, p_kind text, p_reason text, p_until timestamp with time zone) RETURNS SETOF public.afk_account_park
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    cur afk_account_park;
+BEGIN
+    -- parks of one account, one at a time (the open row may not exist yet)
+    PERFORM pg_advisory_xact_lock(hashtext('afk_park'), hashtext(p_account));
+    UPDATE afk_account_park SET cleared_at = until, cleared_by = 'its end passed'
+     WHERE account = p_account AND cleared_at IS NULL AND until <= now();
+    SELECT * INTO cur FROM afk_account_park
+     WHERE account = p_account AND cleared_at IS NULL FOR UPDATE;
+    IF NOT FOUND THEN
+        INSERT INTO afk_account_park (account, kind, reason, until)
+        VALUES (p_account, p_kind, p_reason, p_until) RETURNING * INTO cur;
+    ELSIF p_kind = 'manual' OR p_until IS NULL
+          OR (cur.until IS NOT NULL AND p_until >= cur.until) THEN
+        UPDATE afk_account_park SET kind = p_kind, reason = p_reason, until = p_until
+         WHERE id = cur.id RETURNING * INTO cur;
+    END IF;
+    RETURN NEXT cur;
+END
 $$;
 CREATE FUNCTION public.afk_state_counts(exact_below bigint DEFAULT 200000) RETURNS TABLE(state text, n bigint, exact boolean)
     LANGUAGE plpgsql STABLE
@@ -72,6 +124,13 @@ BEGIN
     RETURN NEW;
 END
 $$;
+CREATE SEQUENCE public.afk_account_park_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+ALTER SEQUENCE public.afk_account_park_id_seq OWNED BY public.afk_account_park.id;
 CREATE TABLE public.afk_agent (
     agent_id text NOT NULL,
     next_ordinal bigint NOT NULL
@@ -107,6 +166,31 @@ CREATE SEQUENCE public.afk_lease_token_seq
     NO MINVALUE
     NO MAXVALUE
     CACHE 1;
+CREATE TABLE public.afk_run (
+    id bigint NOT NULL,
+    task_id uuid NOT NULL,
+    token bigint NOT NULL,
+    agent_id text NOT NULL,
+    runner text,
+    account text NOT NULL,
+    started_at timestamp with time zone DEFAULT now() NOT NULL,
+    ended_at timestamp with time zone,
+    outcome text,
+    exit_status integer,
+    output_tail text,
+    session_id text,
+    cost_usd numeric,
+    turns integer,
+    usage jsonb,
+    attempt_spent boolean
+);
+CREATE SEQUENCE public.afk_run_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+ALTER SEQUENCE public.afk_run_id_seq OWNED BY public.afk_run.id;
 CREATE TABLE public.afk_task (
     id uuid DEFAULT gen_random_uuid() NOT NULL,
     agent_id text NOT NULL,
@@ -164,12 +248,18 @@ ALTER TABLE public.afk_task_event ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTI
     NO MAXVALUE
     CACHE 1
 );
+ALTER TABLE ONLY public.afk_account_park ALTER COLUMN id SET DEFAULT nextval('public.afk_account_park_id_seq'::regclass);
+ALTER TABLE ONLY public.afk_run ALTER COLUMN id SET DEFAULT nextval('public.afk_run_id_seq'::regclass);
+ALTER TABLE ONLY public.afk_account_park
+    ADD CONSTRAINT afk_account_park_pkey PRIMARY KEY (id);
 ALTER TABLE ONLY public.afk_agent
     ADD CONSTRAINT afk_agent_pkey PRIMARY KEY (agent_id);
 ALTER TABLE ONLY public.afk_digest_delivery
     ADD CONSTRAINT afk_digest_delivery_pkey PRIMARY KEY (destination, kind, period);
 ALTER TABLE ONLY public.afk_leader
     ADD CONSTRAINT afk_leader_pkey PRIMARY KEY (name);
+ALTER TABLE ONLY public.afk_run
+    ADD CONSTRAINT afk_run_pkey PRIMARY KEY (id);
 ALTER TABLE ONLY public.afk_task
     ADD CONSTRAINT afk_task_agent_ordinal_key UNIQUE (agent_id, ordinal);
 ALTER TABLE ONLY public.afk_task_effect
@@ -180,7 +270,12 @@ ALTER TABLE ONLY public.afk_task
     ADD CONSTRAINT afk_task_idem_key_key UNIQUE (idem_key);
 ALTER TABLE ONLY public.afk_task
     ADD CONSTRAINT afk_task_pkey PRIMARY KEY (id);
+CREATE UNIQUE INDEX afk_account_park_open ON public.afk_account_park USING btree (account) WHERE (cleared_at IS NULL);
+CREATE INDEX afk_account_park_parked_at ON public.afk_account_park USING btree (parked_at);
 CREATE INDEX afk_digest_delivery_recent_idx ON public.afk_digest_delivery USING btree (updated_at);
+CREATE INDEX afk_run_ended ON public.afk_run USING btree (ended_at) WHERE (ended_at IS NOT NULL);
+CREATE INDEX afk_run_started ON public.afk_run USING btree (started_at);
+CREATE INDEX afk_run_task ON public.afk_run USING btree (task_id, token);
 CREATE INDEX afk_task_claim_idx ON public.afk_task USING btree (agent_id, ordinal) WHERE (state = ANY (ARRAY['todo'::public.afk_state, 'paused'::public.afk_state]));
 CREATE INDEX afk_task_done_idx ON public.afk_task USING btree (updated_at) WHERE (state = 'done'::public.afk_state);
 CREATE INDEX afk_task_event_task_idx ON public.afk_task_event USING btree (task_id, id);
@@ -189,6 +284,8 @@ CREATE INDEX afk_task_lease_idx ON public.afk_task USING btree (lease_until) WHE
 CREATE INDEX afk_task_paused_idx ON public.afk_task USING btree (agent_id, updated_at) WHERE (state = 'paused'::public.afk_state);
 CREATE TRIGGER afk_task_event_no_update BEFORE UPDATE ON public.afk_task_event FOR EACH ROW EXECUTE FUNCTION public.afk_task_event_append_only();
 CREATE TRIGGER afk_task_history BEFORE UPDATE ON public.afk_task FOR EACH ROW WHEN (((new.state IS DISTINCT FROM old.state) OR (new.lease_token IS DISTINCT FROM old.lease_token) OR (new.change_reason IS NOT NULL) OR (new.change_error IS NOT NULL) OR (new.change_by IS NOT NULL))) EXECUTE FUNCTION public.afk_task_history();
+ALTER TABLE ONLY public.afk_run
+    ADD CONSTRAINT afk_run_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.afk_task(id) ON DELETE CASCADE;
 ALTER TABLE ONLY public.afk_task_effect
     ADD CONSTRAINT afk_task_effect_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.afk_task(id) ON DELETE CASCADE;
 ALTER TABLE ONLY public.afk_task_event

@@ -208,6 +208,17 @@ def sample_digest() -> Digest:
                 "created_at": "2026-11-28T22:10:00+00:00",
             }
         ],
+        accounts=[
+            {
+                "account": "max-1",
+                "kinds": ["usage_limit"],
+                "reason": "You've hit your session limit · resets 3:45am",
+                "parked_seconds": 9000.0,
+                "needs_person": False,
+                "tasks_waited": 3,
+                "attempts_spent": 0,
+            }
+        ],
     )
 
 

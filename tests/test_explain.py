@@ -23,7 +23,7 @@ def plan_of(dsn: str, name: str, params: dict[str, object], generic: bool = Fals
     return json.dumps(row[0])
 
 
-STEP = {"id": None, "token": None, "result": None, "error": None}
+STEP = {"id": None, "token": None, "result": None, "error": None, "account": None, "run": None}
 STEP |= {"backoff_base": 30, "backoff_cap": 3600, "lease_seconds": 60}
 
 
@@ -40,10 +40,11 @@ def fill(sql) -> None:
 
 @pytest.mark.parametrize("generic", [False, True], ids=["custom", "generic"])
 @pytest.mark.parametrize("finish", [False, True], ids=["claim", "finish-and-claim"])
-def test_claim_uses_its_partial_index(sql, dsn, generic, finish):
+@pytest.mark.parametrize("account", [None, "max-1"], ids=["no-account", "account"])
+def test_claim_uses_its_partial_index(sql, dsn, generic, finish, account):
     fill(sql)
     held = sql("SELECT id, lease_token FROM afk_task WHERE state = 'running' LIMIT 1")[0]
-    params = STEP | {"claim": True, "agent_id": "agent-2", "runner": "r"}
+    params = STEP | {"claim": True, "agent_id": "agent-2", "runner": "r", "account": account}
     if finish:
         params |= {"id": held["id"], "token": held["lease_token"], "agent_id": None, "runner": None}
     plan = plan_of(dsn, "step", params, generic)

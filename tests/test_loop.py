@@ -113,6 +113,10 @@ def test_a_usage_limit_parks_the_account_until_its_reset_and_spends_nothing(nigh
     assert env["AFK_TASK_ID"] in ids and env["AFK_TASK_TOKEN"] == env["AFK_TASK_LEASE"]
     assert runs[1]["argv"][-1].startswith("task ")  # the prompt: title, then the brief
     assert "# Resume: task" in runs[1]["argv"][-1]
+    # the morning digest tells the night's limit, and that it cost no attempt
+    digest = night.afk("digest", "--dry-run", "--format", "text").stdout
+    (line,) = [x for x in digest.splitlines() if x.startswith("  - max-1: parked")]
+    assert line.endswith("(usage limit), 1 task(s) waited, 0 attempt(s) spent on limits")
 
 
 def test_a_clock_time_reset_is_read_in_the_loops_zone_and_sigterm_while_parked_pauses(

@@ -127,14 +127,22 @@ class Digest:
     expired: list[dict[str, Any]] = field(default_factory=list)
     paused: list[dict[str, Any]] = field(default_factory=list)
     oldest_todo: list[dict[str, Any]] = field(default_factory=list)
+    #: accounts parked in the window: account, kinds, reason, parked_seconds,
+    #: needs_person, tasks_waited, attempts_spent
+    accounts: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def stuck(self) -> bool:
         return bool(self.expired or self.paused)
 
     @property
+    def needs_person(self) -> list[dict[str, Any]]:
+        """Accounts still parked until a person acts (logged out, no credit)."""
+        return [a for a in self.accounts if a["needs_person"]]
+
+    @property
     def all_clear(self) -> bool:
-        return self.failed_total == 0 and not self.stuck
+        return self.failed_total == 0 and not self.stuck and not self.needs_person
 
     @property
     def done_total(self) -> int:
@@ -187,6 +195,7 @@ class Digest:
                 "paused": self.paused,
                 "oldest_todo": self.oldest_todo,
             },
+            "accounts": self.accounts,
         }
 
 
@@ -268,6 +277,7 @@ def build(
         expired=row["expired"],
         paused=row["paused"],
         oldest_todo=row["oldest_todo"],
+        accounts=row["accounts"],
     )
 
 
@@ -304,6 +314,13 @@ def local_time(digest: Digest, value: datetime | str, fmt: str = "%Y-%m-%d %H:%M
     return digest.local(value).strftime(fmt)
 
 
+def hours(seconds: float) -> str:
+    """How long an account was parked: ``2.5 h``, ``40 min``."""
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{max(round(seconds / 60), 1) if seconds > 0 else 0} min"
+
+
 def template_dirs(settings: DigestSettings) -> list[str]:
     package = Path(__file__).parent
     dirs = [settings.templates_dir] if settings.templates_dir else []
@@ -330,6 +347,7 @@ def render(digest: Digest, fmt: str, settings: DigestSettings) -> str:
         truncate_text=truncate,
         local=lambda v, fmt="%Y-%m-%d %H:%M": local_time(digest, v, fmt),
         shell_quote=lambda v: shlex.quote(truncate(v, 100)),
+        hours=hours,
     )
     try:
         text = env.get_template(FORMATS[fmt]).render(d=digest, max_text=SLACK_MAX_TEXT)

@@ -53,4 +53,28 @@ SELECT
                  WHERE state = 'failed' AND updated_at >= %(start)s AND updated_at < %(end)s) w
          GROUP BY agent_id) x)
         AS per_agent,
+    -- the accounts parked in the window (migration 0013): for how long, why,
+    -- how many tasks waited for them, and the attempts those runs spent
+    -- (a limit or an outage spends none: this says so from the record)
+    (SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY x.account), '[]'::jsonb) FROM (
+        SELECT p.account,
+               array_agg(DISTINCT p.kind ORDER BY p.kind) AS kinds,
+               (array_agg(p.reason ORDER BY p.parked_at DESC))[1] AS reason,
+               sum(greatest(extract(epoch FROM least(p.cleared_at, p.until, now(), %(end)s)
+                                             - greatest(p.parked_at, %(start)s)), 0))::float8
+                   AS parked_seconds,
+               bool_or(p.cleared_at IS NULL AND p.until IS NULL) AS needs_person,
+               (SELECT count(DISTINCT r.task_id) FROM afk_run r
+                 WHERE r.account = p.account
+                   AND r.outcome IN ('usage_limit', 'outage', 'needs_human')
+                   AND r.ended_at >= %(start)s AND r.ended_at < %(end)s) AS tasks_waited,
+               (SELECT count(*) FROM afk_run r
+                 WHERE r.account = p.account AND r.outcome IN ('usage_limit', 'outage')
+                   AND r.attempt_spent
+                   AND r.ended_at >= %(start)s AND r.ended_at < %(end)s) AS attempts_spent
+          FROM afk_account_park p
+         WHERE p.parked_at < %(end)s
+           AND least(p.cleared_at, p.until, 'infinity'::timestamptz) > %(start)s
+         GROUP BY p.account) x)
+        AS accounts,
     now() AS now;
