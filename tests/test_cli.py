@@ -69,9 +69,9 @@ def test_a_task_s_life_through_the_cli(afk):
     assert [h["reason"] for h in shown["history"]] == ["claimed", "done"]
 
 
-def test_claim_with_nothing_to_claim_exits_3_with_empty_stdout(afk):
+def test_claim_with_nothing_to_claim_exits_3_saying_when_the_next_is_due(afk):
     proc = afk("claim", "--agent", "nobody")
-    assert proc.returncode == 3 and proc.stdout == ""
+    assert proc.returncode == 3 and json.loads(proc.stdout) == {"next_at": None}
 
 
 def test_agent_and_runner_from_the_environment(afk):

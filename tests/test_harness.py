@@ -86,6 +86,15 @@ class Harness:
     def ralph(self, agent: str, **env: str) -> subprocess.Popen[str]:
         return self.start(["bash", str(ROOT / "examples" / "ralph.sh")], AFK_AGENT_ID=agent, **env)
 
+    def loop(self, agent: str, **env: str) -> subprocess.Popen[str]:
+        """`afk loop`, the supervisor a user runs."""
+        return self.start(
+            ["afk", "loop", "--agent", agent, "--", sys.executable, str(STANDIN)], **env
+        )
+
+    def supervisor(self, name: str) -> Any:
+        return {"ralph": self.ralph, "worker": self.worker, "loop": self.loop}[name]
+
     def worker(self, agent: str, **env: str) -> subprocess.Popen[str]:
         return self.start(
             [sys.executable, str(ROOT / "examples" / "worker.py")],
@@ -135,8 +144,9 @@ def reasons(queue, task_id) -> list[str]:
     return [h["reason"] for h in queue.show(task_id)[1]]
 
 
-def test_ralph_drains_a_backlog_each_agent_run_once_with_files_in_the_checkpoints(
-    harness, queue, watchdog_service
+@pytest.mark.parametrize("supervisor", ["ralph", "loop"])
+def test_a_supervisor_drains_a_backlog_each_agent_run_once_with_files_in_the_checkpoints(
+    harness, queue, watchdog_service, supervisor
 ):
     titles = ["alpha", "beta", "gamma"]
     ids = queue.enqueue("R", [NewTask(t, {"issue": t}) for t in titles]).enqueued
@@ -150,7 +160,7 @@ def test_ralph_drains_a_backlog_each_agent_run_once_with_files_in_the_checkpoint
             for t in titles
         }
     )
-    code, err = finish(harness.ralph("R"))
+    code, err = finish(harness.supervisor(supervisor)("R"))
     assert code == 0, err
     runs = [e["title"] for e in harness.events("start")]
     histories = [[h["reason"] for h in queue.show(i)[1]] for i in ids]
@@ -167,22 +177,21 @@ def test_ralph_drains_a_backlog_each_agent_run_once_with_files_in_the_checkpoint
         assert not any(h["reason"].startswith("session ended") for h in history)
 
 
-@pytest.mark.parametrize("supervisor", ["ralph", "worker"])
+@pytest.mark.parametrize("supervisor", ["ralph", "worker", "loop"])
 def test_a_task_that_outlives_its_lease_many_times_is_done_on_its_first_attempt(
     harness, queue, watchdog_service, supervisor
 ):
     # 9 s of thinking without a tool call, then 9 s of tool calls: a 3 s lease
     # (the worker runs the agent once per step: the first step does it all)
     ids = queue.enqueue("L", [NewTask("thinker"), NewTask("busy")]).enqueued
-    first = "" if supervisor == "ralph" else ": reproduce"
+    first = ": reproduce" if supervisor == "worker" else ""
     harness.plan(
         {
             f"thinker{first}": [{"think": 9}, {"write": "a.txt"}],
             f"busy{first}": [{"bash": "sleep 0.9"} for _ in range(10)],
         }
     )
-    start = harness.ralph if supervisor == "ralph" else harness.worker
-    code, err = finish(start("L"))
+    code, err = finish(harness.supervisor(supervisor)("L"))
     assert code == 0, err
     for task_id in ids:
         task, history = queue.show(task_id)
@@ -191,14 +200,15 @@ def test_a_task_that_outlives_its_lease_many_times_is_done_on_its_first_attempt(
     assert watchdog_service.proc.poll() is None
 
 
+@pytest.mark.parametrize("supervisor", ["ralph", "loop"])
 def test_a_killed_supervisor_task_is_finished_elsewhere_and_the_orphan_is_stopped(
-    harness, queue, watchdog_service, tmp_path
+    harness, queue, watchdog_service, tmp_path, supervisor
 ):
     (task_id,) = queue.enqueue("K", [NewTask("victim")]).enqueued
     harness.plan(
         {"victim": [{"bash": "echo working"}, {"wait_for": "release"}, {"write": "zombie.txt"}]}
     )
-    first = harness.ralph("K")
+    first = harness.supervisor(supervisor)("K")
     poll(lambda: harness.events("tool", "victim"))
     orphan_pid = harness.events("start", "victim")[0]["pid"]
     first.send_signal(signal.SIGKILL)  # the supervisor only: its agent lives on
@@ -208,7 +218,7 @@ def test_a_killed_supervisor_task_is_finished_elsewhere_and_the_orphan_is_stoppe
         # the watchdog reclaims it, and a second supervisor finishes it
         poll(lambda: "lease expired" in reasons(queue, task_id), timeout=30)
         second_plan = harness.plan({"victim": [{"write": "finished.txt"}]}, tmp_path / "plan2.json")
-        code, err = finish(harness.ralph("K", STANDIN_PLAN=second_plan))
+        code, err = finish(harness.supervisor(supervisor)("K", STANDIN_PLAN=second_plan))
         assert code == 0, err
         task = queue.show(task_id)[0]
         assert (task.state, task.attempts) == ("done", 2)
@@ -221,7 +231,7 @@ def test_a_killed_supervisor_task_is_finished_elsewhere_and_the_orphan_is_stoppe
             os.kill(orphan_pid, signal.SIGKILL)
 
 
-@pytest.mark.parametrize("supervisor", ["ralph", "worker"])
+@pytest.mark.parametrize("supervisor", ["ralph", "worker", "loop"])
 def test_ctrl_c_pauses_the_task_and_leaves_the_next_untouched(harness, queue, supervisor):
     """Three times over: the signal lands while the agent runs its hooks, and
     where the supervisor is then varies (ralph.sh once hung in a second
@@ -230,7 +240,7 @@ def test_ctrl_c_pauses_the_task_and_leaves_the_next_untouched(harness, queue, su
     harness.plan({"long": [{"bash": "echo started"}, {"think": 60}]})
     for n, agent in enumerate(("C1", "C2", "C3"), 1):
         first, second = queue.enqueue(agent, [NewTask("long"), NewTask("next")]).enqueued
-        proc = (harness.ralph if supervisor == "ralph" else harness.worker)(agent)
+        proc = harness.supervisor(supervisor)(agent)
         poll(lambda n=n: len(harness.events("tool", "long")) == n)
         os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the whole foreground process group
         code, err = finish(proc, timeout=30)

@@ -101,7 +101,6 @@ class Loop:
         self.stop_status = 0
         self.outages = 0
         self.runs = 0
-        self._agent: subprocess.Popen[bytes] | None = None
         self._said: str | None = None
 
     # -- signals ------------------------------------------------------------
@@ -283,48 +282,13 @@ class Loop:
         return env
 
     def run_agent(self, task: Task, prompt: str, lost: threading.Event) -> Report:
-        """Run the agent on ``prompt`` until it exits; stop it (its whole
-        process group) when the loop is stopped or the lease is lost."""
-        reader = OutputReader()
-        try:
-            proc = subprocess.Popen(
-                [*self.o.command, prompt],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=self.agent_env(task),
-                start_new_session=True,
-            )
-        except OSError as exc:
-            reader.lines.append(f"cannot start the agent {self.o.command[0]!r}: {exc.strerror}")
-            return reader.report(127)
-        self._agent = proc
-        pipes = [
-            threading.Thread(target=_pump, args=(proc.stdout, sys.stdout.buffer, reader)),
-            threading.Thread(target=_pump, args=(proc.stderr, sys.stderr.buffer, reader)),
-        ]
-        for t in pipes:
-            t.daemon = True
-            t.start()
-        deadline: float | None = None
-        while True:
-            try:
-                status = proc.wait(timeout=0.2)
-                break
-            except subprocess.TimeoutExpired:
-                pass
-            if deadline is None and (self.stopped.is_set() or lost.is_set()):
-                _signal_group(proc, signal.SIGTERM)
-                deadline = self.settings.agent_grace_seconds
-            elif deadline is not None:
-                deadline -= 0.2
-                if deadline <= 0:
-                    _signal_group(proc, signal.SIGKILL)
-        _signal_group(proc, signal.SIGKILL)  # what it left behind in its group
-        for t in pipes:
-            t.join(5)
-        self._agent = None
-        return reader.report(status)
+        return run_agent(
+            [*self.o.command, prompt],
+            self.agent_env(task),
+            stop=self.stopped,
+            lost=lost,
+            grace=self.settings.agent_grace_seconds,
+        )
 
     # -- sleeping -------------------------------------------------------------
 
@@ -347,6 +311,57 @@ class Loop:
             self.alert(parking)
         except Exception as exc:  # an alert that fails must not hide the reason
             self.say(f"warning: the alert was not sent: {type(exc).__name__}: {exc}")
+
+
+def run_agent(
+    command: list[str],
+    env: Mapping[str, str],
+    *,
+    stop: threading.Event,
+    lost: threading.Event | None = None,
+    grace: float = 10.0,
+) -> Report:
+    """Run an agent until it exits, its output passed through and read
+    (``outcome.OutputReader``); stop it, its whole process group (SIGTERM,
+    then SIGKILL after ``grace`` seconds), once ``stop`` or ``lost`` is set.
+    A command that cannot be started is a run that exited 127."""
+    reader = OutputReader()
+    try:
+        proc = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=dict(env),
+            start_new_session=True,
+        )
+    except OSError as exc:
+        reader.lines.append(f"cannot start the agent {command[0]!r}: {exc.strerror}")
+        return reader.report(127)
+    pipes = [
+        threading.Thread(target=_pump, args=(proc.stdout, sys.stdout.buffer, reader), daemon=True),
+        threading.Thread(target=_pump, args=(proc.stderr, sys.stderr.buffer, reader), daemon=True),
+    ]
+    for t in pipes:
+        t.start()
+    left: float | None = None  # of the grace, once the agent was asked to stop
+    while True:
+        try:
+            status = proc.wait(timeout=0.2)
+            break
+        except subprocess.TimeoutExpired:
+            pass
+        if left is None and (stop.is_set() or (lost is not None and lost.is_set())):
+            _signal_group(proc, signal.SIGTERM)
+            left = grace
+        elif left is not None:
+            left -= 0.2
+            if left <= 0:
+                _signal_group(proc, signal.SIGKILL)
+    _signal_group(proc, signal.SIGKILL)  # what it left behind in its group
+    for t in pipes:
+        t.join(5)
+    return reader.report(status)
 
 
 def _pump(source: IO[bytes] | None, sink: IO[bytes], reader: OutputReader) -> None:

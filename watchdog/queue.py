@@ -526,6 +526,7 @@ class Queue:
         conn: Connection | None = None,
         claim_next: Literal[False] = False,
         run: Mapping[str, Any] | None = None,
+        account: str | None = None,
     ) -> Task: ...
 
     @overload
@@ -538,6 +539,7 @@ class Queue:
         conn: Connection | None = None,
         claim_next: Literal[True],
         run: Mapping[str, Any] | None = None,
+        account: str | None = None,
     ) -> Task | None: ...
 
     def done(
@@ -549,18 +551,27 @@ class Queue:
         conn: Connection | None = None,
         claim_next: bool = False,
         run: Mapping[str, Any] | None = None,
+        account: str | None = None,
     ) -> Task | None:
         """Finish the task. Pass ``conn`` to commit it with your own writes.
 
         ``claim_next=True``: in the same statement, claim the same runner's
         next task of the same agent (as :meth:`claim` would) and return it, or
-        None when there is none; a refused finish claims nothing. ``run``:
-        what a supervisor read of the agent's run (see :meth:`release`)."""
+        None when there is none; a refused finish claims nothing; under
+        ``account``, a parked account raises :class:`AccountParked` after the
+        finish. ``run``: what a supervisor read of the agent's run (see
+        :meth:`release`)."""
         task_id, token = task_ref(task, token)
         if result is not None:
             check_json_size("result", result, self.settings.max_json_bytes)
         return self._finish(
-            task_id, token, result=result, conn=conn, claim_next=claim_next, run=run
+            task_id,
+            token,
+            result=result,
+            conn=conn,
+            claim_next=claim_next,
+            run=run,
+            account=account,
         )
 
     @overload
@@ -572,6 +583,7 @@ class Queue:
         token: int | None = None,
         claim_next: Literal[False] = False,
         run: Mapping[str, Any] | None = None,
+        account: str | None = None,
     ) -> Task: ...
 
     @overload
@@ -583,6 +595,7 @@ class Queue:
         token: int | None = None,
         claim_next: Literal[True],
         run: Mapping[str, Any] | None = None,
+        account: str | None = None,
     ) -> Task | None: ...
 
     def fail(
@@ -593,6 +606,7 @@ class Queue:
         token: int | None = None,
         claim_next: bool = False,
         run: Mapping[str, Any] | None = None,
+        account: str | None = None,
     ) -> Task | None:
         """Report a failure. Below max_attempts the task comes back after a
         backoff; at max_attempts it is failed. ``claim_next`` and ``run``: as
@@ -601,7 +615,9 @@ class Queue:
         if not isinstance(error, str) or not error.strip():
             raise BadInput("error text must not be empty")
         error = error.replace("\x00", "")[:MAX_ERROR]
-        return self._finish(task_id, token, error=error, claim_next=claim_next, run=run)
+        return self._finish(
+            task_id, token, error=error, claim_next=claim_next, run=run, account=account
+        )
 
     def release(
         self,
@@ -701,9 +717,19 @@ class Queue:
         claim_next: bool = False,
         conn: Connection | None = None,
         run: Mapping[str, Any] | None = None,
+        account: str | None = None,
     ) -> Task | None:
+        if account is not None:
+            account = check_text("account", account)
         row = self._step(
-            task_id, token, result=result, error=error, claim=claim_next, conn=conn, run=run
+            task_id,
+            token,
+            result=result,
+            error=error,
+            claim=claim_next,
+            conn=conn,
+            run=run,
+            account=account,
         )
         if row["cur_state"] is None:
             raise TaskNotFound(f"no task with id {task_id}")
@@ -719,6 +745,8 @@ class Queue:
                     return None
                 return self.claim(was.agent_id, runner=was.lease_owner)
             explain_fence(row, task_id, token, timeline=self._timeline)
+        if row["parked_account"] is not None:  # finished; the next claim was refused
+            raise AccountParked(row["parked_account"], row["parked_until"], row["parked_reason"])
         return Task.from_row(row) if row["id"] is not None else None
 
     def pause_task(
