@@ -12,6 +12,7 @@ import argparse
 import json
 import logging
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -346,7 +347,6 @@ def cmd_watchdog(args: argparse.Namespace) -> int:
         emit(outcome.to_json())
         return EXIT_OK if outcome.ok else EXIT_ERROR
 
-    import signal
     import threading
 
     stop = threading.Event()
@@ -403,8 +403,6 @@ def cmd_hook(args: argparse.Namespace) -> int:
     Always exits 0, within the hook's timeout: a hook must never wedge the
     agent. The only refusals are a deliberate deny (PreToolUse) or block
     (the Stop gate), written as JSON on stdout."""
-    import signal
-
     from . import hooks
     from .errors import redact
 
@@ -423,6 +421,8 @@ def cmd_hook(args: argparse.Namespace) -> int:
         if ctx is None:
             print("afk hook: ignored: not an event afk handles", file=sys.stderr)
             return EXIT_OK
+        if hooks.detached(ctx) and _detach():
+            return EXIT_OK  # the agent does not wait: the work goes on in the child
         from .config import load_all, resolve_dsn
 
         settings = load_all(args.config)
@@ -496,8 +496,6 @@ def cmd_limit(args: argparse.Namespace) -> int:
 
 
 def cmd_loop(args: argparse.Namespace) -> int:
-    import signal
-
     from .accounts import DEFAULT_ACCOUNT, Accounts
     from .config import load_all, resolve_dsn
     from .db import Database
@@ -563,6 +561,22 @@ def account_alert(db: Any, settings: Any) -> Any:
         alert_account(db, settings.digest, parking)
 
     return send
+
+
+def _detach() -> bool:
+    """Fork: True in the parent, which exits at once; False in the child,
+    which goes on in a session of its own with no terminal and no pipes. For a
+    hook whose output is ignored and which the agent does not wait for:
+    Claude Code (2.1.332, ``-p``) ends a StopFailure hook with SIGTERM as it
+    exits, within milliseconds."""
+    if os.fork():
+        return True
+    os.setsid()
+    signal.alarm(HOOK_DEADLINE)  # (an alarm is not inherited across a fork)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    return False
 
 
 def cmd_resume_brief(args: argparse.Namespace) -> int:

@@ -110,8 +110,16 @@ class Malformed(BadInput):
 # -- settings written by `afk hooks` -------------------------------------------
 
 
-def hook_command(afk: str, gate: bool = False) -> str:
-    return f"{shlex.quote(afk)} hook" + (" --gate" if gate else "")
+#: the StopFailure command ignores SIGTERM from its first instant: Claude Code
+#: (2.1.332, ``-p``) sends it to that hook some 15 ms after starting it, as it
+#: exits, and kills it for good about 1.5 s later; the hook then goes on in a
+#: process of its own (cli._detach)
+SURVIVE_EXIT = "trap '' TERM; exec "
+
+
+def hook_command(afk: str, gate: bool = False, survive_exit: bool = False) -> str:
+    command = f"{shlex.quote(afk)} hook" + (" --gate" if gate else "")
+    return SURVIVE_EXIT + command if survive_exit else command
 
 
 def claude_settings(afk: str, gate: bool = False) -> dict[str, Any]:
@@ -121,7 +129,9 @@ def claude_settings(afk: str, gate: bool = False) -> dict[str, Any]:
     for event in EVENTS:
         entry = {
             "type": "command",
-            "command": hook_command(afk, gate and event == "Stop"),
+            "command": hook_command(
+                afk, gate and event == "Stop", survive_exit=event == "StopFailure"
+            ),
             "timeout": TIMEOUTS[event],
         }
         group: dict[str, Any] = {"hooks": [entry]}
@@ -154,6 +164,8 @@ def afk_words(command: Any) -> list[str]:
 
 def _is_ours(command: Any) -> bool:
     """An ``afk hook`` command written by any version of `afk hooks`."""
+    if isinstance(command, str) and command.startswith(SURVIVE_EXIT):
+        command = command[len(SURVIVE_EXIT) :]
     return afk_words(command)[1:2] == ["hook"]
 
 
@@ -663,6 +675,12 @@ class Hook:
             "SessionEnd": self.session_end,
         }[self.ctx.event]
         handler()
+
+
+def detached(ctx: Context) -> bool:
+    """A StopFailure about the account: its work goes on after the hook exits
+    (the agent ignores its output and, in ``-p`` mode, ends it as it exits)."""
+    return ctx.event == "StopFailure" and str(ctx.payload.get("error")) in ACCOUNT_ERRORS
 
 
 def context(payload: dict[str, Any], gate: bool, alias: str | None) -> Context | None:

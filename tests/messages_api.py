@@ -1,0 +1,139 @@
+"""A scripted Anthropic Messages API on 127.0.0.1, for the real Claude Code CLI.
+
+Each POST to /v1/messages takes the next answer of the script (the last one
+repeats): an HTTP error as the API sends it (a 429 with its rate-limit
+headers, a 529 overloaded, a 401), or a short text turn. Requests are
+recorded. No model, no network.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+ERRORS: dict[int, tuple[str, str]] = {
+    429: (
+        "rate_limit_error",
+        "This request would exceed your account's rate limit. Please try again later.",
+    ),
+    529: ("overloaded_error", "Overloaded"),
+    500: ("api_error", "Internal server error"),
+    401: ("authentication_error", "invalid x-api-key"),
+}
+
+
+@dataclass
+class MessagesAPI:
+    #: answers in turn: an HTTP status (an error), or "text:..." (a text turn)
+    script: list[int | str] = field(default_factory=lambda: ["text:done"])
+    requests: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        api = self
+        lock = threading.Lock()
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                with lock:
+                    api.requests.append({"path": self.path, "body": body})
+                    answer = api.script.pop(0) if len(api.script) > 1 else api.script[0]
+                if isinstance(answer, int):
+                    self.error(answer)
+                else:
+                    self.text(answer.removeprefix("text:"), json.loads(body or b"{}"))
+
+            def error(self, status: int) -> None:
+                kind, message = ERRORS[status]
+                payload = json.dumps({"type": "error", "error": {"type": kind, "message": message}})
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                if status == 429:
+                    self.send_header("retry-after", "3600")
+                    self.send_header("anthropic-ratelimit-requests-remaining", "0")
+                self.send_header("content-length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload.encode())
+
+            def text(self, text: str, request: dict[str, Any]) -> None:
+                message = {
+                    "id": "msg_standin",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": request.get("model", "claude-standin"),
+                    "content": [{"type": "text", "text": text}],
+                    "stop_reason": "end_turn",
+                    "stop_sequence": None,
+                    "usage": {"input_tokens": 10, "output_tokens": 5},
+                }
+                if request.get("stream"):
+                    self.stream(message, text)
+                    return
+                payload = json.dumps(message).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def stream(self, message: dict[str, Any], text: str) -> None:
+                start = {**message, "content": [], "stop_reason": None}
+                events = [
+                    ("message_start", {"type": "message_start", "message": start}),
+                    (
+                        "content_block_start",
+                        {
+                            "type": "content_block_start",
+                            "index": 0,
+                            "content_block": {"type": "text", "text": ""},
+                        },
+                    ),
+                    (
+                        "content_block_delta",
+                        {
+                            "type": "content_block_delta",
+                            "index": 0,
+                            "delta": {"type": "text_delta", "text": text},
+                        },
+                    ),
+                    ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+                    (
+                        "message_delta",
+                        {
+                            "type": "message_delta",
+                            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                            "usage": {"output_tokens": 5},
+                        },
+                    ),
+                    ("message_stop", {"type": "message_stop"}),
+                ]
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("cache-control", "no-cache")
+                self.end_headers()
+                for name, data in events:
+                    self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+                self.wfile.flush()
+
+            def do_GET(self) -> None:
+                self.send_response(404)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_port}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

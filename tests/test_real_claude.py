@@ -1,0 +1,143 @@
+"""The real Claude Code CLI (tests/claude_code.py pins its version), pointed at
+a scripted Messages API on localhost (tests/messages_api.py): what `afk loop`
+and the StopFailure hook make of the messages the client itself prints for a
+429, a 529, a refused connection and a 401. No model, no network."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from claude_code import VERSION, binary
+from conftest import Afk, poll
+from messages_api import MessagesAPI
+from service_helpers import free_port
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def claude() -> str:
+    path = binary()
+    if path is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"Claude Code {VERSION} is missing in CI: .ci/run must fetch it")
+        pytest.skip(f"Claude Code {VERSION} is not fetched: python3 tests/claude_code.py install")
+    return str(path)
+
+
+@pytest.fixture
+def api():
+    server = MessagesAPI()
+    yield server
+    server.close()
+
+
+def client_env(afk: Afk, tmp_path: Path, base_url: str) -> dict[str, str]:
+    """The client's environment: a home of its own, the scripted API, one
+    retry (its default waits minutes on a 529 or a 401), no other traffic."""
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    return {
+        **afk.env,
+        "HOME": str(home),
+        "ANTHROPIC_BASE_URL": base_url,
+        "ANTHROPIC_API_KEY": "sk-ant-test-not-a-key",
+        "CLAUDE_CODE_MAX_RETRIES": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    }
+
+
+def loop_once(
+    afk: Afk, claude: str, env: dict[str, str], cwd: Path
+) -> subprocess.CompletedProcess[str]:
+    command = Afk.command(
+        "loop",
+        "--agent",
+        "real",
+        "--account",
+        "acct",
+        "--max-tasks",
+        "1",
+        "--",
+        claude,
+        "-p",
+        "--output-format",
+        "json",
+    )
+    return subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize(
+    "answer, outcome, state",
+    [
+        (429, "usage_limit", "paused"),
+        (529, "outage", "todo"),
+        ("refused", "outage", "todo"),
+        (401, "needs_human", "paused"),
+    ],
+)
+def test_afk_loop_reads_the_real_clients_own_messages(
+    afk, sql, claude, api, tmp_path, answer, outcome, state
+):
+    (task_id,) = afk.json("enqueue", "--agent", "real", "--title", "say hello")["enqueued"]
+    if answer == "refused":
+        url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    else:
+        api.script = [answer]
+        url = api.url
+    proc = loop_once(afk, claude, client_env(afk, tmp_path, url), tmp_path)
+    assert proc.returncode == (5 if outcome == "needs_human" else 0), proc.stderr
+    task = afk.json("show", task_id)
+    (run,) = task["runs"]
+    assert (run["outcome"], run["exit_status"], run["attempt_spent"]) == (outcome, 1, False)
+    assert run["session_id"]  # read from the client's JSON result
+    assert (task["state"], task["attempts"]) == (state, 0), task
+    parked = sql("SELECT kind, until FROM afk_account_park WHERE account = 'acct'")
+    if outcome == "usage_limit":
+        assert [p["kind"] for p in parked] == ["usage_limit"]  # no reset said: probe later
+    elif outcome == "needs_human":
+        assert [(p["kind"], p["until"]) for p in parked] == [("needs_human", None)]
+        assert "Invalid API key" in proc.stderr
+    else:
+        assert parked == []  # one outage parks nothing: the breaker needs several
+        assert task["run_after"] is not None
+
+
+def test_a_successful_run_is_done_with_its_session_and_cost(afk, claude, api, tmp_path):
+    (task_id,) = afk.json("enqueue", "--agent", "real", "--title", "say hello")["enqueued"]
+    api.script = ["text:hello"]
+    proc = loop_once(afk, claude, client_env(afk, tmp_path, api.url), tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    task = afk.json("show", task_id)
+    assert task["state"] == "done"
+    (run,) = task["runs"]
+    assert run["outcome"] == "done" and run["session_id"] and run["turns"] == 1
+    assert run["cost_usd"] is not None and run["usage"]["output_tokens"] == 5
+    # the prompt the client was given: the title, then the resume brief
+    (request,) = [json.loads(r["body"]) for r in api.requests]
+    asked = json.dumps(request["messages"])
+    assert "say hello" in asked and "# Resume: say hello" in asked
+
+
+def test_the_stop_failure_hook_parks_the_sessions_account(afk, sql, claude, api, tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    installed = afk("hooks", "claude", "--install", str(project / ".claude/settings.json"))
+    assert installed.returncode == 0, installed.stderr
+    api.script = [429]
+    env = {**client_env(afk, tmp_path, api.url), "AFK_ACCOUNT": "team-7"}
+    env["PATH"] = str(Path(Afk.command()[0]).parent) + os.pathsep + env["PATH"]
+    proc = subprocess.run(
+        [claude, "-p", "hi"], env=env, cwd=project, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 1 and "Request rejected (429)" in proc.stdout
+    # (the client ends a StopFailure hook with SIGTERM as it exits: the hook
+    # parks from a process of its own)
+    (parked,) = poll(lambda: sql("SELECT account, kind, reason FROM afk_account_park"))
+    assert (parked["account"], parked["kind"]) == ("team-7", "usage_limit")
+    assert "Request rejected (429)" in parked["reason"]
