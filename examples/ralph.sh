@@ -4,6 +4,11 @@
 #
 #   AFK_AGENT_ID=backlog-1 AGENT_CMD='claude -p' examples/ralph.sh
 #
+# The minimal loop, in bash, to read and adapt. For a night of work run
+# `afk loop --agent backlog-1 -- claude -p` instead: it tells a usage limit,
+# a provider outage and a logged-out agent from a failure of the task (this
+# loop fails the task on any non-zero exit).
+#
 # This loop is the supervisor: it claimed the task, so it alone finishes it.
 # The agent gets AFK_TASK_ID and AFK_TASK_TOKEN, so that inside it
 # `afk checkpoint --patch '{"step": "tests pass"}'` and `afk once --name N -- CMD`
@@ -27,6 +32,8 @@ RUNNER=${AFK_RUNNER_ID:-"$(hostname)-ralph-$$"}
 unset AFK_RUNNER_ID AFK_TASK_ID AFK_TASK_TOKEN
 LEASE=${AFK_LEASE_SECONDS:-120}
 BEAT=$(python3 -c 'import sys; print(max(float(sys.argv[1]) / 3, 0.2))' "$LEASE")
+# how often to look again while tasks wait out a retry's backoff
+POLL=${RALPH_POLL_SECONDS:-5}
 
 field() { python3 -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
 
@@ -55,15 +62,38 @@ keepalive() {
     done
 }
 
-# Finishing a task claims the next one in the same statement (`done --next`,
-# `fail --next`): one afk call per task between agent runs, not two.
-task=$($AFK claim --runner "$RUNNER" --lease "$LEASE")
-status=$?
-while [ -z "$interrupted" ]; do
-    if [ "$status" -eq 4 ]; then  # our finish was refused: someone else holds it
+# A claim, with what a loop must not give up on: tasks that wait out a retry's
+# backoff (exit 3 with a next_at: look again every $POLL s) and a database or
+# pooler that blinks (exit 1: try again, five times, a little later each time).
+# Sets task and status.
+claim() {
+    local tries=0
+    while [ -z "$interrupted" ]; do
         task=$($AFK claim --runner "$RUNNER" --lease "$LEASE")
         status=$?
+        if [ "$status" -eq 3 ] && [ "$(field next_at <<<"$task")" != "None" ]; then
+            echo "ralph: tasks of $AFK_AGENT_ID wait for a retry; looking again in ${POLL}s" >&2
+            sleep "$POLL" & wait $!
+        elif [ "$status" -eq 1 ] && [ "$tries" -lt 5 ]; then
+            tries=$((tries + 1))
+            sleep "$tries" & wait $!
+        else
+            return
+        fi
+    done
+}
+
+# Finishing a task claims the next one in the same statement (`done --next`,
+# `fail --next`): one afk call per task between agent runs, not two.
+claim
+while [ -z "$interrupted" ]; do
+    # our finish was refused (the agent settled the task itself, with `afk fail`
+    # or `afk pause`, or its lease was lost), nothing was claimed next, or the
+    # database blinked: claim again
+    if [ "$status" -eq 4 ] || [ "$status" -eq 3 ] || [ "$status" -eq 1 ]; then
+        claim
     fi
+    [ -n "$interrupted" ] && break
     if [ "$status" -eq 3 ]; then
         echo "ralph: the backlog of $AFK_AGENT_ID is empty" >&2
         exit 0
@@ -108,10 +138,11 @@ $($AFK resume-brief "$id")"
         task=$($AFK fail "$id" --token "$token" --error "agent exited $status" --next)
         status=$?
     fi
-    [ "$status" -eq 4 ] && echo "ralph: finishing $id was refused: its lease was lost" >&2
+    [ "$status" -eq 4 ] && echo "ralph: task $id was not finished by the loop: the agent" \
+        "settled it itself, or its lease was lost" >&2
 done
 # interrupted while finishing: the task claimed next goes back, no attempt spent
-if [ "$status" -eq 0 ]; then
+if [ "$status" -eq 0 ] && [ -n "$task" ]; then
     $AFK pause "$(field id <<<"$task")" --token "$(field token <<<"$task")" >/dev/null
 fi
 exit "$interrupted"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -298,3 +299,26 @@ def test_loop_refuses_bad_input_with_one_line(afk):
         proc = afk(*args)
         assert proc.returncode == 2, (args, proc.stderr)
         assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_the_shell_ralph_loop_waits_for_a_retry_instead_of_ending(night, afk):
+    """examples/ralph.sh, the minimal loop: a failed task waits out its backoff
+    and is run again, where the loop used to say the backlog was empty."""
+    (task_id,) = night.backlog(1)
+    night.then(stdout=["flaky: connection reset by peer"], exit=1)
+    ralph = Path(__file__).parent.parent / "examples" / "ralph.sh"
+    env = {
+        **afk.env,
+        **night.env,
+        "AFK_AGENT_ID": "night",
+        "AGENT_CMD": " ".join(STANDIN),
+        "RALPH_POLL_SECONDS": "0.5",
+        "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"],
+    }
+    proc = subprocess.run(
+        ["bash", str(ralph)], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    task = night.show(task_id)
+    assert (task["state"], task["attempts"]) == ("done", 2), (task, proc.stderr)
+    assert "wait for a retry" in proc.stderr and len(night.runs()) == 2
