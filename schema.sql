@@ -226,7 +226,8 @@ CREATE TABLE public.afk_task_effect (
     started_token bigint,
     started_at timestamp with time zone,
     recorded_token bigint,
-    recorded_at timestamp with time zone
+    recorded_at timestamp with time zone,
+    started_by text
 );
 CREATE TABLE public.afk_task_event (
     id bigint NOT NULL,

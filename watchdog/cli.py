@@ -389,13 +389,37 @@ def cmd_hooks(args: argparse.Namespace) -> int:
     found = shutil.which("afk") or str(Path(sys.executable).parent / "afk")
     afk = os.path.abspath(found)
     build = hooks.codex_settings if args.agent_kind == "codex" else hooks.claude_settings
-    ours = build(afk, args.gate)
+    ours = build(afk, args.gate, hook_database_args(args))
     if args.install is None:
         emit(ours)
         return EXIT_OK
     written = hooks.install(Path(args.install), ours)
     print(f"afk: installed the {', '.join(ours['hooks'])} hooks in {written}", file=sys.stderr)
     return EXIT_OK
+
+
+def hook_database_args(args: argparse.Namespace) -> tuple[str, ...]:
+    """What the installed hooks need to reach the database this command was
+    told of: ``--config`` as an absolute path, ``--dsn`` unless it holds a
+    password (a settings file is no place for one)."""
+    from .errors import dsn_secrets
+
+    out: tuple[str, ...] = ()
+    if args.config is not None:
+        path = Path(args.config)
+        if not path.is_file():
+            raise BadInput(f"--config {args.config}: no such file")
+        out += ("--config", str(path.resolve()))
+    if args.dsn is not None:
+        if not args.dsn.strip():
+            raise BadInput("--dsn is empty")
+        if dsn_secrets(args.dsn):
+            raise BadInput(
+                "--dsn holds a password, which would be written into the settings file: "
+                "put the DSN in a config file and pass --config instead"
+            )
+        out += ("--dsn", args.dsn)
+    return out
 
 
 def cmd_hook(args: argparse.Namespace) -> int:

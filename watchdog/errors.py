@@ -40,6 +40,14 @@ class LeaseLost(AfkError):
     stdout: bytes | None = None
 
 
+class EffectInDoubt(AfkError):
+    """An effect was started under this token by a process that is gone, and
+    never recorded: the call may or may not have happened. It is not run
+    again under this token."""
+
+    exit_code = 6
+
+
 class DatabaseError(AfkError):
     """The database could not be reached or refused the statement."""
 

@@ -117,12 +117,18 @@ class Malformed(BadInput):
 SURVIVE_EXIT = "trap '' TERM; exec "
 
 
-def hook_command(afk: str, gate: bool = False, survive_exit: bool = False) -> str:
-    command = f"{shlex.quote(afk)} hook" + (" --gate" if gate else "")
+def hook_command(
+    afk: str, gate: bool = False, survive_exit: bool = False, extra: tuple[str, ...] = ()
+) -> str:
+    """The command of one hook entry; ``extra`` (``--config FILE``, ``--dsn
+    DSN``) makes the hook reach the database the supervisor uses."""
+    command = " ".join(
+        [shlex.quote(afk), "hook", *(shlex.quote(a) for a in extra)] + (["--gate"] if gate else [])
+    )
     return SURVIVE_EXIT + command if survive_exit else command
 
 
-def claude_settings(afk: str, gate: bool = False) -> dict[str, Any]:
+def claude_settings(afk: str, gate: bool = False, extra: tuple[str, ...] = ()) -> dict[str, Any]:
     """Claude Code hook settings: one ``afk hook`` entry per event handled,
     with matchers for the tool and session events and a timeout each."""
     hooks: dict[str, Any] = {}
@@ -130,7 +136,7 @@ def claude_settings(afk: str, gate: bool = False) -> dict[str, Any]:
         entry = {
             "type": "command",
             "command": hook_command(
-                afk, gate and event == "Stop", survive_exit=event == "StopFailure"
+                afk, gate and event == "Stop", survive_exit=event == "StopFailure", extra=extra
             ),
             "timeout": TIMEOUTS[event],
         }
@@ -143,30 +149,54 @@ def claude_settings(afk: str, gate: bool = False) -> dict[str, Any]:
     return {"hooks": hooks}
 
 
-def codex_settings(afk: str, gate: bool = False) -> dict[str, Any]:
+def codex_settings(afk: str, gate: bool = False, extra: tuple[str, ...] = ()) -> dict[str, Any]:
     """Codex CLI's hooks.json: the events it shares with Claude Code (it has
     no SessionEnd: a session's own claim then runs out and is reclaimed)."""
-    ours = claude_settings(afk, gate)["hooks"]
+    ours = claude_settings(afk, gate, extra)["hooks"]
     return {"hooks": {e: ours[e] for e in ("SessionStart", "PreToolUse", "PostToolUse", "Stop")}}
 
 
+#: what separates, redirects or groups commands in a shell, outside quotes
+_OPERATORS = "();<>|&\n\r"
+
+
 def afk_words(command: Any) -> list[str]:
-    """The words of a shell command that runs ``afk`` alone (no pipes, lists or
-    substitutions), else []."""
-    if not isinstance(command, str) or any(op in command for op in (";", "&", "|", "`", "$(")):
+    """The words of a shell command that is one plain ``afk`` command, parsed
+    as the shell would: no list, pipe, redirection, group or substitution
+    (a newline outside quotes separates commands too), and the program is
+    ``afk`` from PATH or this very afk by its absolute path; else []."""
+    if not isinstance(command, str) or "`" in command or "$(" in command:
         return []
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=_OPERATORS)
+    lexer.whitespace, lexer.whitespace_split = " \t", True
     try:
-        words = shlex.split(command)
+        words = list(lexer)
     except ValueError:
         return []
-    return words if words and Path(words[0]).name == "afk" else []
+    if not words or any(w and all(c in _OPERATORS for c in w) for w in words):
+        return []
+    return words if words[0] == "afk" or _is_this_afk(words[0]) else []
+
+
+def _is_this_afk(program: str) -> bool:
+    import shutil
+
+    if not os.path.isabs(program) or Path(program).name != "afk":
+        return False
+    ours = shutil.which("afk") or str(Path(sys.executable).parent / "afk")
+    return os.path.realpath(program) == os.path.realpath(ours)
 
 
 def _is_ours(command: Any) -> bool:
     """An ``afk hook`` command written by any version of `afk hooks`."""
-    if isinstance(command, str) and command.startswith(SURVIVE_EXIT):
-        command = command[len(SURVIVE_EXIT) :]
-    return afk_words(command)[1:2] == ["hook"]
+    if not isinstance(command, str):
+        return False
+    command = command.removeprefix(SURVIVE_EXIT)
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return False
+    return len(words) >= 2 and Path(words[0]).name == "afk" and words[1] == "hook"
 
 
 def merge_settings(path: Path, ours: dict[str, Any]) -> dict[str, Any]:
@@ -430,10 +460,18 @@ class Hook:
                 "renew": self.ctx.supervised is None if renew is None else renew,
                 "files": files or [],
                 "max_files": MAX_FILES,
+                "max_bytes": self.settings.max_json_bytes,
                 "lease_seconds": self.settings.lease_seconds,
             },
         )
         if row is None:
+            if self.ctx.supervised is not None:
+                print(
+                    f"afk hook: warning: the supervised task {task_id} (AFK_TASK_ID) is not in "
+                    "this hook's database: were the hooks installed with the supervisor's "
+                    "--config or --dsn? Nothing was checked",
+                    file=sys.stderr,
+                )
             return None
         found = Look(
             row["id"],
@@ -491,16 +529,34 @@ class Hook:
 
     def session_start(self) -> None:
         found = self.look(renew=False)
+        try:
+            self._brief(found)  # the brief first: the export below is secondary
+        finally:
+            self._export(found)
+
+    def _export(self, found: Look | None) -> None:
+        """The session's runner id (and its own claim) for its later Bash calls."""
         env_file = os.environ.get("CLAUDE_ENV_FILE")
-        if env_file and self.ctx.supervised is None:
-            lines = [f"export AFK_RUNNER_ID={shlex.quote(self.ctx.session)}"]
-            if found is not None and found.held:
-                lines += [
-                    f"export AFK_TASK_ID={found.task_id}",
-                    f"export AFK_TASK_TOKEN={found.token}",
-                ]
+        if not env_file or self.ctx.supervised is not None:
+            return
+        lines = [f"export AFK_RUNNER_ID={shlex.quote(self.ctx.session)}"]
+        if found is not None and found.held:
+            lines += [
+                f"export AFK_TASK_ID={found.task_id}",
+                f"export AFK_TASK_TOKEN={found.token}",
+                f"export AFK_TASK_LEASE={found.token}",
+            ]
+        try:
             with open(env_file, "a", encoding="utf-8") as out:
                 out.write("\n".join(lines) + "\n")
+        except OSError as exc:
+            print(
+                f"afk hook: warning: cannot write CLAUDE_ENV_FILE ({exc.strerror}); "
+                "AFK_RUNNER_ID was not exported",
+                file=sys.stderr,
+            )
+
+    def _brief(self, found: Look | None) -> None:
         if found is None:
             return
         reason = self.verdict(found)

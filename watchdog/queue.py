@@ -9,6 +9,7 @@ import os
 import re
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -23,6 +24,7 @@ from .errors import (
     AfkError,
     BadInput,
     Conflict,
+    EffectInDoubt,
     LeaseLost,
     NotRunning,
     TaskNotFound,
@@ -169,6 +171,30 @@ class EffectContext:
 
 def effect_key(idem_key: str | None, task_id: uuid.UUID, name: str) -> str:
     return f"{idem_key if idem_key is not None else task_id}:{name}"
+
+
+#: seconds between two looks at an effect another call is running
+EFFECT_POLL = 0.2
+
+
+def starter_id() -> str:
+    """Who starts an effect: this host and process."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def starter_alive(by: str | None) -> bool:
+    """Whether an effect's starter still runs: a process of this host that
+    exists (one of another host cannot be asked)."""
+    host, _, pid = (by or "").rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def default_runner_id() -> str:
@@ -737,13 +763,15 @@ class Queue:
             if error is None and row["cur_state"] == "done" and row["cur_token"] == token:
                 # a replay by the token that finished it (its first reply was
                 # lost): the finished task, or the first call's claim, if it
-                # made one, which is this runner's in-flight task now
+                # made one, which is this runner's in-flight task now: read,
+                # never claimed again (that would revoke the first reply's token)
                 was = self.show(task_id)[0]
                 if not claim_next:
                     return was
                 if was.lease_owner is None:
                     return None
-                return self.claim(was.agent_id, runner=was.lease_owner)
+                held = self.db.one("held", {"agent_id": was.agent_id, "runner": was.lease_owner})
+                return Task.from_row(held) if held is not None else None
             explain_fence(row, task_id, token, timeline=self._timeline)
         if row["parked_account"] is not None:  # finished; the next claim was refused
             raise AccountParked(row["parked_account"], row["parked_until"], row["parked_reason"])
@@ -833,22 +861,36 @@ class Queue:
         name = check_text("effect name", name)
         if transactional:
             return self._effect_in_transaction(task_id, token, name, fn)
-        begin = self.db.one(
-            "effect_begin",
-            {
-                "id": task_id,
-                "token": token,
-                "name": name,
-                "lease_seconds": self.settings.lease_seconds,
-            },
-        )
-        if begin is None:
-            raise TaskNotFound(f"no task with id {task_id}")
-        if begin["done"]:
-            return begin["result"]
-        if not begin["fenced"]:
-            explain_fence(begin, task_id, token, timeline=self._timeline, expired_ok=False)
-        result = fn(EffectContext(task_id, name, effect_key(begin["idem_key"], task_id, name)))
+        while True:
+            begin = self.db.one(
+                "effect_begin",
+                {
+                    "id": task_id,
+                    "token": token,
+                    "name": name,
+                    "lease_seconds": self.settings.lease_seconds,
+                    "by": starter_id(),
+                },
+            )
+            if begin is None:
+                raise TaskNotFound(f"no task with id {task_id}")
+            if begin["done"]:
+                return begin["result"]
+            if not begin["fenced"]:
+                explain_fence(begin, task_id, token, timeline=self._timeline, expired_ok=False)
+            if begin["runs"] is not None:
+                break  # started by this call
+            # started under this token already: never twice. Wait for it; if
+            # its call failed (abandoned), start it again
+            done, result = self._await_effect(task_id, name)
+            if done:
+                return result
+        try:
+            result = fn(EffectContext(task_id, name, effect_key(begin["idem_key"], task_id, name)))
+        except Exception:
+            # it failed, so it did not happen: the same token may run it again
+            self.db.execute("effect_abandon", {"id": task_id, "token": token, "name": name})
+            raise
         check_json_size(f"result of effect {name!r}", result, self.settings.max_json_bytes)
         recorded = self.db.one(
             "effect_record",
@@ -865,6 +907,27 @@ class Queue:
                 "be recorded; the next attempt may run it again"
             )
         return result
+
+    def _await_effect(self, task_id: uuid.UUID, name: str) -> tuple[bool, Any]:
+        """An effect another call started under the same token: wait while its
+        starter runs (on this host): (True, what it recorded), or (False, None)
+        when its call failed. A starter that is gone, or on another host,
+        leaves it in doubt."""
+        while True:
+            row = self.db.one("effect_state", {"id": task_id, "name": name})
+            if row is not None and row["done"]:
+                return True, row["result"]
+            if row is not None and row["started_token"] is None:
+                return False, None  # its call failed: it did not happen
+            by = row["started_by"] if row else None
+            if not starter_alive(by):
+                where = f"by {by}" if by else "by another call"
+                raise EffectInDoubt(
+                    f"effect {name!r} of task {task_id} was started under this token {where}, "
+                    "which is gone or on another host, and never recorded: the call may or "
+                    "may not have happened, so it is not run again under this token"
+                )
+            time.sleep(EFFECT_POLL)
 
     def _effect_in_transaction(
         self, task_id: uuid.UUID, token: int, name: str, fn: Callable[[EffectContext], Any]

@@ -6,7 +6,9 @@
 -- Before an external side effect: fenced like every worker write, and it
 -- also needs a lease that has not run out (the effect then has a whole lease
 -- to finish in, since this refreshes it). Returns the recorded result when
--- the effect is done already; otherwise marks it started.
+-- the effect is done already; otherwise marks it started by %(by)s (host:pid),
+-- unless it is started already under this very token: then runs is NULL and
+-- started_by says by whom (the caller waits for it, or refuses).
 WITH task AS (
     UPDATE afk_task
        SET lease_until = now() + make_interval(secs => coalesce(lease_seconds, %(lease_seconds)s)),
@@ -16,12 +18,13 @@ WITH task AS (
 ), prior AS (
     SELECT done, result FROM afk_task_effect WHERE task_id = %(id)s AND name = %(name)s
 ), started AS (
-    INSERT INTO afk_task_effect AS e (task_id, name, runs, started_token, started_at)
-    SELECT id, %(name)s, 1, %(token)s, now() FROM task
+    INSERT INTO afk_task_effect AS e (task_id, name, runs, started_token, started_at, started_by)
+    SELECT id, %(name)s, 1, %(token)s, now(), %(by)s FROM task
      WHERE NOT EXISTS (SELECT 1 FROM prior WHERE done)
     ON CONFLICT (task_id, name) DO UPDATE
-        SET runs = e.runs + 1, started_token = EXCLUDED.started_token, started_at = now()
-      WHERE NOT e.done
+        SET runs = e.runs + 1, started_token = EXCLUDED.started_token, started_at = now(),
+            started_by = EXCLUDED.started_by
+      WHERE NOT e.done AND e.started_token IS DISTINCT FROM EXCLUDED.started_token
     RETURNING runs
 )
 SELECT t.state AS cur_state, t.lease_token AS cur_token, t.idem_key,
@@ -70,6 +73,18 @@ ON CONFLICT (task_id, name) DO UPDATE
         started_token = EXCLUDED.started_token, started_at = now(),
         recorded_token = EXCLUDED.recorded_token, recorded_at = now()
   WHERE NOT e.done;
+
+-- name: effect_abandon :exec retry
+-- An external effect whose call failed (it raised, or its command exited
+-- non-zero): it did not happen, so the same token may start it again.
+UPDATE afk_task_effect
+   SET started_token = NULL, started_by = NULL
+ WHERE task_id = %(id)s AND name = %(name)s AND started_token = %(token)s AND NOT done;
+
+-- name: effect_state :one retry
+-- An effect as it is now: what a second caller waits on.
+SELECT done, result, started_by, started_token, started_at
+  FROM afk_task_effect WHERE task_id = %(id)s AND name = %(name)s;
 
 -- name: effects :many retry
 SELECT name, done, result, runs, started_at, recorded_at

@@ -23,8 +23,12 @@ WITH target AS (
        SET lease_until = CASE WHEN %(renew)s THEN now() + make_interval(
                                   secs => coalesce(t.lease_seconds, %(lease_seconds)s))
                               ELSE t.lease_until END,
+           -- (the files are added only while the checkpoint stays within its
+           -- size cap, %(max_bytes)s: past it the agent could record nothing more)
            checkpoint = CASE WHEN cardinality(%(files)s::text[]) = 0 THEN t.checkpoint
-               ELSE jsonb_set(t.checkpoint, '{files_touched}', (
+               ELSE (SELECT CASE WHEN octet_length(n.cp::text) > %(max_bytes)s THEN t.checkpoint
+                                 ELSE n.cp END
+                       FROM (SELECT jsonb_set(t.checkpoint, '{files_touched}', (
                    SELECT coalesce(jsonb_agg(to_jsonb(k.f) ORDER BY k.pos), '[]'::jsonb) FROM (
                        SELECT f, max(pos) AS pos FROM (
                            SELECT e.value #>> '{}' AS f, e.pos FROM jsonb_array_elements(
@@ -36,7 +40,7 @@ WITH target AS (
                              FROM unnest(%(files)s::text[]) WITH ORDINALITY AS u(f, pos)
                        ) every_file
                         GROUP BY f ORDER BY max(pos) DESC LIMIT %(max_files)s
-                   ) k)) END,
+                   ) k)) AS cp) n) END,
            checkpoint_at = CASE WHEN cardinality(%(files)s::text[]) = 0 THEN t.checkpoint_at
                                 ELSE now() END,
            updated_at = now()

@@ -385,3 +385,11 @@ SELECT id, token, runner, account, started_at, ended_at, outcome, exit_status, o
        session_id, cost_usd::float8 AS cost_usd, turns, usage, attempt_spent
   FROM afk_run WHERE task_id = %(id)s
  ORDER BY started_at, id;
+
+-- name: held :one retry
+-- The task a runner holds now for an agent (what a replayed finish-and-claim
+-- answers, without claiming anything).
+SELECT * FROM afk_task
+ WHERE agent_id = %(agent_id)s AND lease_owner = %(runner)s AND state = 'running'
+ ORDER BY ordinal
+ LIMIT 1;
