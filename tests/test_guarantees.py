@@ -314,3 +314,88 @@ def test_a_call_waiting_on_a_failed_effect_starts_it_itself(queue):
     results.append(queue.effect(task, "e", fails_first))
     thread.join()
     assert results == ["ok"] and len(calls) == 2
+
+
+# -- one configuration, one database -------------------------------------------------
+
+
+def isolated(tmp_path, **env: str) -> dict[str, str]:
+    """An environment with no AFK_* or PG* variable, and an AFK_HOME of its own."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("AFK_", "PG"))}
+    return {**base, "AFK_HOME": str(tmp_path / "home"), **env}
+
+
+def run_cli(args, env, tmp_path):
+    return subprocess.run(
+        [sys.executable, "-m", "watchdog.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "empty credential",
+        "directory credential",
+        "unreadable credential",
+        "blank AFK_DSN",
+        "empty AFK_DSN",
+        "empty --dsn",
+        "empty dsn in the config file",
+    ],
+)
+def test_a_dsn_given_but_empty_is_refused_and_no_server_starts(tmp_path, case):
+    creds = tmp_path / "creds"
+    creds.mkdir()
+    env = isolated(tmp_path, CREDENTIALS_DIRECTORY=str(creds))
+    args = ["status"]
+    if case == "empty credential":
+        (creds / "dsn").write_text("\n")
+    elif case == "directory credential":
+        (creds / "dsn").mkdir()
+    elif case == "unreadable credential":
+        (creds / "dsn").write_text("postgresql://x@/y")
+        (creds / "dsn").chmod(0)
+        if os.geteuid() == 0:  # root reads anything: make it unreadable another way
+            (creds / "dsn").unlink()
+            (creds / "dsn").symlink_to(creds / "nowhere")
+    elif case == "blank AFK_DSN":
+        env["AFK_DSN"] = "   "
+    elif case == "empty AFK_DSN":
+        env["AFK_DSN"] = ""
+    elif case == "empty --dsn":
+        args = ["status", "--dsn", ""]
+    else:
+        (tmp_path / "c.toml").write_text('dsn = ""\n')
+        args = ["status", "--config", str(tmp_path / "c.toml")]
+    proc = run_cli(args, env, tmp_path)
+    assert proc.returncode == 2, (case, proc.stdout, proc.stderr)
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    assert not (tmp_path / "home").exists()  # no embedded server was started
+
+
+def test_the_embedded_default_ignores_libpq_environment_and_says_so(tmp_path):
+    env = isolated(
+        tmp_path,
+        PGHOSTADDR="127.0.0.2",
+        PGOPTIONS="-c default_transaction_read_only=on",
+        PGTARGETSESSIONATTRS="standby",
+    )
+    try:
+        proc = run_cli(["enqueue", "--agent", "a", "--title", "t"], env, tmp_path)
+        assert proc.returncode == 0, proc.stderr  # a write: not read-only, not elsewhere
+        assert "embedded server" in proc.stderr
+        assert json.loads(proc.stdout)["enqueued"]
+    finally:
+        run_cli(["db", "stop"], env, tmp_path)
+
+
+def test_a_libpq_service_with_the_embedded_default_is_refused(tmp_path):
+    env = isolated(tmp_path, PGSERVICE="prod")
+    proc = run_cli(["status"], env, tmp_path)
+    assert proc.returncode == 2 and "PGSERVICE" in proc.stderr
+    assert not (tmp_path / "home").exists()

@@ -93,10 +93,27 @@ def runner_of(args: argparse.Namespace) -> str | None:
     return args.runner if args.runner is not None else os.environ.get("AFK_RUNNER_ID") or None
 
 
+def say(line: str) -> None:
+    print(f"afk: {line}", file=sys.stderr)
+
+
+def database_of(args: argparse.Namespace, settings: Any, *, start: bool = True) -> str | None:
+    """The DSN this command talks to (config.resolve_dsn), saying on stderr
+    when it is the embedded server's."""
+    from .config import resolve_dsn
+
+    return resolve_dsn(args.dsn, settings=settings, start=start, note=say)
+
+
 def open_queue(args: argparse.Namespace) -> Queue:
+    from .config import load_all
+    from .db import Database
     from .queue import Queue
 
-    return Queue.connect(args.dsn, config=args.config, pool_size=None)
+    settings = load_all(args.config)
+    dsn = database_of(args, settings)
+    assert dsn is not None  # start=True always gives one
+    return Queue(Database(dsn, pool_size=None), settings=settings.queue)
 
 
 def task_of(args: argparse.Namespace) -> tuple[str, int]:
@@ -333,12 +350,12 @@ def cmd_db(args: argparse.Namespace) -> int:
 
 def cmd_watchdog(args: argparse.Namespace) -> int:
     from . import logs
-    from .config import load_all, resolve_dsn
+    from .config import load_all
     from .service import Watchdog
 
     settings = load_all(args.config)
     settings.check_service()
-    dsn = str(resolve_dsn(args.dsn, settings=settings))
+    dsn = str(database_of(args, settings))
     logs.configure(os.environ.get("AFK_LOG_LEVEL", "INFO"), settings.service.log_format, dsn)
     watchdog = Watchdog(dsn, settings)
     if args.action == "tick":
@@ -447,10 +464,10 @@ def cmd_hook(args: argparse.Namespace) -> int:
             return EXIT_OK
         if hooks.detached(ctx) and _detach():
             return EXIT_OK  # the agent does not wait: the work goes on in the child
-        from .config import load_all, resolve_dsn
+        from .config import load_all
 
         settings = load_all(args.config)
-        dsn = resolve_dsn(args.dsn, settings=settings, start=False)
+        dsn = database_of(args, settings, start=False)
         if dsn is None:
             print(
                 "afk hook: warning: no database: the embedded server is not running "
@@ -521,7 +538,7 @@ def cmd_limit(args: argparse.Namespace) -> int:
 
 def cmd_loop(args: argparse.Namespace) -> int:
     from .accounts import DEFAULT_ACCOUNT, Accounts
-    from .config import load_all, resolve_dsn
+    from .config import load_all
     from .db import Database
     from .errors import scrub
     from .loop import Loop, LoopOptions, agent_variables
@@ -533,7 +550,7 @@ def cmd_loop(args: argparse.Namespace) -> int:
     agent = agent_of(args)
     assert agent is not None
     settings = load_all(args.config)
-    dsn = str(resolve_dsn(args.dsn, settings=settings))
+    dsn = str(database_of(args, settings))
     options = LoopOptions(
         agent=agent,
         command=list(args.command),
@@ -616,11 +633,11 @@ def cmd_resume_brief(args: argparse.Namespace) -> int:
 
 def cmd_digest(args: argparse.Namespace) -> int:
     from . import delivery
-    from .config import load_all, resolve_dsn
+    from .config import load_all
     from .db import Database
 
     settings = load_all(args.config)
-    db = Database(str(resolve_dsn(args.dsn, settings=settings)))
+    db = Database(str(database_of(args, settings)))
     try:
         if args.force and args.action != "send":
             raise BadInput("--force goes with `afk digest send`")
@@ -653,17 +670,11 @@ def cmd_digest(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .config import load_all, resolve_dsn
+    from .config import load_all
     from .demo import run
 
     settings = load_all(args.config)
-    explicit = args.dsn or os.environ.get("AFK_DSN") or settings.dsn
-    if not explicit:
-        print(
-            "No DSN given: using the embedded PostgreSQL server (afk db status shows it).",
-            flush=True,
-        )
-    return run(str(resolve_dsn(args.dsn, settings=settings)))
+    return run(str(database_of(args, settings)))
 
 
 # -- parser -----------------------------------------------------------------

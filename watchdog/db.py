@@ -117,6 +117,37 @@ def check_conninfo(conninfo: str) -> None:
         ) from None
 
 
+#: libpq options an environment variable may set that an empty or default
+#: value cannot pin (a service must name one; these are timeouts and versions)
+_UNPINNABLE = {
+    "service",
+    "connect_timeout",
+    "sslcertmode",
+    "min_protocol_version",
+    "max_protocol_version",
+}
+
+
+def pinned_against_environment(conninfo: str) -> str:
+    """``conninfo`` with each libpq option that the environment sets (PGHOSTADDR,
+    PGOPTIONS, PGTARGETSESSIONATTRS, PGSSLMODE…) and the string does not,
+    pinned to libpq's compiled default: for a DSN of our own making (the
+    embedded server), which another server's variables must not steer."""
+    import os
+
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    given = conninfo_to_dict(conninfo)
+    pinned = {}
+    for option in psycopg.pq.Conninfo.get_defaults():
+        keyword = option.keyword.decode()
+        envvar = option.envvar.decode() if option.envvar else None
+        steered = envvar is not None and envvar in os.environ and keyword not in given
+        if steered and keyword not in _UNPINNABLE:
+            pinned[keyword] = (option.compiled or b"").decode()
+    return make_conninfo(conninfo, **pinned) if pinned else conninfo
+
+
 class Database:
     """Connections to one PostgreSQL database.
 

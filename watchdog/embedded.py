@@ -88,7 +88,15 @@ def _answers(path: Path) -> bool:
 def default_dsn() -> str:
     """The DSN of the embedded server, starting it (and creating the database,
     with the schema) on first use."""
-    return ensure_running(home()).dsn()
+    return client_dsn(ensure_running(home()))
+
+
+def client_dsn(info: ServerInfo) -> str:
+    """The server's DSN, pinned against libpq's environment: a PGHOSTADDR or
+    PGOPTIONS meant for another server must not redirect or change ours."""
+    from .db import pinned_against_environment
+
+    return pinned_against_environment(info.dsn())
 
 
 def ensure_running(afk_home: Path) -> ServerInfo:
@@ -160,9 +168,9 @@ def _start(pgdata: Path) -> ServerInfo:
 
 def _prepare(info: ServerInfo) -> None:
     """Create the afk database and bring its schema up to date."""
-    from .db import Database
+    from .db import Database, pinned_against_environment
 
-    admin = Database(info.dsn("postgres"))
+    admin = Database(pinned_against_environment(info.dsn("postgres")))
     try:
         with admin.connection() as conn:
             found = conn.execute(
@@ -172,7 +180,7 @@ def _prepare(info: ServerInfo) -> None:
                 conn.execute(f'CREATE DATABASE "{DBNAME}"')
     finally:
         admin.close()
-    db = Database(info.dsn())
+    db = Database(client_dsn(info))
     try:
         db.migrate()
     finally:
