@@ -154,8 +154,8 @@ def test_pages_are_read_only_and_bad_paths_are_one_line_errors(afk, service, tmp
     for path, status in [
         ("/tasks/not-a-uuid", 404),
         ("/tasks/" + "0" * 8 + "-0000-0000-0000-" + "0" * 12, 404),
-        ("/agents/a?state=bogus", 404),
-        ("/agents/a?after=x", 404),
+        ("/agents/a?state=bogus", 400),
+        ("/agents/a?after=x", 400),
         ("/nowhere", 404),
     ]:
         r = httpx.get(service.url + path)
@@ -202,6 +202,7 @@ def test_a_non_loopback_address_needs_the_token(dsn, afk):
             page = client.get(url + "/agents/a?state=todo")
             assert page.status_code == 200 and "t0ken-xyz" not in page.text
         assert "t0ken-xyz" not in guarded.log()
+        assert "AFK_WEB_TOKEN is 9 characters" in guarded.log()  # short: warned
     finally:
         guarded.cleanup()
 

@@ -181,6 +181,11 @@ class ServiceSettings:
         "token the status pages require (needed when metrics_addr is not a loopback address)",
         secret=True,
     )
+    web_require_token: bool = _field(
+        False,
+        "require the token on a loopback address too (behind a reverse proxy, whoever "
+        "reaches the proxy reaches the pages)",
+    )
 
     def __post_init__(self) -> None:
         problems = []
@@ -196,6 +201,12 @@ class ServiceSettings:
             problems.append("log_format must be text or json")
         if self.public_url and not re.match(r"^https?://[^\s/]+", self.public_url):
             problems.append("public_url must be an http(s):// address")
+        if self.web_require_token and not self.web_token:
+            problems.append("web_require_token is on but web_token (AFK_WEB_TOKEN) is not set")
+        if self.web_token and (
+            not self.web_token.isprintable() or self.web_token.strip() != self.web_token
+        ):
+            problems.append("web_token must be printable, with no space at either end")
         try:
             self.metrics_host_port()
         except ValueError as exc:

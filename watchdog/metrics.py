@@ -153,6 +153,13 @@ class _QuietHandler(WSGIRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
+    def get_environ(self) -> dict[str, Any]:
+        environ: dict[str, Any] = super().get_environ()
+        # the path as sent, before WSGI decodes it (as latin-1): an agent id
+        # may hold a "/" (sent as %2F) or be UTF-8
+        environ["afk.raw_path"] = self.path.split("?", 1)[0]
+        return environ
+
 
 def serve(
     metrics: Metrics,

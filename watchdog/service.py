@@ -26,6 +26,8 @@ from .errors import DatabaseError
 from .metrics import Metrics, serve
 from .queue import Queue
 
+#: a web token shorter than this is warned about
+WEB_TOKEN_MIN = 16
 logger = logging.getLogger(__name__)
 
 
@@ -154,7 +156,21 @@ class Watchdog:
         host, port = s.metrics_host_port()
         from .web import StatusPages
 
-        pages = StatusPages(self.db, self.settings.digest, token=s.web_token, host=host)
+        pages = StatusPages(
+            self.db,
+            self.settings.digest,
+            token=s.web_token,
+            host=host,
+            require_token=s.web_require_token,
+        )
+        if s.web_token and len(s.web_token) < WEB_TOKEN_MIN:
+            logger.warning(
+                "AFK_WEB_TOKEN is %d characters: a token shorter than %d is easy to guess "
+                "(python3 -c 'import secrets; print(secrets.token_urlsafe())' makes one)",
+                len(s.web_token),
+                WEB_TOKEN_MIN,
+                extra={"action": "listen"},
+            )
         server, _ = serve(self.metrics, host, port, healthy=lambda: self.db_ok, pages=pages)
         logger.info(
             "serving /metrics and /healthz on %s:%d",

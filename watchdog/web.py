@@ -98,6 +98,7 @@ class StatusPages:
         *,
         token: str = "",
         host: str = "127.0.0.1",
+        require_token: bool = False,
     ) -> None:
         import jinja2
 
@@ -106,8 +107,10 @@ class StatusPages:
         self.db = db
         self.digest_settings = digest_settings
         self.token = token
-        self.open = not token and is_loopback(host)
-        self.refused = not token and not is_loopback(host)
+        # loopback alone is open, unless a reverse proxy may reach it
+        # (require_token): then, as on any other address, the token is needed
+        self.open = not token and is_loopback(host) and not require_token
+        self.refused = not token and not self.open
         self.env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(
                 [str(Path(d) / "web") for d in template_dirs(digest_settings)]
@@ -123,6 +126,7 @@ class StatusPages:
             clean=clean,
             headtail=headtail,
             urlpart=urlpart,
+            agent_url=agent_url,
         )
 
     # -- WSGI ---------------------------------------------------------------
@@ -149,11 +153,12 @@ class StatusPages:
 
     def respond(self, environ: dict[str, Any]) -> Response:
         path = environ.get("PATH_INFO") or "/"
+        raw = environ.get("afk.raw_path")
         query = urllib.parse.parse_qs(environ.get("QUERY_STRING") or "")
         if path == "/static/style.css":
             css = self.env.loader.get_source(self.env, "style.css")[0]  # type: ignore[union-attr]
             return Response("200 OK", css, "text/css")
-        denied = self.check_access(environ, path, query)
+        denied = self.check_access(environ, path, query, raw)
         if denied is not None:
             return denied
         if environ.get("REQUEST_METHOD", "GET") not in ("GET", "HEAD"):
@@ -162,9 +167,10 @@ class StatusPages:
             )
         if path == "/":
             return Response("200 OK", self.overview())
-        match = _AGENT_PATH.match(path)
-        if match:
-            agent = urllib.parse.unquote(match.group("agent"))
+        agent = agent_of(path, raw, query)
+        if agent is not None:
+            if not agent or "\x00" in agent:
+                return self.not_found("no such agent")
             return self.agent(agent, first(query, "state"), first(query, "after"))
         match = _TASK_PATH.match(path)
         if match:
@@ -172,7 +178,7 @@ class StatusPages:
         return self.not_found("no such page")
 
     def check_access(
-        self, environ: dict[str, Any], path: str, query: dict[str, list[str]]
+        self, environ: dict[str, Any], path: str, query: dict[str, list[str]], raw: str | None
     ) -> Response | None:
         if self.open:
             return None
@@ -190,14 +196,16 @@ class StatusPages:
         if given is not None and self.matches(given):
             # set once from a ?token= link, then the link without it
             rest = {k: v for k, v in query.items() if k != "token"}
-            location = path + ("?" + urllib.parse.urlencode(rest, doseq=True) if rest else "")
+            location = local_path(raw if raw is not None else path)
+            location += "?" + urllib.parse.urlencode(rest, doseq=True) if rest else ""
+            cookie = urllib.parse.quote(self.token, safe="")
             return Response(
                 "303 See Other",
                 "",
                 "text/plain",
                 [
                     ("Location", location),
-                    ("Set-Cookie", f"{COOKIE}={self.token}; HttpOnly; SameSite=Strict; Path=/"),
+                    ("Set-Cookie", f"{COOKIE}={cookie}; HttpOnly; SameSite=Strict; Path=/"),
                 ],
             )
         header = environ.get("HTTP_AUTHORIZATION", "")
@@ -205,7 +213,7 @@ class StatusPages:
             return None
         for part in environ.get("HTTP_COOKIE", "").split(";"):
             name, _, value = part.strip().partition("=")
-            if name == COOKIE and self.matches(value):
+            if name == COOKIE and self.matches(urllib.parse.unquote(value)):
                 return None
         return Response(
             "403 Forbidden",
@@ -222,6 +230,11 @@ class StatusPages:
 
     def page(self, template: str, **values: Any) -> str:
         return self.env.get_template(template).render(**{"refresh": None, **values})
+
+    def bad_request(self, message: str) -> Response:
+        return Response(
+            "400 Bad Request", self.page("error.html.j2", title="Bad request", message=message)
+        )
 
     def not_found(self, message: str) -> Response:
         return Response(
@@ -283,11 +296,10 @@ class StatusPages:
 
     def agent(self, agent_id: str, state: str | None, after: str | None) -> Response:
         if state is not None and state not in STATES:
-            return self.not_found(f"no state {state!r}: one of {', '.join(STATES)}")
-        try:
-            after_ordinal = int(after) if after else 0
-        except ValueError:
-            return self.not_found("after must be an ordinal")
+            return self.bad_request(f"no state {state!r}: one of {', '.join(STATES)}")
+        if after and not (after.isascii() and after.isdigit() and len(after) < 12):
+            return self.bad_request("after must be an ordinal (a whole number)")
+        after_ordinal = int(after) if after else 0
         rows = self.db.all(
             "web_agent_tasks",
             {"agent_id": agent_id, "after": after_ordinal, "state": state, "limit": PAGE_SIZE},
@@ -341,6 +353,44 @@ class StatusPages:
 def urlpart(value: Any) -> str:
     """A path segment: an agent id with a slash or a space stays one segment."""
     return urllib.parse.quote(str(value), safe="")
+
+
+def agent_url(agent: Any, **params: Any) -> str:
+    """The page of an agent: /agents/ID, its id one quoted segment (a "/" in
+    it stays inside); "." and ".." (which a browser would resolve away) as
+    /agents/?id=ID. ``params`` become the query (None ones are left out)."""
+    value = str(agent)
+    query = {k: v for k, v in params.items() if v is not None and v != ""}
+    if value in (".", ".."):
+        return "/agents/?" + urllib.parse.urlencode({"id": value, **query})
+    return f"/agents/{urlpart(value)}" + ("?" + urllib.parse.urlencode(query) if query else "")
+
+
+def agent_of(path: str, raw: str | None, query: dict[str, list[str]]) -> str | None:
+    """The agent id a request names, or None when it names none. The id is
+    read from the path as sent (percent-decoded once, as UTF-8), so that a
+    "/" or a "%" in it, or a non-ASCII letter, is kept as it was."""
+    if path == "/agents/":
+        return first(query, "id")
+    if raw is None:  # another WSGI server: its PATH_INFO, decoded as latin-1
+        raw = urllib.parse.quote(path.encode("latin-1", "replace"), safe="/")
+    match = _AGENT_PATH.match(raw)
+    if match is None:
+        return None
+    try:
+        return urllib.parse.unquote(match.group("agent"), errors="strict")
+    except UnicodeDecodeError:
+        return ""
+
+
+def local_path(path: str) -> str:
+    """A redirect's target built from a request path, that stays on this
+    site: each character outside a plain path percent-encoded (no CR or LF
+    can end the header), and one leading slash (no //host, no /\\host)."""
+    if not path.isascii():
+        path = path.encode("latin-1", "replace").decode("latin-1")
+    quoted = urllib.parse.quote(urllib.parse.unquote(path), safe="/-._~!$&'()*+,;=:@")
+    return "/" + quoted.lstrip("/")
 
 
 def first(query: dict[str, list[str]], name: str) -> str | None:
