@@ -399,3 +399,55 @@ def test_a_libpq_service_with_the_embedded_default_is_refused(tmp_path):
     proc = run_cli(["status"], env, tmp_path)
     assert proc.returncode == 2 and "PGSERVICE" in proc.stderr
     assert not (tmp_path / "home").exists()
+
+
+# -- security: a planted cache, terminal escapes -------------------------------------
+
+
+def test_a_planted_session_cache_does_not_let_a_zombie_through(afk, tmp_path, sql):
+    task = claim(afk)
+    env = {"AFK_TASK_ID": task["id"], "AFK_TASK_TOKEN": str(task["token"]), "TMPDIR": str(tmp_path)}
+    payload = {
+        "session_id": "z",
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": "rm -rf build"},
+    }
+    assert hook(afk, payload, env) is None  # held: allowed, and the verdict cached
+    folder = tmp_path / f"afk-hooks-{os.getuid()}"
+    (cached,) = folder.glob("*.json")
+    # an entry that says "held" far into the future...
+    planted = {**json.loads(cached.read_text()), "lost": None, "until": 9_999_999_999}
+    cached.write_text(json.dumps(planted))
+    sql.expire(task["id"])
+    afk("reclaim")
+    out = hook(afk, payload, env)  # ...is not trusted past CHECK_TTL
+    assert out["hookSpecificOutput"]["permissionDecision"] == "deny"
+    # a cache folder others may write to is not used at all
+    cached.write_text(json.dumps(planted))
+    folder.chmod(0o777)
+    out = subprocess.run(
+        afk.command("hook"),
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        env={**afk.env, **env},
+        timeout=30,
+    )
+    assert json.loads(out.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert "not a private folder" in out.stderr
+
+
+def test_agent_text_reaches_a_terminal_without_its_escapes(afk):
+    title = "\x1b[31mRED\x1b[0m \x1b]0;pwned\x07 title"
+    task = claim(afk, title=title)
+    afk("fail", task["id"], "--token", str(task["token"]), "--error", "boom \x1b[2J cleared")
+    brief = afk("resume-brief", task["id"])
+    assert brief.returncode == 0
+    assert "\x1b" not in brief.stdout and "\x07" not in brief.stdout
+    assert "RED" in brief.stdout and "boom" in brief.stdout
+    afk("enqueue", "--agent", "f", "--title", title, "--max-attempts", "1")
+    failing = afk.json("claim", "--agent", "f")
+    afk("fail", failing["id"], "--token", str(failing["token"]), "--error", "\x1b[2Jboom")
+    digest = afk("digest", "--dry-run", "--format", "text")
+    assert digest.returncode == 0 and "\x1b" not in digest.stdout and "boom" in digest.stdout

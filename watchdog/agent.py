@@ -11,6 +11,7 @@ import subprocess
 from typing import TYPE_CHECKING, Any
 
 from .errors import BadInput, LeaseLost
+from .outcome import clean_text
 
 if TYPE_CHECKING:
     from .queue import Queue, Task
@@ -74,7 +75,8 @@ def resume_brief(queue: Queue, task_id: str) -> str:
         if h.get("error"):
             line += f": {_one_line(h['error'])}"
         out.append(line)
-    return "\n".join(out) + "\n"
+    # agent text is printed as it is written: no terminal escape gets through
+    return clean_text("\n".join(out)) + "\n"
 
 
 def _checkpoint_lines(task: Task) -> list[str]:

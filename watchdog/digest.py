@@ -16,6 +16,7 @@ from typing import Any
 from .config import DigestSettings
 from .db import Database
 from .errors import AfkError
+from .outcome import clean_text
 
 FORMATS = {
     "slack": "slack.json.j2",
@@ -302,8 +303,9 @@ _BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def truncate(text: Any, limit: int = 300) -> str:
-    """Agent text for a digest: bidi controls removed, cut at ``limit``."""
-    value = _BIDI.sub("", str(text))
+    """Agent text for a digest: bidi controls and terminal escapes removed,
+    cut at ``limit``."""
+    value = _BIDI.sub("", clean_text(str(text)))
     return value if len(value) <= limit else value[: max(0, limit - 1)] + "…"
 
 

@@ -341,28 +341,75 @@ def supervised_task(env: dict[str, str]) -> tuple[uuid.UUID, int] | None:
 
 class SessionCache:
     """A small file per session (and supervisor task): which task the session
-    holds, the last verdict on it, and how often the gate blocked."""
+    holds, the last verdict on it, and how often the gate blocked.
+
+    It is trusted only in a folder this user owns that no one else may write
+    (a planted verdict would let a zombie through); otherwise the hook asks
+    the database every time and says so."""
 
     def __init__(self, key: str) -> None:
         folder = Path(tempfile.gettempdir()) / f"afk-hooks-{os.getuid()}"
-        folder.mkdir(mode=0o700, exist_ok=True)
+        self.data: dict[str, Any] = {}
+        self.usable = _private_folder(folder)
         self.path = folder / (
             hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32] + ".json"
         )
+        if not self.usable:
+            print(
+                f"afk hook: warning: {folder} is not a private folder of this user; "
+                "the hook keeps no cache there",
+                file=sys.stderr,
+            )
+            return
         try:
             data = json.loads(self.path.read_text("utf-8"))
-            self.data: dict[str, Any] = data if isinstance(data, dict) else {}
+            self.data = data if isinstance(data, dict) else {}
         except (OSError, ValueError):
             self.data = {}
 
     def save(self) -> None:
+        if not self.usable:
+            return
         tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}")
         tmp.write_text(json.dumps(self.data), "utf-8")
         tmp.replace(self.path)
 
+    def fresh(self) -> bool:
+        """A verdict that the session still holds its task, read less than
+        CHECK_TTL ago (a stored end further off than that was not written by
+        a hook: it is not trusted)."""
+        now = time.time()
+        try:
+            until = float(self.data.get("until", 0))
+        except (TypeError, ValueError):
+            return False
+        return bool(
+            self.data.get("lost") is None
+            and self.data.get("task")
+            and now < until <= now + CHECK_TTL
+        )
+
     def forget(self) -> None:
         self.data = {}
-        self.path.unlink(missing_ok=True)
+        if self.usable:
+            self.path.unlink(missing_ok=True)
+
+
+def _private_folder(folder: Path) -> bool:
+    """Whether ``folder`` exists (made now if need be) as a real folder of this
+    user that no one else can write to."""
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        info = folder.lstat()
+    except OSError:
+        return False
+    import stat
+
+    return (
+        stat.S_ISDIR(info.st_mode)
+        and info.st_uid == os.getuid()
+        and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    )
 
 
 # -- acting on one event ----------------------------------------------------------
@@ -592,12 +639,7 @@ class Hook:
         }
 
     def pre_tool_use(self) -> None:
-        cached = self.cache.data
-        if (
-            cached.get("lost") is None
-            and cached.get("task")
-            and time.time() < float(cached.get("until", 0))
-        ):
+        if self.cache.fresh():
             return  # held a moment ago, and the lease has not run out since
         reason = self.check()
         if reason is not None and not self._is_afk_command():
