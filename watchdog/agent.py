@@ -120,22 +120,27 @@ def run_once(
     if not command:
         raise BadInput("no command given after --")
     program = command[0]
-    found = (
-        program
-        if "/" in program and os.access(program, os.X_OK) and os.path.isfile(program)
-        else shutil.which(program, path=env.get("PATH"))
-    )
-    if not found:
+    if "/" in program:
+        if not os.path.isfile(program):
+            raise BadInput(f"cannot run {program!r}: no such program (nothing was recorded)")
+        if not os.access(program, os.X_OK):
+            raise BadInput(f"cannot run {program!r}: it is not executable (nothing was recorded)")
+    elif not shutil.which(program, path=env.get("PATH")):
         raise BadInput(f"cannot run {program!r}: no such program (nothing was recorded)")
     budget = max(queue.settings.max_json_bytes // 4, 1)
     ran: dict[str, Any] = {}
 
     def call(ctx: Any) -> dict[str, Any]:
-        proc = subprocess.run(
-            command,
-            stdout=subprocess.PIPE,
-            env={**env, "AFK_EFFECT_KEY": ctx.key, "AFK_TASK_ID": task_id},
-        )
+        try:
+            proc = subprocess.run(
+                command,
+                stdout=subprocess.PIPE,
+                env={**env, "AFK_EFFECT_KEY": ctx.key, "AFK_TASK_ID": task_id},
+            )
+        except OSError as exc:  # an exec format error, a missing #! interpreter
+            raise _CannotStart(
+                f"cannot run {program!r}: {exc.strerror or exc} (nothing was recorded)"
+            ) from None
         status = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
         ran["status"], ran["stdout"] = status, proc.stdout
         if status != 0:
@@ -154,6 +159,9 @@ def run_once(
         recorded = queue.effect(task_id, name, call, token=token)
     except _CommandFailed as failed:
         return failed.status, ran["stdout"], None
+    except _CannotStart as cannot:
+        queue.forget_effect(task_id, name)
+        raise BadInput(str(cannot)) from None
     except LeaseLost as lost:
         lost.stdout = ran.get("stdout")
         raise
@@ -171,6 +179,10 @@ def run_once(
             f"{recorded['stdout_bytes']} bytes"
         )
     return int(recorded["exit"]), out, note
+
+
+class _CannotStart(Exception):
+    """The command could not be executed at all: nothing happened."""
 
 
 class _CommandFailed(Exception):

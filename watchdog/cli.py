@@ -71,6 +71,8 @@ def parse_json(text: str, what: str) -> Any:
         return json.loads(text, parse_constant=refuse)
     except ValueError as exc:
         raise BadInput(f"{what} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise BadInput(f"{what} is nested too deeply") from None
 
 
 def parse_object(text: str, what: str) -> dict[str, Any]:
@@ -938,6 +940,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"afk: argument {number} is not valid UTF-8; nothing was changed", file=sys.stderr
             )
             return EXIT_USAGE
+    for name, value in os.environ.items():
+        if name.startswith("AFK_") and not value.isascii() and not _is_utf8(value):
+            print(f"afk: {name} is not valid UTF-8; nothing was changed", file=sys.stderr)
+            return EXIT_USAGE
     level = os.environ.get("AFK_LOG_LEVEL")
     if level and not isinstance(logging.getLevelName(level.strip().upper()), int):
         print(
@@ -958,12 +964,36 @@ def main(argv: Sequence[str] | None = None) -> int:
             setattr(args, name, None)
     try:
         code: int = args.func(args)
+        sys.stdout.flush()
     except AfkError as exc:
         print(f"afk: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # whoever read our output stopped (`afk dead | head -1`): not an error
+        # worth a traceback; stdout goes nowhere so that the exit flush is quiet
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except Exception as exc:  # a bug of ours: one line, never a traceback or a secret
+        from .errors import redact
+
+        logger.debug("internal error", exc_info=True)
+        print(
+            f"afk: internal error: {type(exc).__name__}: {redact(str(exc))} "
+            "(AFK_LOG_LEVEL=DEBUG shows where)",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
     return code
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 if __name__ == "__main__":

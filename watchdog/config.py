@@ -351,6 +351,8 @@ class DigestSettings:
             problems.append(
                 f"templates_dir {self.templates_dir} is not a folder (AFK_TEMPLATES_DIR)"
             )
+        if self.link_template:
+            problems += _link_template_problems(self.link_template)
         if self.retry_cap < self.retry_base:
             problems.append("retry_cap must not be less than retry_base")
         if not 1 <= self.max_groups <= 40:
@@ -367,6 +369,31 @@ class DigestSettings:
         if self.smtp_url:
             out.append("email")
         return out
+
+
+#: the fields a digest link may name
+LINK_FIELDS = ("task_id", "agent_id", "idem_key")
+
+
+def _link_template_problems(template: str) -> list[str]:
+    """A link template names only {task_id}, {agent_id} and {idem_key}, as
+    they are (no attribute, index or conversion: a typo must fail here, not
+    while the digest is sent)."""
+    import string
+
+    try:
+        parts = [(f, spec, conv) for _, f, spec, conv in string.Formatter().parse(template)]
+    except ValueError as exc:
+        return [f"link_template is not a valid template: {exc}"]
+    named = [(f, spec, conv) for f, spec, conv in parts if f is not None]
+    bad = [f for f, _, _ in named if f not in LINK_FIELDS]
+    if bad or any(spec or conv for _, spec, conv in named):
+        which = ", ".join("{" + f + "}" for f in bad) or "a format spec or conversion"
+        return [
+            f"link_template names {which}; it may name only "
+            + ", ".join("{" + f + "}" for f in LINK_FIELDS)
+        ]
+    return []
 
 
 def load_digest(

@@ -17,7 +17,7 @@ from .config import DigestSettings
 from .db import Database
 from .destinations import AccountAlert, Alert, DeliveryError, Rendered, configured
 from .digest import Digest, build, render
-from .errors import AfkError
+from .errors import AfkError, redact
 from .queue import Task
 
 logger = logging.getLogger(__name__)
@@ -133,6 +133,9 @@ def claim_and_send(
             state = "failed"
     except AfkError as exc:  # a template that cannot render: retrying will not help
         state, error = "failed", str(exc)
+    except Exception as exc:  # anything else must not leave the delivery `sending` for good
+        logger.exception("%s to %s failed", kind, destination, extra={"action": kind})
+        state, error = "failed", f"{type(exc).__name__}: {redact(str(exc))}"
     finished = db.one(
         "digest_finish",
         {

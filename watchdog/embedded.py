@@ -113,7 +113,7 @@ def ensure_running(afk_home: Path) -> ServerInfo:
                 # server would refuse to start while it names a live process
                 (pgdata / "postmaster.pid").unlink(missing_ok=True)
                 info = _start(pgdata)
-    except (NotADirectoryError, FileExistsError, PermissionError, IsADirectoryError) as exc:
+    except OSError as exc:
         raise BadInput(
             f"AFK_HOME {afk_home} is not a usable folder: {exc.strerror or exc}"
         ) from None

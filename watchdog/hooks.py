@@ -243,8 +243,12 @@ def install(path: Path, ours: dict[str, Any]) -> Path:
     """Write the merged settings atomically. A symlinked settings file is
     followed (its target is rewritten, the link stays); returns the file
     written."""
-    target = path.resolve() if path.is_symlink() else path
-    if target.is_dir():
+    try:
+        target = path.resolve(strict=False) if path.is_symlink() else path
+        is_dir = target.is_dir()
+    except (OSError, RuntimeError) as exc:  # a symlink loop (RuntimeError up to 3.12)
+        raise BadInput(f"cannot follow {path}: {exc}; it was left unchanged") from None
+    if is_dir:
         raise BadInput(f"{path} is a directory, not a settings file")
     merged = merge_settings(target, ours)
     text = json.dumps(merged, indent=2, ensure_ascii=False) + "\n"

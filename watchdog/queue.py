@@ -908,6 +908,12 @@ class Queue:
             )
         return result
 
+    def forget_effect(self, task: TaskRef, name: str) -> None:
+        """An effect whose call raised before anything could happen (a
+        program that could not be executed): its failed first start is not
+        kept as "started, not recorded"."""
+        self.db.execute("effect_forget", {"id": task_ref(task, 0)[0], "name": name})
+
     def _await_effect(self, task_id: uuid.UUID, name: str) -> tuple[bool, Any]:
         """An effect another call started under the same token: wait while its
         starter runs (on this host): (True, what it recorded), or (False, None)
@@ -1122,6 +1128,8 @@ def dumps_json(what: str, value: Any) -> str:
         text = _encode_json(value)
     except (TypeError, ValueError) as exc:
         raise BadInput(f"{what} is not JSON-serialisable: {exc}") from None
+    except RecursionError:
+        raise BadInput(f"{what} is nested too deeply") from None
     if "\\u0000" in text and _NUL_ESCAPE.search(text):
         raise BadInput(f"{what} must not contain a NUL character (\\u0000)")
     if not text.isascii() and not _is_utf8(text):

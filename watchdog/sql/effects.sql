@@ -81,6 +81,13 @@ UPDATE afk_task_effect
    SET started_token = NULL, started_by = NULL
  WHERE task_id = %(id)s AND name = %(name)s AND started_token = %(token)s AND NOT done;
 
+-- name: effect_forget :exec retry
+-- An effect whose first call could not even start (its program could not be
+-- executed): nothing happened, so no trace of a start is kept.
+DELETE FROM afk_task_effect
+ WHERE task_id = %(id)s AND name = %(name)s AND NOT done AND started_token IS NULL
+   AND runs = 1;
+
 -- name: effect_state :one retry
 -- An effect as it is now: what a second caller waits on.
 SELECT done, result, started_by, started_token, started_at
