@@ -228,3 +228,18 @@ def test_the_worker_examples_through_pgbouncer(afk, queue, tmp_path, dsn, bounce
     (tmp_path / "worker").mkdir()
     test_agent.test_the_ralph_loop_example(afk, queue, tmp_path / "ralph", pooled)
     test_agent.test_the_python_worker_example(queue, tmp_path / "worker", pooled)
+
+
+def test_the_cli_learns_once_that_the_pooler_refuses_startup_options(dsn, bouncer, tmp_path):
+    """The CLI's statement timeout travels in the `options` startup parameter,
+    which PgBouncer refuses: the first command learns it, the next ones do not
+    ask again (each CLI call is a new process)."""
+    afk = Afk(bouncer.for_database(dsn), tmp_path)
+    afk.env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    refusals = lambda: bouncer.log().count("unsupported startup parameter")  # noqa: E731
+    assert afk("status").returncode == 0
+    after_first = refusals()
+    assert after_first >= 1
+    for _ in range(3):
+        assert afk("status").returncode == 0
+    assert refusals() == after_first

@@ -107,7 +107,9 @@ def database_of(args: argparse.Namespace, settings: Any, *, start: bool = True) 
     return resolve_dsn(args.dsn, settings=settings, start=start, note=say)
 
 
-def open_queue(args: argparse.Namespace) -> Queue:
+def open_queue(args: argparse.Namespace, *, timeout: bool = True) -> Queue:
+    """The queue of a CLI command: one connection, and statements bounded by
+    AFK_COMMAND_TIMEOUT (a locked row must not stall a heartbeat for good)."""
     from .config import load_all
     from .db import Database
     from .queue import Queue
@@ -115,7 +117,9 @@ def open_queue(args: argparse.Namespace) -> Queue:
     settings = load_all(args.config)
     dsn = database_of(args, settings)
     assert dsn is not None  # start=True always gives one
-    return Queue(Database(dsn, pool_size=None), settings=settings.queue)
+    limit = settings.queue.command_timeout if timeout else 0
+    db = Database(dsn, pool_size=None, statement_timeout=limit or None)
+    return Queue(db, settings=settings.queue)
 
 
 def task_of(args: argparse.Namespace) -> tuple[str, int]:
@@ -140,9 +144,18 @@ def task_of(args: argparse.Namespace) -> tuple[str, int]:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    with open_queue(args) as q:
+    from . import sql
+
+    with open_queue(args, timeout=False) as q:
         applied = q.migrate()
-        emit({"applied": applied, "version": q.db.schema_version()})
+        version = q.db.schema_version()
+        emit({"applied": applied, "version": version})
+    known = max(v for v, _, _ in sql.migrations())
+    if version > known:
+        say(
+            f"the database's schema (version {version}) is newer than this afk knows "
+            f"(up to {known}): upgrade afk-watchdog"
+        )
     return EXIT_OK
 
 
@@ -279,6 +292,10 @@ def cmd_pause(args: argparse.Namespace) -> int:
     one_task = args.id is not None or (
         args.runner is None and args.agent is None and "AFK_TASK_ID" in os.environ
     )
+    if not one_task and runner_of(args) is None and agent_of(args, required=False) is None:
+        raise BadInput(
+            "pause needs what to pause: a task (ID --token T, or AFK_TASK_ID), --agent, or --runner"
+        )
     with open_queue(args) as q:
         if one_task:
             task_id, token = task_of(args)
@@ -682,6 +699,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
 # -- parser -----------------------------------------------------------------
 
 
+def package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("afk-watchdog")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = Parser(add_help=False)
     common.add_argument(
@@ -700,6 +726,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit status: 0 ok, 2 bad usage or input, 3 nothing to claim, "
         "4 lease lost, 5 account parked, 1 anything else.",
     )
+    parser.add_argument("--version", action="version", version=f"afk {package_version()}")
     sub = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", parser_class=Parser
     )

@@ -32,7 +32,11 @@ def env_name(field_name: str, prefix: str = "AFK_") -> str:
 
 
 def _convert(name: str, kind: type, raw: Any, duration: bool) -> Any:
+    import math
+
     try:
+        if isinstance(raw, str) and kind in (int, float) and "_" in raw:
+            raise ValueError(raw)  # Python's 1_000 is no number to a person
         if kind is bool:
             if isinstance(raw, bool):
                 return raw
@@ -48,7 +52,10 @@ def _convert(name: str, kind: type, raw: Any, duration: bool) -> Any:
             raise ValueError(raw)
         if kind in (int, float) and isinstance(raw, bool):
             raise ValueError(raw)
-        return kind(raw)
+        value = kind(raw)
+        if kind is float and not math.isfinite(value):
+            raise ValueError(raw)
+        return value
     except (TypeError, ValueError, BadInput):
         raise BadInput(
             f"{name}={raw!r} is not a valid {kind.__name__}" + (" or duration" if duration else "")
@@ -123,6 +130,9 @@ class QueueSettings:
     max_attempts: int = _field(5, "max_attempts of a task enqueued without one")
     max_json_bytes: int = _field(1024 * 1024, "largest spec, checkpoint or result, bytes")
     reclaim_batch: int = _field(500, "rows per reclaim statement")
+    command_timeout: float = _field(
+        10.0, "longest statement of a CLI command, seconds (0: none; afk migrate has none)"
+    )
 
     def __post_init__(self) -> None:
         problems = []
@@ -138,6 +148,8 @@ class QueueSettings:
             problems.append("max_json_bytes must be at least 2")
         if self.reclaim_batch < 1:
             problems.append("reclaim_batch must be at least 1")
+        if not 0 <= self.command_timeout <= 3600:
+            problems.append("command_timeout must be from 0 to 3600 seconds")
         if problems:
             raise BadInput("invalid settings: " + "; ".join(problems))
 

@@ -51,6 +51,11 @@ def translate_errors(conninfo: str | None = None) -> Iterator[None]:
         ) from exc
     except pg_errors.UniqueViolation as exc:
         raise Conflict(f"database error: {first_line(exc, conninfo)}") from exc
+    except pg_errors.QueryCanceled as exc:
+        raise DatabaseError(
+            f"the statement was cancelled ({first_line(exc, conninfo)}): a row locked "
+            "by another session, or a database too busy; nothing was changed"
+        ) from exc
     except psycopg.OperationalError as exc:
         raise DatabaseError(f"database unreachable: {first_line(exc, conninfo)}") from exc
     except psycopg.Error as exc:
@@ -102,19 +107,53 @@ def _close_quietly(conn: Connection) -> None:
         conn.close()
 
 
+#: options whose values libpq checks only when it connects (then as an
+#: "unreachable" database): checked here, before anything
+_CHOICES = {
+    "sslmode": ("disable", "allow", "prefer", "require", "verify-ca", "verify-full"),
+    "gssencmode": ("disable", "prefer", "require"),
+    "target_session_attrs": (
+        "any",
+        "read-write",
+        "read-only",
+        "primary",
+        "standby",
+        "prefer-standby",
+    ),
+    "load_balance_hosts": ("disable", "random"),
+}
+
+
 def check_conninfo(conninfo: str) -> None:
-    """Refuse a connection string libpq cannot parse, without repeating it:
-    libpq's own message quotes the token it choked on, which may be the
-    password."""
+    """Refuse a connection string libpq cannot parse or would refuse when it
+    connects, saying what is wrong without repeating it: libpq's own message
+    may quote the token it choked on, which may be the password."""
     from psycopg.conninfo import conninfo_to_dict
 
     try:
-        conninfo_to_dict(conninfo)
-    except psycopg.Error:
-        raise BadInput(
-            "the DSN is not a valid connection string (check its quoting; a % in "
-            "a URL must be written %25)"
-        ) from None
+        options = conninfo_to_dict(conninfo)
+    except psycopg.Error as exc:
+        said = str(exc)
+        if said.startswith("invalid URI query parameter"):
+            name = said.split('"')[1] if '"' in said else "?"
+            why = f"it has an unknown parameter {name!r}"
+        elif said.startswith("invalid percent-encoded token"):
+            why = "a % in a URL must be written %25"
+        elif said.startswith('missing "="'):
+            why = "it is neither a postgresql:// URL nor key=value pairs"
+        else:
+            why = "check its quoting"
+        raise BadInput(f"the DSN is not a valid connection string: {why}") from None
+    for port in str(options.get("port") or "").split(","):
+        if port and not (port.isdigit() and 0 < int(port) < 65536):
+            raise BadInput(f"the DSN's port {port[:20]!r} is not a port number (1 to 65535)")
+    for name, allowed in _CHOICES.items():
+        value = options.get(name)
+        if value is not None and value not in allowed:
+            raise BadInput(f"the DSN's {name} must be one of {', '.join(allowed)}")
+    timeout = options.get("connect_timeout")
+    if timeout is not None and not str(timeout).lstrip("-").isdigit():
+        raise BadInput("the DSN's connect_timeout must be a whole number of seconds")
 
 
 #: libpq options an environment variable may set that an empty or default
@@ -146,6 +185,50 @@ def pinned_against_environment(conninfo: str) -> str:
         if steered and keyword not in _UNPINNABLE:
             pinned[keyword] = (option.compiled or b"").decode()
     return make_conninfo(conninfo, **pinned) if pinned else conninfo
+
+
+def _pooler_key(conninfo: str) -> str:
+    """Which server a DSN reaches (its hosts and ports), as a digest."""
+    import hashlib
+
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        parts = conninfo_to_dict(conninfo)
+    except psycopg.Error:
+        return ""
+    where = "|".join(str(parts.get(k, "")) for k in ("host", "hostaddr", "port"))
+    return hashlib.sha256(where.encode("utf-8", "replace")).hexdigest()[:32]
+
+
+def _poolers_file() -> Any:
+    import os
+    from pathlib import Path
+
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "afk-watchdog" / "poolers-refusing-options"
+
+
+def _known_pooler(conninfo: str) -> bool:
+    """Whether this server refused startup options before (a pooler): every
+    CLI call is a new process, and asking again would cost each of them a
+    second connection and the pooler a warning."""
+    try:
+        known = _poolers_file().read_text().split()
+    except (OSError, RuntimeError, UnicodeDecodeError):
+        return False
+    return _pooler_key(conninfo) in known
+
+
+def _remember_pooler(conninfo: str) -> None:
+    key = _pooler_key(conninfo)
+    try:
+        path = _poolers_file()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as out:
+            out.write(key + "\n")
+    except (OSError, RuntimeError):
+        pass  # a home we cannot write to (a service): ask again next time
 
 
 class Database:
@@ -184,7 +267,7 @@ class Database:
         self._connect_timeout = connect_timeout
         self.retry_for = retry_for
         self._kwargs: dict[str, Any] = {"application_name": application_name}
-        if statement_timeout is not None:
+        if statement_timeout is not None and not _known_pooler(conninfo):
             self._kwargs["options"] = f"-c statement_timeout={int(statement_timeout * 1000)}"
         self._idle: list[Connection] = []
         self._lock = threading.Lock()
@@ -237,6 +320,7 @@ class Database:
             if self._kwargs.pop("options", None) is None:
                 return  # another thread learnt it first, and said so
         self.pooled = True
+        _remember_pooler(self.conninfo)
         logger.info(
             "the server refused startup options (a connection pooler): "
             "connecting without a per-connection statement_timeout",

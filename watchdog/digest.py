@@ -309,6 +309,16 @@ def truncate(text: Any, limit: int = 300) -> str:
     return value if len(value) <= limit else value[: max(0, limit - 1)] + "…"
 
 
+def excerpt(text: Any, limit: int = 300) -> str:
+    """A task's error in one line: the error itself when it is one line, else
+    its telling line (a traceback's exception, a test summary), so that a
+    long error's excerpt does not stop at its first frames."""
+    value = str(text or "")
+    lines = [line for line in value.strip().splitlines() if line.strip()]
+    line = lines[0] if len(lines) == 1 else error_headline(value)
+    return truncate(line, limit)
+
+
 def local_time(digest: Digest, value: datetime | str, fmt: str = "%Y-%m-%d %H:%M") -> str:
     """A time in the digest's zone, always with the zone's name."""
     if "%Z" not in fmt and "%z" not in fmt:
@@ -347,6 +357,7 @@ def render(digest: Digest, fmt: str, settings: DigestSettings) -> str:
         slack=slack_escape,
         slack_url=slack_url,
         truncate_text=truncate,
+        excerpt=excerpt,
         local=lambda v, fmt="%Y-%m-%d %H:%M": local_time(digest, v, fmt),
         shell_quote=lambda v: shlex.quote(truncate(v, 100)),
         hours=hours,

@@ -766,6 +766,11 @@ class Queue:
                 # made one, which is this runner's in-flight task now: read,
                 # never claimed again (that would revoke the first reply's token)
                 was = self.show(task_id)[0]
+                if result is not None and was.result != result:
+                    raise LeaseLost(
+                        f"task {task_id} is done already, with another result; this one "
+                        "was not recorded"
+                    )
                 if not claim_next:
                     return was
                 if was.lease_owner is None:
@@ -1031,10 +1036,9 @@ class Queue:
         if (
             isinstance(lease, bool)
             or not isinstance(lease, int | float)
-            or not lease > 0
-            or lease > 7 * 86400
+            or not 1 <= lease <= 7 * 86400
         ):
-            raise BadInput(f"lease must be a positive number of seconds up to 7 days, not {lease}")
+            raise BadInput(f"lease must be from 1 second to 7 days, not {lease}")
         return float(lease)
 
     def _check_object(self, what: str, value: Any) -> dict[str, Any]:
