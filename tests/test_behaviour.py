@@ -120,3 +120,67 @@ def test_a_long_tracebacks_excerpt_keeps_its_exception_line(afk):
         out = afk("digest", "--dry-run", "--format", fmt).stdout
         excerpt = [line for line in out.splitlines() if "error:" in line or "user_id" in line]
         assert out.count("KeyError") >= 2, (fmt, excerpt)  # the group and the task's excerpt
+
+
+@pytest.mark.parametrize("agent", ["bob ", " bob", "bo\nb", "b\tob"])
+def test_ids_that_would_read_the_same_as_another_are_refused(afk, sql, agent):
+    proc = afk("enqueue", "--agent", agent, "--title", "t")
+    assert proc.returncode == 2 and "agent id" in one_line(proc)
+    assert sql.one("SELECT count(*) FROM afk_task") == 0
+
+
+def test_retry_of_many_unknown_ids_says_so_in_a_short_line(afk):
+    import uuid
+
+    proc = afk("retry", *(str(uuid.uuid4()) for _ in range(2000)))
+    assert proc.returncode == 2 and len(one_line(proc)) < 400 and "1995 more" in proc.stderr
+
+
+def test_enqueue_refuses_a_file_with_no_end_of_line_without_reading_it_all(afk, sql):
+    proc = afk("enqueue", "--agent", "a", "--file", "/dev/zero")
+    assert proc.returncode == 2 and "longer than" in one_line(proc)
+    assert sql.one("SELECT count(*) FROM afk_task") == 0
+
+
+def test_a_hook_payload_with_a_bom_is_read(afk):
+    afk.json("enqueue", "--agent", "a", "--title", "t")
+    task = afk.json("claim", "--agent", "a")
+    payload = json.dumps(
+        {
+            "session_id": "s",
+            "hook_event_name": "PostToolUse",
+            "tool_name": "Write",
+            "tool_input": {"file_path": "/p/x.py"},
+        }
+    )
+    env = {"AFK_TASK_ID": task["id"], "AFK_TASK_TOKEN": str(task["token"])}
+    proc = afk("hook", input="\ufeff" + payload, env=env)
+    assert proc.returncode == 0 and "not JSON" not in proc.stderr
+    assert afk.json("show", task["id"])["checkpoint"]["files_touched"] == ["/p/x.py"]
+
+
+@pytest.mark.parametrize("token", ["", "abc", "1.5"])
+def test_an_agent_whose_task_token_is_unusable_is_denied_its_tools(afk, token):
+    afk.json("enqueue", "--agent", "a", "--title", "t")
+    task = afk.json("claim", "--agent", "a")
+    payload = json.dumps(
+        {
+            "session_id": "s",
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Bash",
+            "tool_input": {"command": "rm -rf build"},
+        }
+    )
+    proc = afk("hook", input=payload, env={"AFK_TASK_ID": task["id"], "AFK_TASK_TOKEN": token})
+    assert proc.returncode == 0
+    assert json.loads(proc.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"
+
+
+def test_a_mistyped_flag_shows_the_commands_own_usage(afk):
+    proc = afk("claim", "--agnet", "x")
+    assert proc.returncode == 2 and "usage: afk claim" in proc.stderr
+
+
+def test_without_the_gate_no_stop_hook_is_installed(afk):
+    assert "Stop" not in afk.json("hooks", "claude")["hooks"]
+    assert "Stop" in afk.json("hooks", "claude", "--gate")["hooks"]

@@ -60,10 +60,9 @@ def test_hooks_claude_writes_every_event_with_matchers_absolute_paths_and_timeou
         "PreToolUse",
         "PostToolUse",
         "PreCompact",
-        "Stop",
         "StopFailure",
         "SessionEnd",
-    }
+    }  # (Stop only with --gate: without it the hook would do nothing, once a turn)
     assert settings["PreToolUse"][0]["matcher"] == settings["PostToolUse"][0]["matcher"] == "*"
     assert "compact" in settings["SessionStart"][0]["matcher"].split("|")
     for event_name, groups in settings.items():
@@ -77,8 +76,8 @@ def test_hooks_claude_writes_every_event_with_matchers_absolute_paths_and_timeou
 
 
 def test_hooks_codex_shares_the_same_hook_command(afk):
-    codex = afk.json("hooks", "codex")["hooks"]
-    claude = afk.json("hooks", "claude")["hooks"]
+    codex = afk.json("hooks", "codex", "--gate")["hooks"]
+    claude = afk.json("hooks", "claude", "--gate")["hooks"]
     assert set(codex) == {"SessionStart", "PreToolUse", "PostToolUse", "Stop"}
     assert all(codex[e] == claude[e] for e in codex)
 
@@ -111,7 +110,9 @@ def test_install_merges_replaces_old_entries_and_is_idempotent(afk, tmp_path):
     commands = {
         e: [h["command"] for g in merged["hooks"][e] for h in g["hooks"]] for e in merged["hooks"]
     }
-    assert commands["Stop"] == ["notify-send done", ours["Stop"][0]["hooks"][0]["command"]]
+    # the old afk Stop entry is gone, the user's own kept (no Stop without --gate)
+    assert commands["Stop"] == ["notify-send done"]
+    assert "Stop" not in ours
     assert commands["PreToolUse"] == ["check", ours["PreToolUse"][0]["hooks"][0]["command"]]
     assert all(len(commands[e]) == 1 for e in ("SessionEnd", "SessionStart", "PostToolUse"))
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from .db import Database, Row
 from .errors import BadInput
-from .queue import check_text
+from .queue import check_id, check_text
 
 #: the account of a claimer that names none
 DEFAULT_ACCOUNT = "default"
@@ -59,7 +59,7 @@ class Accounts:
         """Park ``account`` until ``until`` (None: until a person clears it).
         An open parking is extended, never shortened, except by hand
         (``kind="manual"``), which replaces it."""
-        account = check_text("account", account)
+        account = check_id("account", account)
         if kind not in KINDS:
             raise BadInput(f"kind must be one of {', '.join(KINDS)}")
         reason = check_text("reason", reason)[:1000]
@@ -73,14 +73,14 @@ class Accounts:
 
     def clear(self, account: str, *, who: str | None = None) -> list[Parking]:
         """Unpark ``account``; returns what was cleared (empty: it was not parked)."""
-        account = check_text("account", account)
+        account = check_id("account", account)
         rows = self.db.all("clear", {"account": account, "who": who or "a person"})
         return [Parking.from_row(r) for r in rows]
 
     def parked(self, account: str | None = None) -> list[Parking]:
         """The accounts parked now, or ``account`` if it is."""
         if account is not None:
-            account = check_text("account", account)
+            account = check_id("account", account)
         return [Parking.from_row(r) for r in self.db.all("parked", {"account": account})]
 
     def clock(self) -> datetime:

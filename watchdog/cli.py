@@ -3,6 +3,7 @@
 Output is JSON on stdout where a command returns data; messages go to stderr.
 Exit status: 0 ok, 2 bad usage or input, 3 nothing to claim, 4 lease lost,
 5 the account is parked (a usage limit, or a login that needs a person),
+6 an effect is in doubt (started by a call that died unrecorded),
 1 anything else (such as an unreachable database).
 """
 
@@ -159,11 +160,31 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def read_jsonl(path: str) -> list[dict[str, Any]]:
+#: the longest line of an --file, bytes (a spec is 1 MiB at most by default;
+#: a file with no newline, /dev/zero say, is refused here, not read for good)
+MAX_LINE = 4 << 20
+
+
+def read_lines(path: str) -> list[str]:
+    lines: list[str] = []
     try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text("utf-8")
+        source = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
+        with source:
+            while line := source.readline(MAX_LINE + 1):
+                if len(line) > MAX_LINE:
+                    raise BadInput(
+                        f"{path}: line {len(lines) + 1} is longer than {MAX_LINE} bytes; "
+                        "nothing was enqueued"
+                    )
+                lines.append(line.decode("utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"cannot read {path}: {exc}") from None
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise BadInput(f"cannot read {path}: {reason}") from None
+    return lines
+
+
+def read_jsonl(path: str) -> list[dict[str, Any]]:
+    text = "".join(read_lines(path))
     tasks = []
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -215,10 +236,10 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
 def account_of(args: argparse.Namespace) -> str | None:
     """--account, else AFK_ACCOUNT (unset or empty: none). A flag given but
     blank is refused, not read as "no account"."""
-    from .queue import check_text
+    from .queue import check_id
 
     if args.account is not None:
-        return check_text("--account", args.account)
+        return check_id("--account", args.account)
     return os.environ.get("AFK_ACCOUNT") or None
 
 
@@ -580,9 +601,9 @@ def cmd_loop(args: argparse.Namespace) -> int:
         runner=runner_of(args),
         env=dict(agent_variables(args.dsn, args.config)),
     )
-    from .queue import Queue, check_text
+    from .queue import Queue, check_id
 
-    check_text("account", options.account)
+    check_id("account", options.account)
     queue = Queue(Database(dsn, pool_size=2), settings=settings.queue)
     accounts = Accounts(queue.db)
     loop = Loop(
@@ -724,12 +745,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="A durable task queue on PostgreSQL for unattended coding agents.",
         parents=[common],
         epilog="Exit status: 0 ok, 2 bad usage or input, 3 nothing to claim, "
-        "4 lease lost, 5 account parked, 1 anything else.",
+        "4 lease lost, 5 account parked, 6 effect in doubt, 1 anything else.",
     )
     parser.add_argument("--version", action="version", version=f"afk {package_version()}")
     sub = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", parser_class=Parser
     )
+    parser.commands = sub.choices  # type: ignore[attr-defined]
 
     def add(name: str, func: Callable[[argparse.Namespace], int], help: str) -> Any:
         p = sub.add_parser(name, parents=[common], help=help, description=help)
@@ -765,10 +787,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("enqueue", cmd_enqueue, "add tasks to an agent's backlog")
     agent_opt(p)
-    p.add_argument("--title")
+    p.add_argument("--title", help="what the task is, as the agent will read it")
     p.add_argument("--spec", help="JSON object, or @FILE")
     p.add_argument("--key", help="idempotency key: enqueueing it again is a no-op")
-    p.add_argument("--max-attempts", type=int, dest="max_attempts")
+    p.add_argument(
+        "--max-attempts",
+        type=int,
+        dest="max_attempts",
+        help="attempts before the task is failed for good (env AFK_MAX_ATTEMPTS)",
+    )
     p.add_argument("--file", help='JSON Lines, each {"title", "spec", "key"}; - for stdin')
 
     p = add(
@@ -795,9 +822,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wait", action="store_true", help="keep running, waiting for new tasks")
     p.add_argument("--max-tasks", type=int, dest="max_tasks", help="stop after this many runs")
     p.set_defaults(command=[])
+    p.usage = (
+        "afk loop --agent A [--account NAME] [--lease S] [--wait] [--max-tasks N] -- CMD [ARG...]"
+    )
     p.epilog = (
-        "usage: afk loop --agent A [--account NAME] -- CMD [ARG...]; exit 0 when nothing is "
-        "left, 5 when the account needs a person, 130/143 when stopped"
+        "exit 0 when nothing is left, 5 when the account needs a person, 130/143 when stopped"
     )
 
     p = add("limit", cmd_limit, "parked accounts: list them, park one by hand, or clear one")
@@ -817,7 +846,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--result", help="JSON, or @FILE")
     p.add_argument("--next", action="store_true", help=next_help)
     p = fenced("fail", cmd_fail, "report a failure (retried after a backoff)")
-    p.add_argument("--error", required=True)
+    p.add_argument("--error", required=True, help="what went wrong, as the digest will show it")
     p.add_argument("--next", action="store_true", help=next_help)
 
     p = add("pause", cmd_pause, "pause running tasks (a clean stop spends no attempt)")
@@ -829,7 +858,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="pause only this task (needs --token; with no "
         "id, --agent or --runner: AFK_TASK_ID and AFK_TASK_TOKEN)",
     )
-    p.add_argument("--token", type=int)
+    p.add_argument("--token", type=int, help="the lease token of the claim (env AFK_TASK_TOKEN)")
 
     p = add("status", cmd_status, "task counts per state")
     agent_opt(p)
@@ -855,7 +884,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--name", required=True, help="the effect's name, unique within the task")
     p.set_defaults(command=[])
-    p.epilog = "usage: afk once ID --token T --name NAME -- COMMAND ARGS..."
+    p.usage = "afk once [ID] [--token T] --name NAME -- COMMAND [ARG...]"
 
     p = add("hooks", cmd_hooks, "print (or install) agent hook settings")
     p.add_argument("agent_kind", choices=["claude", "codex"], help="the agent")
@@ -983,7 +1012,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         # afk once|loop ... -- COMMAND ARGS: everything after -- is the command
         split = argv.index("--")
         argv, command = argv[:split], argv[split + 1 :]
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # said by the command's own parser, with its own usage
+        commands = getattr(parser, "commands", {})
+        where = commands.get(getattr(args, "command", None), parser)
+        where.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.func in (cmd_once, cmd_loop):
         args.command = command
     for name in ("dsn", "config"):

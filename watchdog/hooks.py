@@ -133,6 +133,8 @@ def claude_settings(afk: str, gate: bool = False, extra: tuple[str, ...] = ()) -
     with matchers for the tool and session events and a timeout each."""
     hooks: dict[str, Any] = {}
     for event in EVENTS:
+        if event == "Stop" and not gate:
+            continue  # without the gate, Stop does nothing: no process per turn
         entry = {
             "type": "command",
             "command": hook_command(
@@ -153,7 +155,8 @@ def codex_settings(afk: str, gate: bool = False, extra: tuple[str, ...] = ()) ->
     """Codex CLI's hooks.json: the events it shares with Claude Code (it has
     no SessionEnd: a session's own claim then runs out and is reclaimed)."""
     ours = claude_settings(afk, gate, extra)["hooks"]
-    return {"hooks": {e: ours[e] for e in ("SessionStart", "PreToolUse", "PostToolUse", "Stop")}}
+    shared = ("SessionStart", "PreToolUse", "PostToolUse", "Stop")
+    return {"hooks": {e: ours[e] for e in shared if e in ours}}
 
 
 #: what separates, redirects or groups commands in a shell, outside quotes
@@ -296,7 +299,7 @@ def read_payload(stream: Any = None, wait: float = STDIN_WAIT) -> dict[str, Any]
     if not raw.strip():
         raise Malformed("no payload on stdin")
     try:
-        payload = json.loads(raw.decode("utf-8"))
+        payload = json.loads(raw.decode("utf-8-sig"))  # (a BOM is no reason to refuse)
     except UnicodeDecodeError:
         raise Malformed("the payload is not UTF-8") from None
     except ValueError as exc:
@@ -326,6 +329,9 @@ class Context:
     supervised: tuple[uuid.UUID, int] | None
     gate: bool = False
     out: dict[str, Any] = field(default_factory=dict)
+    #: why AFK_TASK_ID / AFK_TASK_TOKEN cannot be read, when they are set but
+    #: unusable: such an agent's task cannot be checked, so its tools are denied
+    invalid: str | None = None
 
 
 def supervised_task(env: dict[str, str]) -> tuple[uuid.UUID, int] | None:
@@ -767,6 +773,21 @@ class Hook:
         )
 
     def run(self) -> None:
+        if self.ctx.invalid is not None:
+            # a supervised agent whose task cannot be checked fails closed
+            print(f"afk hook: warning: {self.ctx.invalid}", file=sys.stderr)
+            if self.ctx.event == "PreToolUse" and not self._is_afk_command():
+                self.ctx.out = {
+                    "hookSpecificOutput": {
+                        "hookEventName": "PreToolUse",
+                        "permissionDecision": "deny",
+                        "permissionDecisionReason": (
+                            f"afk: {self.ctx.invalid}: your task cannot be checked, so no "
+                            "tool may run; your supervisor must give a task id and token"
+                        ),
+                    }
+                }
+            return
         handler = {
             "SessionStart": self.session_start,
             "PreToolUse": self.pre_tool_use,
@@ -795,4 +816,8 @@ def context(payload: dict[str, Any], gate: bool, alias: str | None) -> Context |
     if event not in EVENTS:
         return None
     session = _text(payload, "session_id")
-    return Context(event, session, payload, supervised_task(dict(os.environ)), gate)
+    try:
+        supervised = supervised_task(dict(os.environ))
+    except BadInput as exc:
+        return Context(event, session, payload, None, gate, invalid=str(exc))
+    return Context(event, session, payload, supervised, gate)

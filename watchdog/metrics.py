@@ -4,6 +4,7 @@ endpoint serving ``/metrics`` and ``/healthz``."""
 from __future__ import annotations
 
 import math
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -149,6 +150,10 @@ class _Server(ThreadingMixIn, WSGIServer):
     daemon_threads = True
 
 
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+
 class _QuietHandler(WSGIRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -189,8 +194,11 @@ def serve(
         result: Iterable[bytes] = metrics_app(environ, start_response)
         return result
 
+    server_class: type[_Server] = _Server6 if ":" in host else _Server
     try:
-        server = make_server(host, port, app, server_class=_Server, handler_class=_QuietHandler)
+        server = make_server(
+            host, port, app, server_class=server_class, handler_class=_QuietHandler
+        )
     except OSError as exc:
         raise BadInput(
             f"cannot serve /metrics on {host}:{port}: {exc.strerror or exc} "

@@ -284,7 +284,7 @@ class Queue:
         more is copied straight into the table instead (see ``enqueue_copy``
         in tasks.sql), with the same guarantees.
         """
-        agent_id = check_text("agent id", agent_id)
+        agent_id = check_id("agent id", agent_id)
         batch = [self._check_new(t, i) for i, t in enumerate(tasks)]
         if not batch:
             raise BadInput("nothing to enqueue")
@@ -410,7 +410,7 @@ class Queue:
             )
         check_text("title", task.title)
         if task.key is not None:
-            check_text("key", task.key)
+            check_id("key", task.key)
         is_dict = type(task.spec) is dict
         if not is_dict and not isinstance(task.spec, Mapping):
             raise BadInput(f"spec must be a JSON object, not {json_type(task.spec)}")
@@ -453,10 +453,10 @@ class Queue:
         ``account`` names what a usage limit applies to (a supervisor's login):
         while it is parked nothing is claimed and :class:`AccountParked` says
         until when; a claim under it starts a recorded run of the task."""
-        agent_id = check_text("agent id", agent_id)
-        runner = default_runner_id() if runner is None else check_text("runner id", runner)
+        agent_id = check_id("agent id", agent_id)
+        runner = default_runner_id() if runner is None else check_id("runner id", runner)
         if account is not None:
-            account = check_text("account", account)
+            account = check_id("account", account)
         lease = self._lease(lease_seconds)
         row = self._step(agent_id=agent_id, runner=runner, lease_seconds=lease, account=account)
         if row["parked_account"] is not None:
@@ -474,10 +474,10 @@ class Queue:
     ) -> list[Task]:
         """Up to ``limit`` of the agent's next tasks in one statement (each with
         its own token). For throughput; it does not resume in-flight tasks."""
-        agent_id = check_text("agent id", agent_id)
+        agent_id = check_id("agent id", agent_id)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
             raise BadInput("limit must be a whole number from 1 to 10000")
-        runner = default_runner_id() if runner is None else check_text("runner id", runner)
+        runner = default_runner_id() if runner is None else check_id("runner id", runner)
         rows = self.db.all(
             "claim_batch",
             {
@@ -746,7 +746,7 @@ class Queue:
         account: str | None = None,
     ) -> Task | None:
         if account is not None:
-            account = check_text("account", account)
+            account = check_id("account", account)
         row = self._step(
             task_id,
             token,
@@ -805,13 +805,13 @@ class Queue:
         if agent_id is None and runner is None:
             raise BadInput("pause needs an agent id, a runner id, or both")
         if runner is not None:
-            runner = check_text("runner id", runner)
+            runner = check_id("runner id", runner)
         if agent_id is None:
             rows = self.db.all("pause_runner", {"runner": runner, "reason": reason})
         else:
             rows = self.db.all(
                 "pause_agent",
-                {"agent_id": check_text("agent id", agent_id), "runner": runner, "reason": reason},
+                {"agent_id": check_id("agent id", agent_id), "runner": runner, "reason": reason},
             )
         return [r["id"] for r in rows]
 
@@ -977,7 +977,9 @@ class Queue:
         found = {r["id"]: str(r["state"]) for r in rows}
         missing = [str(i) for i in ids if i not in found]
         if missing:
-            raise TaskNotFound(f"no task with id {', '.join(missing)}; nothing was retried")
+            more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+            shown = ", ".join(missing[:5]) + more
+            raise TaskNotFound(f"no task with id {shown}; nothing was retried")
         not_failed = [f"{i} ({s})" for i, s in found.items() if s != "failed"]
         if not_failed:
             raise NotRunning(
@@ -1003,7 +1005,7 @@ class Queue:
 
     def status(self, agent_id: str | None = None) -> dict[str, int]:
         if agent_id is not None:
-            agent_id = check_text("agent id", agent_id)
+            agent_id = check_id("agent id", agent_id)
         counts = {r["state"]: r["n"] for r in self.db.all("status", {"agent_id": agent_id})}
         return {s: int(counts.get(s, 0)) for s in STATES}
 
@@ -1021,7 +1023,7 @@ class Queue:
     ) -> list[Task]:
         """Failed tasks, newest first."""
         if agent_id is not None:
-            agent_id = check_text("agent id", agent_id)
+            agent_id = check_id("agent id", agent_id)
         if since_seconds is not None and not 0 < since_seconds <= 100 * 365 * 86400:
             raise BadInput("since must be positive and at most 100 years")
         rows = self.db.all(
@@ -1116,6 +1118,16 @@ def check_text(what: str, value: Any) -> str:
     if len(value) > MAX_TEXT:
         raise BadInput(f"{what} is longer than {MAX_TEXT} characters")
     return value
+
+
+def check_id(what: str, value: Any) -> str:
+    """An id people type and read (an agent, a runner, an account, a key): text
+    as :func:`check_text`, with no control character (a newline, a tab) and
+    no space at either end, which would make two ids that read the same."""
+    text = check_text(what, value)
+    if text != text.strip() or any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise BadInput(f"{what} must not hold control characters or spaces at either end")
+    return text
 
 
 #: json.dumps(value, ensure_ascii=False, allow_nan=False), without building
