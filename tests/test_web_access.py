@@ -106,7 +106,7 @@ def test_any_agent_id_links_to_its_own_page(pages, queue, agent):
     import re
 
     links = [html.unescape(h) for h in re.findall(r'href="(/agents[^"]*)"', overview)]
-    mine = [h for h in links if "decoy" not in h]
+    mine = [h for h in links if "decoy" not in h and h != "/agents/"]
     assert len(mine) == 1, links
     with httpx.Client(base_url=base, timeout=10) as client:
         page = client.get(mine[0])
@@ -129,3 +129,29 @@ def test_bad_paths_and_parameters_answer_one_line_4xx(pages, path, status):
     r = get(base + path)
     assert r.status_code == status, (path, r.text[:300])
     assert "Traceback" not in r.text
+
+
+def test_the_overview_puts_busy_agents_first_and_an_index_finds_the_rest(pages, queue, sql):
+    """N30: 600 idle agents named before the one that runs a task: the busy
+    one is on the overview all the same, and /agents lists and searches all."""
+    import re
+
+    for i in range(600):
+        sql("INSERT INTO afk_agent (agent_id, next_ordinal) VALUES (%s, 1)", f"aa-{i:03d}")
+    queue.enqueue("zz-live", [NewTask("running now")])
+    queue.enqueue("zz-failing", [NewTask("fails", max_attempts=1)])
+    queue.claim("zz-live", runner="r")
+    failing = queue.claim("zz-failing", runner="r")
+    queue.fail(failing, "boom")
+    base = pages(token="")
+    overview = get(base + "/").text
+    ids = re.findall(r'href="/agents/([^"?]+)"', overview)
+    assert ids[:2] == ["zz-live", "zz-failing"], ids[:5]
+    assert "of 602 agents" in overview and 'href="/agents/"' in overview
+    index = get(base + "/agents/").text
+    assert "602 agents" in index
+    found = get(base + "/agents/?q=aa-59").text
+    assert re.findall(r'href="/agents/(aa-[^"]+)"', found) == [f"aa-{i}" for i in range(590, 600)]
+    page2 = get(base + "/agents/?after=aa-099").text
+    first = re.findall(r'href="/agents/(aa-[^"]+)"', page2)[0]
+    assert first == "aa-100"

@@ -167,6 +167,8 @@ class StatusPages:
             )
         if path == "/":
             return Response("200 OK", self.overview())
+        if path == "/agents/" and first(query, "id") is None:
+            return self.agents(first(query, "q"), first(query, "after"))
         agent = agent_of(path, raw, query)
         if agent is not None:
             if not agent or "\x00" in agent:
@@ -291,7 +293,29 @@ class StatusPages:
             now=now,
             refresh=REFRESH_SECONDS,
             truncated=len(rows) >= AGENTS_SHOWN,
+            total=rows[0]["total"] if rows else 0,
             paused_after=self.digest_settings.paused_after,
+        )
+
+    def agents(self, q: str | None, after: str | None) -> Response:
+        """The index of every agent, by name, searchable."""
+        for value in (q, after):
+            if value is not None and ("\x00" in value or len(value) > 10_000):
+                return self.bad_request("a search or a cursor must be text without a NUL")
+        rows = self.db.all("web_agents", {"q": q or None, "after": after or "", "limit": PAGE_SIZE})
+        more = len(rows) > PAGE_SIZE
+        rows = rows[:PAGE_SIZE]
+        return Response(
+            "200 OK",
+            self.page(
+                "agents.html.j2",
+                title="agents",
+                agents=rows,
+                q=q or "",
+                total=rows[0]["total"] if rows else 0,
+                after=after,
+                next_after=rows[-1]["agent_id"] if more and rows else None,
+            ),
         )
 
     def agent(self, agent_id: str, state: str | None, after: str | None) -> Response:

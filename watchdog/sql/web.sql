@@ -4,18 +4,31 @@
 -- stuck work come from the digest's own statement (digest_data).
 
 -- name: web_overview :many retry
--- One row per agent (the first %(limit)s by name): its waiting backlog and
--- paused count (the claim and paused indexes), the first waiting task's age,
--- and its running tasks with their runner, lease and last checkpoint (the
--- lease index: running rows are as many as the workers).
-WITH agents AS (
-    SELECT agent_id, next_ordinal - 1 AS enqueued
-      FROM afk_agent ORDER BY agent_id LIMIT %(limit)s
-), running AS MATERIALIZED (
+-- One row per agent, busiest first: those running a task, then those with a
+-- failure in the last day, then the rest by name, %(limit)s at most (the
+-- index page lists them all). Each with its waiting backlog and paused count
+-- (the claim and paused indexes), the first waiting task's age, and its
+-- running tasks with their runner, lease and last checkpoint (the lease
+-- index: running rows are as many as the workers). total: every agent.
+WITH running AS MATERIALIZED (
     -- (read once, not once per agent)
     SELECT id, agent_id, ordinal, title, lease_owner, lease_token, attempts, max_attempts,
            lease_until, checkpoint_at
       FROM afk_task WHERE state = 'running' ORDER BY lease_until LIMIT %(running_limit)s
+), failing AS (
+    SELECT DISTINCT agent_id FROM afk_task
+     WHERE state = 'failed' AND updated_at > now() - interval '1 day'
+), candidates AS (
+    SELECT agent_id FROM running
+    UNION SELECT agent_id FROM failing
+    UNION (SELECT agent_id FROM afk_agent ORDER BY agent_id LIMIT %(limit)s)
+), agents AS (
+    SELECT c.agent_id, a.next_ordinal - 1 AS enqueued,
+           EXISTS (SELECT 1 FROM running r WHERE r.agent_id = c.agent_id) AS busy,
+           EXISTS (SELECT 1 FROM failing f WHERE f.agent_id = c.agent_id) AS failed
+      FROM candidates c JOIN afk_agent a USING (agent_id)
+     ORDER BY 3 DESC, 4 DESC, c.agent_id
+     LIMIT %(limit)s
 )
 SELECT a.agent_id, a.enqueued,
        (SELECT count(*) FROM afk_task t
@@ -33,9 +46,23 @@ SELECT a.agent_id, a.enqueued,
                    'since_checkpoint', extract(epoch FROM now() - r.checkpoint_at))
                  ORDER BY r.ordinal), '[]'::jsonb)
           FROM running r WHERE r.agent_id = a.agent_id) AS running,
+       (SELECT count(*) FROM afk_agent) AS total,
        now() AS now
   FROM agents a
- ORDER BY a.agent_id;
+ ORDER BY a.busy DESC, a.failed DESC, a.agent_id;
+
+-- name: web_agents :many retry
+-- The agent index: every agent by name, %(limit)s a page after %(after)s,
+-- those whose id holds %(q)s (case-insensitive) when it is given; one row
+-- more than the page says whether there is a next page. total: all matches.
+SELECT agent_id, next_ordinal - 1 AS enqueued,
+       (SELECT count(*) FROM afk_agent
+         WHERE %(q)s::text IS NULL OR strpos(lower(agent_id), lower(%(q)s::text)) > 0) AS total
+  FROM afk_agent
+ WHERE (%(q)s::text IS NULL OR strpos(lower(agent_id), lower(%(q)s::text)) > 0)
+   AND agent_id > %(after)s
+ ORDER BY agent_id
+ LIMIT %(limit)s + 1;
 
 -- name: web_agent_tasks :many retry
 -- One page of an agent's backlog in ordinal order, after %(after)s (keyset
