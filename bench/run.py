@@ -39,6 +39,7 @@ from watchdog import sql as queries
 from watchdog.config import DigestSettings
 from watchdog.db import Database
 from watchdog.digest import build
+from watchdog.states import EXACT_BELOW
 
 CTX = mp.get_context("spawn")
 ROOT = Path(__file__).parent.parent
@@ -671,7 +672,7 @@ def explain_all(dsn: str, slug: str, folder: Path) -> None:
         "gauges": {
             "top_agents": 20,
             "poison_window": 3600,
-            "exact_below": jobs.EXACT_BELOW,
+            "exact_below": EXACT_BELOW,
             "runs_since": None,
         },
         "step": {
@@ -690,7 +691,7 @@ def explain_all(dsn: str, slug: str, folder: Path) -> None:
             "paused_after": 21600,
             "todo_late_after": 21600,
             "count_done": True,
-            "exact_below": jobs.EXACT_BELOW,
+            "exact_below": EXACT_BELOW,
         },
     }
     for name, params in plans.items():

@@ -101,9 +101,9 @@ def say(line: str) -> None:
 
 
 def database_of(args: argparse.Namespace, settings: Any, *, start: bool = True) -> str | None:
-    """The DSN this command talks to (config.resolve_dsn), saying on stderr
+    """The DSN this command talks to (resolve.resolve_dsn), saying on stderr
     when it is the embedded server's."""
-    from .config import resolve_dsn
+    from .resolve import resolve_dsn
 
     return resolve_dsn(args.dsn, settings=settings, start=start, note=say)
 

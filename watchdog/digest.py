@@ -17,6 +17,7 @@ from .config import DigestSettings
 from .db import Database
 from .errors import AfkError
 from .outcome import clean_text
+from .states import EXACT_BELOW, STATES
 
 FORMATS = {
     "slack": "slack.json.j2",
@@ -212,8 +213,6 @@ def build(
     """The digest of the window [start, end). ``count_done=False`` leaves
     each agent's finished count at 0: the status page's overview, whose cost
     must follow the live work, not the window's finishes."""
-    from .jobs import EXACT_BELOW
-
     row = db.one(
         "digest_data",
         {
@@ -260,9 +259,7 @@ def build(
         for (agent, error), tasks in ordered[: settings.max_groups]
     ]
     hidden = ordered[settings.max_groups :]
-    totals = {
-        s: int(row["totals"].get(s, 0)) for s in ("todo", "running", "paused", "done", "failed")
-    }
+    totals = {s: int(row["totals"].get(s, 0)) for s in STATES}
     return Digest(
         window_start=start,
         window_end=end,

@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import BadInput
+from .states import FINISHED
 
 #: seconds a PreToolUse verdict is reused without asking the database
 CHECK_TTL = 2.0
@@ -441,14 +442,14 @@ class Look:
 
     @property
     def finished_by_us(self) -> bool:
-        return self.state in ("done", "failed") and self.current_token == self.token
+        return self.state in FINISHED and self.current_token == self.token
 
     def why_lost(self) -> str:
         if self.current_token != self.token:
             return f"it was claimed again since (token {self.current_token} replaced {self.token})"
         if self.state == "running":
             return "its lease ran out: your supervisor is gone, and it will be reclaimed"
-        if self.state in ("done", "failed"):
+        if self.state in FINISHED:
             return f"it is {self.state}"
         return f"it is {self.state} (its lease ran out and it was reclaimed, or it was paused)"
 

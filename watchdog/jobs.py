@@ -15,12 +15,44 @@ import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .states import EXACT_BELOW, STATES
 
 if TYPE_CHECKING:
     from .config import Settings
+    from .db import Database
+    from .metrics import Metrics
     from .queue import Queue, ReclaimResult, Task
-    from .service import Watchdog
+
+
+class Leader(Protocol):
+    """The leader lease a job renews (service.LeaderLease is one)."""
+
+    held: bool
+
+    def check(self) -> bool: ...
+
+
+class Watchdog(Protocol):
+    """What a job is given: the parts of the service it uses
+    (service.Watchdog is one; the jobs do not know the service)."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def queue(self) -> Queue: ...
+    @property
+    def db(self) -> Database: ...
+    @property
+    def metrics(self) -> Metrics: ...
+    @property
+    def leader(self) -> Leader: ...
+    @property
+    def scheduled(self) -> bool:
+        """Under `afk watchdog run` (False for a one-shot tick)."""
+        ...
+
 
 logger = logging.getLogger(__name__)
 
@@ -55,10 +87,6 @@ class GaugeSnapshot:
     now: datetime | None = None
 
 
-#: below this many rows (the planner's estimate) done tasks are counted exactly
-EXACT_BELOW = 200_000
-
-
 def gauges(
     queue: Queue,
     *,
@@ -78,9 +106,7 @@ def gauges(
         },
     )
     assert row is not None  # one row of aggregates, always
-    states = {
-        s: int(row["states"].get(s, 0)) for s in ("todo", "running", "paused", "done", "failed")
-    }
+    states = {s: int(row["states"].get(s, 0)) for s in STATES}
     return GaugeSnapshot(
         states=states,
         agents=[(str(a), str(s), int(n)) for a, s, n in row["agents"]] if top_agents else [],

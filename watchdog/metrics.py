@@ -17,8 +17,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make
 
 from .errors import BadInput
 from .outcome import Outcome
-
-STATES = ("todo", "running", "paused", "done", "failed")
+from .states import STATES
 
 
 class Metrics:

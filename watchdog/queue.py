@@ -29,10 +29,10 @@ from .errors import (
     NotRunning,
     TaskNotFound,
 )
+from .states import FINISHED, STATES, State
 
 logger = logging.getLogger(__name__)
 
-STATES = ("todo", "running", "paused", "done", "failed")
 MAX_TEXT = 10_000  # characters of a title, an agent id or a key
 MAX_ERROR = 100_000  # characters of last_error kept
 MAX_ATTEMPTS = 1_000  # the largest max_attempts a task may have
@@ -50,7 +50,7 @@ class Task:
     ordinal: int
     title: str
     spec: dict[str, Any]
-    state: str
+    state: State
     checkpoint: dict[str, Any]
     idem_key: str | None
     attempts: int
@@ -74,7 +74,7 @@ class Task:
             ordinal=row["ordinal"],
             title=row["title"],
             spec=row["spec"],
-            state=str(row["state"]),
+            state=State(row["state"]),
             checkpoint=row["checkpoint"],
             idem_key=row["idem_key"],
             attempts=row["attempts"],
@@ -248,7 +248,8 @@ class Queue:
         command resolves it: ``dsn``, else ``AFK_DSN``, the systemd credential,
         the config file (``config`` or ``AFK_CONFIG``), else the embedded
         server (started if need be); settings from defaults < TOML < ``AFK_*``."""
-        from .config import load_all, resolve_dsn
+        from .config import load_all
+        from .resolve import resolve_dsn
 
         settings = load_all(config)
         resolved = resolve_dsn(dsn, settings=settings)
@@ -1222,7 +1223,7 @@ def explain_fence(
             f"lease lost: task {task_id} was claimed again since "
             f"(token {current} replaced {token}); nothing was changed"
         )
-    if state in ("done", "failed"):
+    if state in FINISHED:
         raise LeaseLost(
             f"lease lost: task {task_id} is {state}, no longer running; nothing was changed"
         )

@@ -38,6 +38,7 @@ from .accounts import Accounts
 from .config import DigestSettings
 from .db import Database
 from .errors import AfkError, TaskNotFound
+from .states import STATES
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +49,6 @@ PAGE_SIZE = 50
 #: how often the overview reloads itself (a meta refresh: no script)
 REFRESH_SECONDS = 15
 COOKIE = "afk_web_token"
-STATES = ("todo", "running", "paused", "done", "failed")
 CSP = (
     "default-src 'none'; style-src 'self'; img-src 'self'; base-uri 'none'; "
     "form-action 'self'; frame-ancestors 'none'"
