@@ -184,3 +184,11 @@ def test_a_mistyped_flag_shows_the_commands_own_usage(afk):
 def test_without_the_gate_no_stop_hook_is_installed(afk):
     assert "Stop" not in afk.json("hooks", "claude")["hooks"]
     assert "Stop" in afk.json("hooks", "claude", "--gate")["hooks"]
+
+
+def test_digest_options_that_do_not_go_together_are_refused_before_any_database(afk):
+    env = {"AFK_DSN": "postgresql://nobody@127.0.0.1:1/none"}
+    for args in (["status", "--format", "slack"], ["send", "--dry-run"], ["status", "--force"]):
+        proc = afk("digest", *args, env=env)
+        assert proc.returncode == 2 and "unreachable" not in proc.stderr, (args, proc.stderr)
+        one_line(proc)

@@ -676,17 +676,20 @@ def cmd_digest(args: argparse.Namespace) -> int:
     from .config import load_all
     from .db import Database
 
+    # every check of the arguments first: bad input reaches no database
+    if args.force and args.action != "send":
+        raise BadInput("--force goes with `afk digest send`")
+    if args.dry_run and args.action is not None:
+        raise BadInput(
+            "--dry-run prints a digest; it cannot be combined with send, status or --force"
+        )
+    if args.format is not None and args.action is not None:
+        raise BadInput("--format goes with --dry-run (or no action): what is printed")
     settings = load_all(args.config)
     db = Database(str(database_of(args, settings)))
     try:
-        if args.force and args.action != "send":
-            raise BadInput("--force goes with `afk digest send`")
         if args.dry_run or args.action is None:
-            if args.action is not None:
-                raise BadInput(
-                    "--dry-run prints a digest; it cannot be combined with send, status or --force"
-                )
-            sys.stdout.write(delivery.dry_run(db, settings.digest, args.format))
+            sys.stdout.write(delivery.dry_run(db, settings.digest, args.format or "text"))
             return EXIT_OK
         if args.action == "status":
             emit(delivery.status(db))
@@ -933,7 +936,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="send: deliver the due digest now; status: recent deliveries",
     )
     p.add_argument("--dry-run", action="store_true", help="print what would be sent now")
-    p.add_argument("--format", choices=["slack", "html", "text", "webhook"], default="text")
+    p.add_argument(
+        "--format",
+        choices=["slack", "html", "text", "webhook"],
+        help="of the printed digest (default text)",
+    )
     p.add_argument(
         "--force",
         action="store_true",
