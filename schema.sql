@@ -26,6 +26,9 @@ CREATE FUNCTION public.afk_end_run(p_task uuid, p_token bigint, p_outcome text, 
     )
     SELECT count(*)::integer FROM ended
 $$;
+CREATE FUNCTION public.afk_held() RETURNS timestamp with time zone
+    LANGUAGE sql IMMUTABLE
+    AS $$ SELECT '9999-12-31 00:00:00+00'::timestamptz $$;
 CREATE FUNCTION public.afk_next_token() RETURNS bigint
     LANGUAGE sql
     AS $$
@@ -166,6 +169,24 @@ CREATE SEQUENCE public.afk_lease_token_seq
     NO MINVALUE
     NO MAXVALUE
     CACHE 1;
+CREATE TABLE public.afk_question (
+    id bigint NOT NULL,
+    task_id uuid NOT NULL,
+    question text NOT NULL,
+    asked_at timestamp with time zone DEFAULT now() NOT NULL,
+    asked_token bigint,
+    answer text,
+    answered_at timestamp with time zone,
+    answered_by text,
+    alerted_at timestamp with time zone
+);
+CREATE SEQUENCE public.afk_question_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+ALTER SEQUENCE public.afk_question_id_seq OWNED BY public.afk_question.id;
 CREATE TABLE public.afk_run (
     id bigint NOT NULL,
     task_id uuid NOT NULL,
@@ -215,6 +236,7 @@ CREATE TABLE public.afk_task (
     change_reason text,
     change_error text,
     change_by text,
+    budget_usd numeric,
     CONSTRAINT afk_task_running_has_lease CHECK (((state <> 'running'::public.afk_state) OR (lease_until IS NOT NULL)))
 );
 CREATE TABLE public.afk_task_effect (
@@ -250,6 +272,7 @@ ALTER TABLE public.afk_task_event ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTI
     CACHE 1
 );
 ALTER TABLE ONLY public.afk_account_park ALTER COLUMN id SET DEFAULT nextval('public.afk_account_park_id_seq'::regclass);
+ALTER TABLE ONLY public.afk_question ALTER COLUMN id SET DEFAULT nextval('public.afk_question_id_seq'::regclass);
 ALTER TABLE ONLY public.afk_run ALTER COLUMN id SET DEFAULT nextval('public.afk_run_id_seq'::regclass);
 ALTER TABLE ONLY public.afk_account_park
     ADD CONSTRAINT afk_account_park_pkey PRIMARY KEY (id);
@@ -259,6 +282,8 @@ ALTER TABLE ONLY public.afk_digest_delivery
     ADD CONSTRAINT afk_digest_delivery_pkey PRIMARY KEY (destination, kind, period);
 ALTER TABLE ONLY public.afk_leader
     ADD CONSTRAINT afk_leader_pkey PRIMARY KEY (name);
+ALTER TABLE ONLY public.afk_question
+    ADD CONSTRAINT afk_question_pkey PRIMARY KEY (id);
 ALTER TABLE ONLY public.afk_run
     ADD CONSTRAINT afk_run_pkey PRIMARY KEY (id);
 ALTER TABLE ONLY public.afk_task
@@ -274,6 +299,8 @@ ALTER TABLE ONLY public.afk_task
 CREATE UNIQUE INDEX afk_account_park_open ON public.afk_account_park USING btree (account) WHERE (cleared_at IS NULL);
 CREATE INDEX afk_account_park_parked_at ON public.afk_account_park USING btree (parked_at);
 CREATE INDEX afk_digest_delivery_recent_idx ON public.afk_digest_delivery USING btree (updated_at);
+CREATE INDEX afk_question_open ON public.afk_question USING btree (asked_at) WHERE (answered_at IS NULL);
+CREATE INDEX afk_question_task ON public.afk_question USING btree (task_id);
 CREATE INDEX afk_run_ended ON public.afk_run USING btree (ended_at) WHERE (ended_at IS NOT NULL);
 CREATE INDEX afk_run_started ON public.afk_run USING btree (started_at);
 CREATE INDEX afk_run_task ON public.afk_run USING btree (task_id, token);
@@ -285,6 +312,8 @@ CREATE INDEX afk_task_lease_idx ON public.afk_task USING btree (lease_until) WHE
 CREATE INDEX afk_task_paused_idx ON public.afk_task USING btree (agent_id, updated_at) WHERE (state = 'paused'::public.afk_state);
 CREATE TRIGGER afk_task_event_no_update BEFORE UPDATE ON public.afk_task_event FOR EACH ROW EXECUTE FUNCTION public.afk_task_event_append_only();
 CREATE TRIGGER afk_task_history BEFORE UPDATE ON public.afk_task FOR EACH ROW WHEN (((new.state IS DISTINCT FROM old.state) OR (new.lease_token IS DISTINCT FROM old.lease_token) OR (new.change_reason IS NOT NULL) OR (new.change_error IS NOT NULL) OR (new.change_by IS NOT NULL))) EXECUTE FUNCTION public.afk_task_history();
+ALTER TABLE ONLY public.afk_question
+    ADD CONSTRAINT afk_question_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.afk_task(id) ON DELETE CASCADE;
 ALTER TABLE ONLY public.afk_run
     ADD CONSTRAINT afk_run_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.afk_task(id) ON DELETE CASCADE;
 ALTER TABLE ONLY public.afk_task_effect

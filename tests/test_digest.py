@@ -208,6 +208,18 @@ def sample_digest() -> Digest:
                 "created_at": "2026-11-28T22:10:00+00:00",
             }
         ],
+        waiting=[
+            {
+                "id": "55555555-5555-5555-5555-555555555555",
+                "agent_id": "backlog-a",
+                "title": "Migrate the billing table",
+                "updated_at": "2026-11-30T03:10:00+00:00",
+                "budget_usd": None,
+                "question": "Which database should the migration target: staging or prod?",
+                "reason": "needs input: Which database should the migration target?",
+            }
+        ],
+        costs={"backlog-a": 4.125},
         accounts=[
             {
                 "account": "max-1",

@@ -322,3 +322,125 @@ def test_the_shell_ralph_loop_waits_for_a_retry_instead_of_ending(night, afk):
     task = night.show(task_id)
     assert (task["state"], task["attempts"]) == ("done", 2), (task, proc.stderr)
     assert "wait for a retry" in proc.stderr and len(night.runs()) == 2
+
+
+# -- what the night cost and what the agents asked ------------------------------------
+
+
+def result(cost: float, session: str, is_error: bool = False, text: str = "ok") -> dict:
+    """Claude Code's --output-format json result object."""
+    return {
+        "type": "result",
+        "subtype": "success",
+        "is_error": is_error,
+        "result": text,
+        "total_cost_usd": cost,
+        "num_turns": 3,
+        "session_id": session,
+        "usage": {"input_tokens": 1200, "output_tokens": 340},
+    }
+
+
+def test_a_question_holds_the_task_until_a_person_answers(night, afk, receiver):
+    ids = night.backlog(2)
+    night.then(afk=["ask", "Which database should the migration target: staging or prod?"])
+    status, _, err = night.run(
+        env={"AFK_DIGEST_WEBHOOK_URL": receiver.url(), "AFK_DIGEST_WEBHOOK_SECRET": "s"}
+    )
+    assert status == 0, err
+    asked, other = night.show(ids[0]), night.show(ids[1])
+    assert (asked["state"], asked["attempts"]) == ("paused", 0)
+    assert other["state"] == "done"  # the loop went on with the next task
+    assert len(night.runs()) == 2  # and did not run the asked one again
+    (question,) = afk.json("questions")
+    assert question["id"] == ids[0] and question["agent_id"] == "night"
+    assert question["title"] == "task 0" and "staging or prod" in question["question"]
+    assert question["asked_at"]
+    assert afk.json("questions", "--agent", "other") == []
+    assert [r["outcome"] for r in asked["runs"]] == ["needs_input"]
+    digest = afk("digest", "--dry-run", "--format", "text").stdout
+    assert "staging or prod" in digest
+    # answered: back to todo, off the list, and the answer in the next prompt
+    assert afk.json("answer", ids[0], "staging, never prod")["state"] == "todo"
+    assert afk.json("questions") == []
+    status, _, err = night.run()
+    assert status == 0, err
+    prompt = night.runs()[-1]["argv"][-1]
+    assert "staging or prod" in prompt and "staging, never prod" in prompt
+    assert night.show(ids[0])["state"] == "done"
+    again = afk("answer", ids[0], "more")
+    assert again.returncode == 2 and "no open question" in again.stderr
+
+
+def test_the_cost_and_session_of_every_run_are_recorded_and_summed(night):
+    (task_id,) = night.backlog(1, max_attempts=3)
+    night.then(stdout=[json.dumps(result(0.25, "sess-1", True, "tests fail"))], exit=1)
+    night.then(stdout=[json.dumps(result(0.27, "sess-2"))])
+    status, _, err = night.run()
+    assert status == 0, err
+    task = night.show(task_id)
+    assert task["cost_usd"] == pytest.approx(0.52)
+    assert [(r["session_id"], r["cost_usd"]) for r in task["runs"]] == [
+        ("sess-1", 0.25),
+        ("sess-2", 0.27),
+    ]
+    assert task["runs"][0]["usage"]["output_tokens"] == 340 and task["runs"][0]["turns"] == 3
+    # the second prompt offers the first session to resume
+    assert "sess-1" in night.runs()[1]["argv"][-1]
+
+
+def test_a_task_over_its_budget_is_held_not_run_again(night, afk):
+    (task_id,) = night.backlog(1, max_attempts=5, budget_usd=0.5)
+    night.then(stdout=[json.dumps(result(0.3, "s1", True, "still failing"))], exit=1)
+    night.then(stdout=[json.dumps(result(0.3, "s2", True, "still failing"))], exit=1)
+    status, _, err = night.run()
+    assert status == 0, err
+    runs = night.runs()
+    assert len(runs) == 2  # not a third time
+    assert runs[0]["env"]["AFK_TASK_BUDGET_USD"] == "0.50"
+    assert runs[1]["env"]["AFK_TASK_BUDGET_USD"] == "0.20"
+    task = night.show(task_id)
+    assert task["state"] == "paused" and task["cost_usd"] == pytest.approx(0.6)
+    assert any(h["reason"].startswith("over budget: $0.60 spent of $0.50") for h in task["history"])
+    assert afk("claim", "--agent", "night").returncode == 3  # held: no claim takes it
+    # a person raises it, and it runs again
+    assert afk.json("retry", task_id, "--budget-usd", "2")["retried"] == [task_id]
+    status, _, err = night.run()
+    assert status == 0 and night.show(task_id)["state"] == "done", err
+
+
+def test_an_account_over_its_daily_budget_is_parked_until_midnight(night, afk, sql):
+    night.backlog(3)
+    for session in ("a", "b"):
+        night.then(stdout=[json.dumps(result(0.6, session))])
+    proc = night.loop(
+        "--account", "team", env={"AFK_DAILY_BUDGET_USD": "1", "AFK_DIGEST_TZ": "Europe/Berlin"}
+    )
+    poll(lambda: "daily budget" in night.said())  # parked: the loop waits for midnight
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 143, night.said()
+    assert len(night.runs()) == 2  # the third task waits for midnight
+    refused = afk("claim", "--agent", "night", "--account", "team")
+    assert refused.returncode == 5
+    body = json.loads(refused.stdout)
+    assert "daily budget: $1.20 spent of $1.00" in body["reason"]
+    until = datetime.fromisoformat(body["limited_until"]).astimezone(ZoneInfo("Europe/Berlin"))
+    assert (until.hour, until.minute) == (0, 0)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["enqueue", "--agent", "a", "--title", "t", "--budget-usd", "0"], "budget"),
+        (["enqueue", "--agent", "a", "--title", "t", "--budget-usd", "nan"], "budget"),
+        (["answer", "00000000-0000-0000-0000-000000000000", "x"], "no task"),
+        (["ask", "?"], "task id"),
+        (["retry", "00000000-0000-0000-0000-000000000000", "--budget-usd", "-1"], "budget"),
+    ],
+)
+def test_questions_and_budgets_refuse_bad_input_in_one_line(afk, sql, args, message):
+    before = sql.fingerprint()
+    proc = afk(*args)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert sql.fingerprint() == before

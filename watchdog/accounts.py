@@ -83,6 +83,13 @@ class Accounts:
             account = check_id("account", account)
         return [Parking.from_row(r) for r in self.db.all("parked", {"account": account})]
 
+    def spent_today(self, account: str, tz: str) -> tuple[float, datetime]:
+        """What ``account``'s runs cost since midnight in zone ``tz`` (an IANA
+        name), and the next midnight there."""
+        row = self.db.one("spent_today", {"account": check_id("account", account), "tz": tz})
+        assert row is not None  # an aggregate: always one row
+        return float(row["spent"]), row["next_midnight"]
+
     def clock(self) -> datetime:
         """The database's now(): every time here is read from it."""
         row = self.db.one("clock")

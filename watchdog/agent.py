@@ -51,6 +51,21 @@ def resume_brief(queue: Queue, task_id: str) -> str:
             "",
         ]
         out += [f"- `{e['name']}` (started {e['runs']} time(s))" for e in open_effects]
+    questions = queue.task_questions(task.id)
+    if questions:
+        out += ["", "## Questions and answers (a person's decisions: follow them)", ""]
+        for q in questions:
+            out.append(f"- Q ({q['asked_at']:%Y-%m-%d %H:%M}): {_one_line(q['question'], 1000)}")
+            if q["answer"] is not None:
+                out.append(f"  A: {_one_line(q['answer'], 2000)}")
+            else:
+                out.append("  A: (not answered yet)")
+    sessions = [r for r in queue.runs(task.id) if r["session_id"]]
+    if sessions:
+        out += ["", "## Earlier sessions (resume one with `claude --resume ID`)", ""]
+        for r in sessions[-5:]:
+            cost = f", ${r['cost_usd']:.2f}" if r["cost_usd"] is not None else ""
+            out.append(f"- `{r['session_id']}`: {r['outcome'] or 'not ended'}{cost}")
     attempts = [
         h
         for h in history
@@ -64,6 +79,10 @@ def resume_brief(queue: Queue, task_id: str) -> str:
                 "usage limit",
                 "provider outage",
                 "needs a human",
+                "needs input",
+                "answered",
+                "over budget",
+                "budget raised",
             )
         )
     ]

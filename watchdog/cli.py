@@ -126,7 +126,9 @@ def open_queue(args: argparse.Namespace, *, timeout: bool = True) -> Queue:
 def task_of(args: argparse.Namespace) -> tuple[str, int]:
     """The task id and token: from the arguments, else from AFK_TASK_ID and
     AFK_TASK_TOKEN (which a supervisor gives the agent it runs)."""
-    env_id, env_token = os.environ.get("AFK_TASK_ID"), os.environ.get("AFK_TASK_TOKEN")
+    env_id = os.environ.get("AFK_TASK_ID")
+    # AFK_TASK_LEASE: the same token under a name no harness redacts
+    env_token = os.environ.get("AFK_TASK_TOKEN") or os.environ.get("AFK_TASK_LEASE")
     task_id = args.id if args.id is not None else env_id
     if task_id is None:
         raise BadInput("a task id is needed: give it, or set AFK_TASK_ID")
@@ -193,7 +195,7 @@ def read_jsonl(path: str) -> list[dict[str, Any]]:
             item = parse_object(line, f"line {number}")
         except BadInput as exc:
             raise BadInput(f"{path}: {exc}; nothing was enqueued") from None
-        unknown = set(item) - {"title", "spec", "key", "max_attempts"}
+        unknown = set(item) - {"title", "spec", "key", "max_attempts", "budget_usd"}
         if unknown:
             raise BadInput(
                 f"{path}: line {number}: unknown field(s) {sorted(unknown)}; nothing was enqueued"
@@ -209,13 +211,21 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
     if args.file is not None:
         if args.title is not None or args.spec is not None or args.key is not None:
             raise BadInput("--file cannot be combined with --title, --spec or --key")
+        if args.budget_usd is not None:
+            raise BadInput("--file takes a budget_usd key per line, not --budget-usd")
         tasks = read_jsonl(args.file)
     else:
         if args.title is None:
             raise BadInput("--title (or --file) is required")
         spec = parse_object(args.spec, "--spec") if args.spec is not None else {}
         tasks = [
-            {"title": args.title, "spec": spec, "key": args.key, "max_attempts": args.max_attempts}
+            {
+                "title": args.title,
+                "spec": spec,
+                "key": args.key,
+                "max_attempts": args.max_attempts,
+                "budget_usd": args.budget_usd,
+            }
         ]
     if args.max_attempts is not None:
         for task in tasks:
@@ -338,7 +348,17 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     with open_queue(args) as q:
         task, history = q.show(args.id)
-        emit({**task.to_json(), "history": history, "runs": q.runs(task)})
+        runs = q.runs(task)
+        costs = [r["cost_usd"] for r in runs if r["cost_usd"] is not None]
+        emit(
+            {
+                **task.to_json(),
+                "cost_usd": round(sum(costs), 6) if costs else None,
+                "history": history,
+                "runs": runs,
+                "questions": q.task_questions(task),
+            }
+        )
     return EXIT_OK
 
 
@@ -354,7 +374,38 @@ def cmd_dead(args: argparse.Namespace) -> int:
 def cmd_retry(args: argparse.Namespace) -> int:
     who = os.environ.get("USER") or None
     with open_queue(args) as q:
-        emit({"retried": [str(i) for i in q.retry(args.ids, who=who)]})
+        if args.budget_usd is not None:
+            ids = q.rebudget(args.ids, args.budget_usd, who=who)
+        else:
+            ids = q.retry(args.ids, who=who)
+        emit({"retried": [str(i) for i in ids]})
+    return EXIT_OK
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    """Inside the agent: a question for a person; the task waits for the answer."""
+    task_id, token = task_of(args)
+    with open_queue(args) as q:
+        question_id = q.ask(task_id, args.question, token=token)
+        emit({"asked": question_id, "id": task_id})
+    print(
+        "afk: your task now waits for a person's answer: stop working on it and exit; "
+        "the answer comes with the next run's brief",
+        file=sys.stderr,
+    )
+    return EXIT_OK
+
+
+def cmd_answer(args: argparse.Namespace) -> int:
+    with open_queue(args) as q:
+        task = q.answer(args.id, args.answer, who=os.environ.get("USER") or None)
+        emit({"answered": str(task.id), "state": task.state})
+    return EXIT_OK
+
+
+def cmd_questions(args: argparse.Namespace) -> int:
+    with open_queue(args) as q:
+        emit(q.questions(agent_of(args, required=False)))
     return EXIT_OK
 
 
@@ -591,6 +642,9 @@ def cmd_loop(args: argparse.Namespace) -> int:
     assert agent is not None
     settings = load_all(args.config)
     dsn = str(database_of(args, settings))
+    from .delivery import timezone_of
+
+    zone = timezone_of(settings.digest)
     options = LoopOptions(
         agent=agent,
         command=list(args.command),
@@ -600,6 +654,7 @@ def cmd_loop(args: argparse.Namespace) -> int:
         max_tasks=args.max_tasks,
         runner=runner_of(args),
         env=dict(agent_variables(args.dsn, args.config)),
+        day_zone=getattr(zone, "key", None) or str(zone),
     )
     from .queue import Queue, check_id
 
@@ -799,7 +854,16 @@ def build_parser() -> argparse.ArgumentParser:
         dest="max_attempts",
         help="attempts before the task is failed for good (env AFK_MAX_ATTEMPTS)",
     )
-    p.add_argument("--file", help='JSON Lines, each {"title", "spec", "key"}; - for stdin')
+    p.add_argument(
+        "--budget-usd",
+        type=float,
+        dest="budget_usd",
+        help="what the task's runs may cost together, US dollars; reached, it waits for a person",
+    )
+    p.add_argument(
+        "--file",
+        help='JSON Lines, each {"title", "spec", "key", "max_attempts", "budget_usd"}; - for stdin',
+    )
 
     p = add(
         "claim",
@@ -872,6 +936,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--since", help="e.g. 1h, 30m, 7d")
     p = add("retry", cmd_retry, "put failed tasks back to todo")
     p.add_argument("ids", nargs="+", metavar="ID")
+    p.add_argument(
+        "--budget-usd",
+        type=float,
+        dest="budget_usd",
+        help="a new budget: also puts back tasks held because they reached theirs",
+    )
+
+    p = add("ask", cmd_ask, "inside the agent: ask a person; the task waits for the answer")
+    p.add_argument("question", help="the question, as a person will read it")
+    p.add_argument("id", nargs="?", help="task id (env AFK_TASK_ID)")
+    p.add_argument("--token", type=int, help="the lease token of the claim (env AFK_TASK_TOKEN)")
+    p = add("answer", cmd_answer, "answer a task's question: it goes back to todo")
+    p.add_argument("id", help="the task id")
+    p.add_argument("answer", help="the answer, as the agent will read it")
+    p = add("questions", cmd_questions, "the open questions of the agents")
+    agent_opt(p)
     add("reclaim", cmd_reclaim, "reclaim expired leases once")
 
     p = add("db", cmd_db, "the embedded PostgreSQL server")

@@ -266,6 +266,11 @@ class LoopSettings:
     agent_grace_seconds: float = _field(
         10.0, "on a stop, how long the agent has after SIGTERM before SIGKILL", True
     )
+    daily_budget_usd: float = _field(
+        0.0,
+        "what one account's runs may cost a day, US dollars (0: no limit); reached, the "
+        "account is parked until midnight (AFK_DIGEST_TZ)",
+    )
 
     def __post_init__(self) -> None:
         problems = [
@@ -279,6 +284,8 @@ class LoopSettings:
             )
         if self.outage_breaker < 1:
             problems.append("outage_breaker must be at least 1")
+        if not 0 <= self.daily_budget_usd <= 1_000_000:
+            problems.append("daily_budget_usd must be from 0 (none) to 1000000")
         if problems:
             raise BadInput("invalid settings: " + "; ".join(problems))
         from .outcome import compile_patterns

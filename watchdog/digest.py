@@ -132,6 +132,11 @@ class Digest:
     #: accounts parked in the window: account, kinds, reason, parked_seconds,
     #: needs_person, tasks_waited, attempts_spent
     accounts: list[dict[str, Any]] = field(default_factory=list)
+    #: tasks held for a person: id, agent_id, title, question (or None: a
+    #: budget), budget_usd, reason, updated_at
+    waiting: list[dict[str, Any]] = field(default_factory=list)
+    #: what the runs that ended in the window cost, per agent (US dollars)
+    costs: dict[str, float] = field(default_factory=dict)
 
     @property
     def stuck(self) -> bool:
@@ -144,7 +149,32 @@ class Digest:
 
     @property
     def all_clear(self) -> bool:
-        return self.failed_total == 0 and not self.stuck and not self.needs_person
+        return (
+            self.failed_total == 0 and not self.stuck and not self.needs_person and not self.waiting
+        )
+
+    @property
+    def cost_total(self) -> float | None:
+        return sum(self.costs.values()) if self.costs else None
+
+    @property
+    def night(self) -> list[dict[str, Any]]:
+        """The night per agent: done, failed, waiting for a person, cost."""
+        agents: dict[str, dict[str, Any]] = {}
+
+        def of(agent: str) -> dict[str, Any]:
+            return agents.setdefault(
+                agent, {"agent_id": agent, "done": 0, "failed": 0, "waiting": 0, "cost": None}
+            )
+
+        for a in self.per_agent:
+            row = of(a["agent_id"])
+            row["done"], row["failed"] = int(a["done"]), int(a["failed"])
+        for w in self.waiting:
+            of(w["agent_id"])["waiting"] += 1
+        for agent, cost in self.costs.items():
+            of(agent)["cost"] = cost
+        return [agents[k] for k in sorted(agents)]
 
     @property
     def done_total(self) -> int:
@@ -198,6 +228,9 @@ class Digest:
                 "oldest_todo": self.oldest_todo,
             },
             "accounts": self.accounts,
+            "night": self.night,
+            "waiting": self.waiting,
+            "cost_usd": self.cost_total,
         }
 
 
@@ -276,6 +309,8 @@ def build(
         paused=row["paused"],
         oldest_todo=row["oldest_todo"],
         accounts=row["accounts"],
+        waiting=row["waiting"],
+        costs={str(k): float(v) for k, v in row["costs"].items()},
     )
 
 
@@ -323,6 +358,11 @@ def local_time(digest: Digest, value: datetime | str, fmt: str = "%Y-%m-%d %H:%M
     return digest.local(value).strftime(fmt)
 
 
+def usd(value: float | None) -> str:
+    """A cost as people write it: ``$0.52`` (``-`` when no run said one)."""
+    return "-" if value is None else f"${value:,.2f}"
+
+
 def hours(seconds: float) -> str:
     """How long an account was parked: ``2.5 h``, ``40 min``."""
     if seconds >= 3600:
@@ -358,6 +398,7 @@ def render(digest: Digest, fmt: str, settings: DigestSettings) -> str:
         local=lambda v, fmt="%Y-%m-%d %H:%M": local_time(digest, v, fmt),
         shell_quote=lambda v: shlex.quote(truncate(v, 100)),
         hours=hours,
+        usd=usd,
     )
     try:
         text = env.get_template(FORMATS[fmt]).render(d=digest, max_text=SLACK_MAX_TEXT)

@@ -336,7 +336,8 @@ class Context:
 
 
 def supervised_task(env: dict[str, str]) -> tuple[uuid.UUID, int] | None:
-    task_id, token = env.get("AFK_TASK_ID"), env.get("AFK_TASK_TOKEN")
+    # AFK_TASK_LEASE: the same token under a name no harness redacts
+    task_id, token = env.get("AFK_TASK_ID"), env.get("AFK_TASK_TOKEN") or env.get("AFK_TASK_LEASE")
     if not task_id and not token:
         return None
     try:

@@ -38,7 +38,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
-from typing import IO
+from typing import IO, Any
 
 from .accounts import DEFAULT_ACCOUNT, Accounts, Parking
 from .config import LoopSettings
@@ -55,6 +55,8 @@ from .outcome import (
 from .queue import Queue, Task
 
 EXIT_OK, EXIT_ERROR, EXIT_PARKED = 0, 1, 5
+#: outcomes that would retry a task: over its budget, it is held instead
+HELD_OVER_BUDGET = (Outcome.TASK_FAILURE, Outcome.OUTAGE, Outcome.USAGE_LIMIT)
 #: the longest a loop sleeps between two looks at the database while it waits
 #: for a reset or a backoff (a parking cleared by hand is seen this soon)
 MAX_NAP = 60.0
@@ -71,6 +73,8 @@ class LoopOptions:
     runner: str | None = None
     #: variables the agent gets besides the task's (AFK_DSN, AFK_CONFIG)
     env: dict[str, str] = field(default_factory=dict)
+    #: the zone of a day, for the daily budget (an IANA name)
+    day_zone: str = "UTC"
 
 
 def default_runner() -> str:
@@ -127,6 +131,7 @@ class Loop:
                 self.say(f"ran {self.runs} task(s), as --max-tasks asked")
                 return EXIT_OK
             try:
+                self.check_daily_budget()
                 claimed = self.q.take(
                     self.o.agent,
                     runner=self.runner,
@@ -182,9 +187,10 @@ class Loop:
         """Run the agent on one task and settle it; an exit status ends the loop."""
         self.runs += 1
         self._said = None
+        spent, budget = self.q.cost(task) if task.budget_usd is not None else (None, None)
         with self.q.leased(task) as lease:
             prompt = self._prompt(task)
-            report = self.run_agent(task, prompt, lease.lost)
+            report = self.run_agent(task, prompt, lease.lost, spent, budget)
         if lease.lost.is_set() and not self.stopped.is_set():
             self.say(
                 f"task {task.id}: {lease.error or 'the lease was lost'}; the agent was "
@@ -193,25 +199,38 @@ class Loop:
             return None
         now = self.accounts.clock()
         verdict = classify(report, now, self.tz, self.patterns, interrupted=self.stopped.is_set())
-        return self.settle(task, report, verdict, now)
+        total = (spent or 0) + (report.cost_usd or 0)
+        over = (total, budget) if budget is not None and total >= budget else None
+        return self.settle(task, report, verdict, now, over_budget=over)
 
-    def settle(self, task: Task, report: Report, verdict: Verdict, now: datetime) -> int | None:
+    def settle(
+        self,
+        task: Task,
+        report: Report,
+        verdict: Verdict,
+        now: datetime,
+        *,
+        over_budget: tuple[float, float] | None = None,
+    ) -> int | None:
         run = report.to_run(verdict.outcome, self.scrub)
         account, line = self.o.account, self.scrub(verdict.line)
         kind = verdict.outcome
         if kind is not Outcome.OUTAGE:
             self.outages = 0
         try:
+            if over_budget is not None and kind in HELD_OVER_BUDGET:
+                self.hold_over_budget(task, run, over_budget, line)
+                if kind is Outcome.USAGE_LIMIT:  # the account is parked all the same
+                    self.accounts.park(account, "usage_limit", line, self.reset_of(verdict, now))
+                return None
             if kind is Outcome.DONE:
                 self.q.done(task, run=run)
             elif kind is Outcome.TASK_FAILURE:
                 self.q.fail(task, failure_text(report, verdict, self.scrub), run=run)
             elif kind is Outcome.USAGE_LIMIT:
-                reset = verdict.reset
-                if reset is None or reset <= now:
-                    reset = now + timedelta(seconds=self.settings.limit_probe_seconds)
+                if verdict.reset is None or verdict.reset <= now:
                     line += " (no reset time read: probing again then)"
-                self.accounts.park(account, "usage_limit", line, reset)
+                self.accounts.park(account, "usage_limit", line, self.reset_of(verdict, now))
                 self.q.release(task, f"usage limit: {line}", outcome=kind, run=run)
                 self.say(f"account {account!r} hit a usage limit: {line}")
             elif kind is Outcome.OUTAGE:
@@ -255,6 +274,22 @@ class Loop:
             self.say(f"task {task.id} was not settled by the loop: {exc}")
         return None
 
+    def reset_of(self, verdict: Verdict, now: datetime) -> datetime:
+        """When a usage limit ends: the reset the agent named, else a probe."""
+        if verdict.reset is not None and verdict.reset > now:
+            return verdict.reset
+        return now + timedelta(seconds=self.settings.limit_probe_seconds)
+
+    def hold_over_budget(
+        self, task: Task, run: dict[str, Any], over: tuple[float, float], line: str
+    ) -> None:
+        """A task whose runs cost its budget: held for a person, not retried."""
+        spent, budget = over
+        why = f"over budget: ${spent:.2f} spent of ${budget:.2f} ({line})"
+        run = {**run, "outcome": str(Outcome.OVER_BUDGET)}
+        self.q.release(task, why, outcome=Outcome.OVER_BUDGET, run=run, hold=True)
+        self.say(f"task {task.id} is {why}; held for a person (afk retry ID --budget-usd N)")
+
     # -- the agent ------------------------------------------------------------
 
     def _prompt(self, task: Task) -> str:
@@ -281,14 +316,35 @@ class Loop:
         )
         return env
 
-    def run_agent(self, task: Task, prompt: str, lost: threading.Event) -> Report:
+    def run_agent(
+        self,
+        task: Task,
+        prompt: str,
+        lost: threading.Event,
+        spent: float | None = None,
+        budget: float | None = None,
+    ) -> Report:
+        env = self.agent_env(task)
+        if budget is not None:
+            # what is left, for the agent's own cap (claude -p --max-budget-usd)
+            env["AFK_TASK_BUDGET_USD"] = f"{max(budget - (spent or 0), 0):.2f}"
         return run_agent(
             [*self.o.command, prompt],
-            self.agent_env(task),
+            env,
             stop=self.stopped,
             lost=lost,
             grace=self.settings.agent_grace_seconds,
         )
+
+    def check_daily_budget(self) -> None:
+        """Park the account until midnight once its runs cost its daily budget."""
+        limit = self.settings.daily_budget_usd
+        if not limit:
+            return
+        spent, midnight = self.accounts.spent_today(self.o.account, self.o.day_zone)
+        if spent >= limit:
+            reason = f"daily budget: ${spent:.2f} spent of ${limit:.2f} since midnight"
+            self.accounts.park(self.o.account, "budget", reason, midnight)
 
     # -- sleeping -------------------------------------------------------------
 

@@ -46,6 +46,10 @@ class Outcome(StrEnum):
     TASK_FAILURE = "task_failure"
     #: the supervisor lost the task's lease while the agent ran
     LEASE_LOST = "lease_lost"
+    #: the agent asked a person a question (`afk ask`): held until answered
+    NEEDS_INPUT = "needs_input"
+    #: the task's runs cost what its budget allows: held for a person
+    OVER_BUDGET = "over_budget"
 
 
 #: lines of the agent's output a verdict reads (the last ones, not blank)

@@ -65,6 +65,8 @@ class Task:
     updated_at: datetime | None = None
     #: the lease length of the claim: a heartbeat extends the lease by this much
     lease_seconds: float | None = None
+    #: what the task's runs may cost together, in US dollars (None: no limit)
+    budget_usd: float | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> Task:
@@ -88,6 +90,7 @@ class Task:
             created_at=row["created_at"],
             updated_at=row["updated_at"],
             lease_seconds=row.get("lease_seconds"),
+            budget_usd=None if row.get("budget_usd") is None else float(row["budget_usd"]),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -108,6 +111,8 @@ class NewTask:
     spec: Mapping[str, Any] = field(default_factory=dict)
     key: str | None = None
     max_attempts: int | None = None
+    #: what its runs may cost together (US dollars); reached, it waits for a person
+    budget_usd: float | None = None
 
 
 @dataclass(frozen=True)
@@ -313,6 +318,7 @@ class Queue:
                 "spec": task.spec,
                 "idem_key": task.key,
                 "max_attempts": task.max_attempts,
+                "budget_usd": task.budget_usd,
             }
             for n, task in zip(positions, kept, strict=True)
         ]
@@ -363,6 +369,7 @@ class Queue:
                         dumps_json("a spec", t.spec),
                         t.key,
                         t.max_attempts or default,
+                        t.budget_usd,
                     )
                     for i, t in enumerate(tasks)
                 ),
@@ -400,7 +407,7 @@ class Queue:
         """One task of a batch, checked (the same object when it needs no
         change: a batch of 100k is checked in a blink)."""
         if not isinstance(task, NewTask) and isinstance(task, Mapping):
-            unknown = set(task) - {"title", "spec", "key", "max_attempts"}
+            unknown = set(task) - {"title", "spec", "key", "max_attempts", "budget_usd"}
             if unknown:
                 raise BadInput(f"unknown field(s) {sorted(unknown)}")
             task = NewTask(
@@ -408,6 +415,7 @@ class Queue:
                 spec=task.get("spec") or {},
                 key=task.get("key"),
                 max_attempts=task.get("max_attempts"),
+                budget_usd=task.get("budget_usd"),
             )
         check_text("title", task.title)
         if task.key is not None:
@@ -422,9 +430,11 @@ class Queue:
             or not 1 <= max_attempts <= MAX_ATTEMPTS
         ):
             raise BadInput(f"max_attempts must be a whole number from 1 to {MAX_ATTEMPTS}")
+        if task.budget_usd is not None:
+            check_budget(task.budget_usd)
         if is_dict:
             return task
-        return NewTask(task.title, dict(task.spec), task.key, max_attempts)
+        return NewTask(task.title, dict(task.spec), task.key, max_attempts, task.budget_usd)
 
     # -- workers ----------------------------------------------------------
 
@@ -656,13 +666,16 @@ class Queue:
         retry_in: float | None = None,
         outcome: str = "interrupted",
         run: Mapping[str, Any] | None = None,
+        hold: bool = False,
     ) -> Task:
         """Give a running task back without spending its attempt, for a reason
         that is not the task's: a usage limit, a provider outage, a login that
         needs a person, an interrupt. It goes to ``state``, due again after
         ``retry_in`` seconds (None: at once), and its run ends with
         ``outcome`` and ``run`` (what the supervisor read of the agent:
-        exit_status, output_tail, session_id, cost_usd, turns, usage)."""
+        exit_status, output_tail, session_id, cost_usd, turns, usage).
+        ``hold``: held for a person instead (paused, claimed by no one until a
+        person puts it back: an answer, a raised budget)."""
         task_id, token = task_ref(task, token)
         reason = check_text("reason", reason)[:1000]
         if retry_in is not None and not 0 <= retry_in <= 7 * 86400:
@@ -674,6 +687,7 @@ class Queue:
                 "token": token,
                 "state": state,
                 "retry_in": retry_in,
+                "hold": hold,
                 "reason": reason,
                 "outcome": outcome,
                 "run": None if run is None else json_param(dict(run)),
@@ -683,6 +697,72 @@ class Queue:
         if replayed and row is not None and row["cur_state"] == state:
             return self.show(task_id)[0]  # a replay whose first reply was lost
         return self._fenced(row, task_id, token)
+
+    # -- what the night cost and what the agents asked -------------------
+
+    def ask(self, task: TaskRef, question: str, *, token: int | None = None) -> int:
+        """An agent's question to a person: its task is held (paused, not
+        claimed again, no attempt spent) until :meth:`answer`, and the
+        question goes into every later brief. Returns the question's id."""
+        task_id, token = task_ref(task, token)
+        question = check_text("question", question)
+        row = self.db.one("ask", {"id": task_id, "token": token, "question": question})
+        if row is None:
+            raise TaskNotFound(f"no task with id {task_id}")
+        if row["question_id"] is None:
+            explain_fence(row, task_id, token, timeline=self._timeline)
+        return int(row["question_id"])
+
+    def answer(self, task: TaskRef, answer: str, *, who: str | None = None) -> Task:
+        """A person's answer to a task's open questions: recorded, and the
+        task back to todo."""
+        task_id = task_ref(task, 0)[0]
+        answer = check_text("answer", answer)
+        row = self.db.one("answer", {"id": task_id, "answer": answer, "who": who})
+        if row is None:
+            raise TaskNotFound(f"no task with id {task_id}")
+        if row["question_id"] is None:
+            raise NotRunning(f"task {task_id} has no open question; nothing was changed")
+        return self.show(task_id)[0]
+
+    def questions(self, agent_id: str | None = None) -> list[dict[str, Any]]:
+        """The open questions (of one agent), oldest first."""
+        if agent_id is not None:
+            agent_id = check_id("agent id", agent_id)
+        return self.db.all("questions", {"agent_id": agent_id})
+
+    def task_questions(self, task: TaskRef) -> list[dict[str, Any]]:
+        """A task's questions with their answers, in order."""
+        return self.db.all("task_questions", {"id": task_ref(task, 0)[0]})
+
+    def cost(self, task: TaskRef) -> tuple[float | None, float | None]:
+        """What a task's runs cost so far (None: no run said), and its budget."""
+        row = self.db.one("task_cost", {"id": task_ref(task, 0)[0]})
+        if row is None:
+            raise TaskNotFound(f"no task with id {task_ref(task, 0)[0]}")
+        return row["spent"], row["budget_usd"]
+
+    def rebudget(
+        self, task_ids: Iterable[TaskRef], budget_usd: float, *, who: str | None = None
+    ) -> list[uuid.UUID]:
+        """Raise the budget of tasks held for it (or failed) and put them back
+        to todo. All or nothing, as :meth:`retry`."""
+        budget_usd = check_budget(budget_usd)
+        ids = [task_ref(t, 0)[0] for t in task_ids]
+        if not ids:
+            raise BadInput("no task ids given")
+        rows = self.db.all("rebudget", {"ids": ids, "budget_usd": budget_usd, "who": who})
+        found = {r["id"]: r for r in rows}
+        missing = [str(i) for i in ids if i not in found]
+        if missing:
+            raise TaskNotFound(f"no task with id {', '.join(missing[:5])}; nothing was changed")
+        stuck = [f"{i} ({r['state']})" for i, r in found.items() if not r["held"]]
+        if stuck:
+            raise NotRunning(
+                "only tasks held for their budget, or failed, take a new budget: "
+                f"{', '.join(stuck[:5])}; nothing was changed"
+            )
+        return list(dict.fromkeys(ids))
 
     def runs(self, task: TaskRef) -> list[dict[str, Any]]:
         """The recorded runs of a task (claims made under an account), oldest first."""
@@ -1119,6 +1199,16 @@ def check_text(what: str, value: Any) -> str:
     if len(value) > MAX_TEXT:
         raise BadInput(f"{what} is longer than {MAX_TEXT} characters")
     return value
+
+
+#: the largest budget a task may have, US dollars
+MAX_BUDGET = 1_000_000
+
+
+def check_budget(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= MAX_BUDGET:
+        raise BadInput(f"a budget must be a number of US dollars above 0, at most {MAX_BUDGET}")
+    return float(value)
 
 
 def check_id(what: str, value: Any) -> str:

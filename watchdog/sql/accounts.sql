@@ -28,3 +28,13 @@ SELECT account, kind, reason, until AS limited_until, parked_at
 -- name: clock :one retry
 -- The database's clock: the one every time here is read from.
 SELECT now() AS now;
+
+-- name: spent_today :one retry
+-- What an account's runs cost since midnight in zone %(tz)s, and when the
+-- next midnight is (where a daily budget's parking ends).
+SELECT coalesce(sum(cost_usd), 0)::float8 AS spent,
+       (date_trunc('day', now() AT TIME ZONE %(tz)s) + interval '1 day')
+           AT TIME ZONE %(tz)s AS next_midnight
+  FROM afk_run
+ WHERE account = %(account)s
+   AND started_at >= date_trunc('day', now() AT TIME ZONE %(tz)s) AT TIME ZONE %(tz)s;

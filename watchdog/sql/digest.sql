@@ -77,4 +77,23 @@ SELECT
            AND least(p.cleared_at, p.until, 'infinity'::timestamptz) > %(start)s
          GROUP BY p.account) x)
         AS accounts,
+    -- the tasks held for a person: a question (with its text) or a budget
+    (SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY x.updated_at), '[]'::jsonb) FROM (
+        SELECT t.id, t.agent_id, left(t.title, 300) AS title, t.updated_at,
+               t.budget_usd::float8 AS budget_usd,
+               (SELECT q.question FROM afk_question q
+                 WHERE q.task_id = t.id AND q.answered_at IS NULL
+                 ORDER BY q.asked_at DESC LIMIT 1) AS question,
+               (SELECT e.reason FROM afk_task_event e
+                 WHERE e.task_id = t.id ORDER BY e.id DESC LIMIT 1) AS reason
+          FROM afk_task t
+         WHERE t.state = 'paused' AND t.run_after = afk_held()
+         ORDER BY t.updated_at LIMIT 50) x)
+        AS waiting,
+    -- what the runs that ended in the window cost, per agent (null: no run said)
+    (SELECT coalesce(jsonb_object_agg(agent_id, cost), '{}'::jsonb) FROM (
+        SELECT agent_id, sum(cost_usd)::float8 AS cost FROM afk_run
+         WHERE ended_at >= %(start)s AND ended_at < %(end)s AND cost_usd IS NOT NULL
+         GROUP BY agent_id) c)
+        AS costs,
     now() AS now;

@@ -15,9 +15,10 @@
 -- created_at; the history records the state changes after it.)
 WITH input AS (
     SELECT x.n, x.title, coalesce(x.spec, '{}'::jsonb) AS spec, x.idem_key,
-           coalesce(x.max_attempts, %(default_max_attempts)s) AS max_attempts
+           coalesce(x.max_attempts, %(default_max_attempts)s) AS max_attempts, x.budget_usd
       FROM jsonb_to_recordset(%(tasks)s::jsonb)
-           AS x(n int, title text, spec jsonb, idem_key text, max_attempts int)
+           AS x(n int, title text, spec jsonb, idem_key text, max_attempts int,
+                budget_usd numeric)
 ), too_big AS (
     SELECT min(n) AS n FROM input WHERE octet_length(spec::text) > %(max_bytes)s
 ), fresh AS (
@@ -32,9 +33,9 @@ WITH input AS (
         SET next_ordinal = a.next_ordinal + EXCLUDED.next_ordinal - 1
     RETURNING next_ordinal - (SELECT count(*) FROM fresh) AS first
 ), ins AS (
-    INSERT INTO afk_task (agent_id, ordinal, title, spec, idem_key, max_attempts)
+    INSERT INTO afk_task (agent_id, ordinal, title, spec, idem_key, max_attempts, budget_usd)
     SELECT %(agent_id)s, c.first + row_number() OVER (ORDER BY f.n) - 1,
-           f.title, f.spec, f.idem_key, f.max_attempts
+           f.title, f.spec, f.idem_key, f.max_attempts, f.budget_usd
       FROM fresh f CROSS JOIN counter c
     ON CONFLICT (idem_key) DO NOTHING
     RETURNING id, idem_key, ordinal
@@ -60,7 +61,7 @@ ON CONFLICT (agent_id) DO UPDATE SET next_ordinal = a.next_ordinal + %(n)s::bigi
 RETURNING next_ordinal - %(n)s::bigint AS first;
 
 -- name: enqueue_copy :copy
-COPY afk_task (agent_id, ordinal, title, spec, idem_key, max_attempts) FROM STDIN;
+COPY afk_task (agent_id, ordinal, title, spec, idem_key, max_attempts, budget_usd) FROM STDIN;
 
 -- name: enqueue_copied :one
 -- The ids of the rows copied, in order, and the offset of the first whose
@@ -170,7 +171,8 @@ SELECT t.state AS cur_state, t.lease_token AS cur_token, (SELECT id FROM fin) AS
        CASE WHEN %(claim)s AND NOT EXISTS (SELECT 1 FROM claimed) THEN
            (SELECT min(w.run_after) FROM afk_task w
              WHERE w.agent_id = coalesce((SELECT agent_id FROM fin), %(agent_id)s::text)
-               AND w.state IN ('todo', 'paused') AND w.run_after > now()) END AS next_at,
+               AND w.state IN ('todo', 'paused') AND w.run_after > now()
+               AND w.run_after < afk_held()) END AS next_at,
        now() AS db_now,
        r.*
   FROM (VALUES (1)) AS one
@@ -365,10 +367,13 @@ SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bi
 -- that needs a person, an interrupt): to %(state)s (todo or paused), due
 -- again after %(retry_in)s seconds (NULL: at once), and ends its run with
 -- %(run)s. Fenced by the token, as every worker's write.
+-- %(hold)s holds it for a person instead (run_after afk_held(): no claim
+-- takes it until a person puts it back).
 WITH upd AS (
     UPDATE afk_task
        SET state = %(state)s::afk_state, attempts = greatest(attempts - 1, 0),
-           run_after = CASE WHEN %(retry_in)s::float8 IS NULL THEN NULL
+           run_after = CASE WHEN %(hold)s THEN afk_held()
+                            WHEN %(retry_in)s::float8 IS NULL THEN NULL
                             ELSE now() + make_interval(secs => %(retry_in)s::float8) END,
            lease_until = NULL, updated_at = now(), change_reason = %(reason)s
      WHERE id = %(id)s AND state = 'running' AND lease_token = %(token)s
@@ -393,3 +398,98 @@ SELECT * FROM afk_task
  WHERE agent_id = %(agent_id)s AND lease_owner = %(runner)s AND state = 'running'
  ORDER BY ordinal
  LIMIT 1;
+
+-- name: ask :one
+-- An agent's question: its task (fenced by the token) is held for a person
+-- (paused, run_after afk_held(), the attempt given back), the question kept,
+-- and the run ended as needs_input. A supervisor's later finish is refused.
+WITH upd AS (
+    UPDATE afk_task
+       SET state = 'paused', attempts = greatest(attempts - 1, 0),
+           run_after = afk_held(), lease_until = NULL, updated_at = now(),
+           change_reason = 'needs input: ' || left(%(question)s, 300)
+     WHERE id = %(id)s AND state = 'running' AND lease_token = %(token)s
+    RETURNING id
+), q AS (
+    INSERT INTO afk_question (task_id, question, asked_token)
+    SELECT id, %(question)s, %(token)s FROM upd
+    RETURNING id, asked_at
+)
+SELECT t.state AS cur_state, t.lease_token AS cur_token,
+       (SELECT id FROM q) AS question_id, (SELECT asked_at FROM q) AS asked_at,
+       CASE WHEN EXISTS (SELECT 1 FROM upd)
+            THEN afk_end_run(t.id, %(token)s, 'needs_input', NULL, false) END AS run_ended
+  FROM afk_task t
+ WHERE t.id = %(id)s;
+
+-- name: answer :one
+-- A person's answer to a task's open questions: recorded, and the task put
+-- back to todo (due at once). question_id is NULL when none was open.
+WITH open AS (
+    SELECT id FROM afk_question
+     WHERE task_id = %(id)s AND answered_at IS NULL
+       FOR UPDATE
+), ans AS (
+    UPDATE afk_question q
+       SET answer = %(answer)s, answered_at = now(), answered_by = %(who)s
+      FROM open o
+     WHERE q.id = o.id
+    RETURNING q.id
+), upd AS (
+    UPDATE afk_task
+       SET state = 'todo', run_after = NULL, updated_at = now(),
+           change_reason = 'answered', change_by = %(who)s
+     WHERE id = %(id)s AND EXISTS (SELECT 1 FROM ans) AND state = 'paused'
+    RETURNING id
+)
+SELECT t.id, t.state::text AS state, (SELECT max(id) FROM ans) AS question_id
+  FROM afk_task t
+ WHERE t.id = %(id)s;
+
+-- name: questions :many retry
+-- Open questions (all agents, or one), oldest first.
+SELECT q.task_id AS id, t.agent_id, t.title, q.question, q.asked_at
+  FROM afk_question q JOIN afk_task t ON t.id = q.task_id
+ WHERE q.answered_at IS NULL
+   AND (%(agent_id)s::text IS NULL OR t.agent_id = %(agent_id)s::text)
+ ORDER BY q.asked_at, q.id;
+
+-- name: task_questions :many retry
+-- A task's questions and their answers, in order (for its brief and page).
+SELECT question, asked_at, answer, answered_at, answered_by
+  FROM afk_question WHERE task_id = %(id)s
+ ORDER BY asked_at, id;
+
+-- name: task_cost :one retry
+-- What a task's runs cost so far, and its budget.
+SELECT (SELECT sum(cost_usd)::float8 FROM afk_run WHERE task_id = %(id)s) AS spent,
+       budget_usd::float8 AS budget_usd
+  FROM afk_task WHERE id = %(id)s;
+
+-- name: rebudget :many
+-- A person raises the budget of tasks held for one (or failed), and puts
+-- them back to todo: all or nothing, as retry.
+WITH req AS (
+    SELECT DISTINCT unnest(%(ids)s::uuid[]) AS id
+), found AS (
+    SELECT t.id, t.state,
+           (t.state = 'failed' OR (t.state = 'paused' AND t.run_after = afk_held()
+                                   AND NOT EXISTS (SELECT 1 FROM afk_question q
+                                                    WHERE q.task_id = t.id
+                                                      AND q.answered_at IS NULL))) AS held
+      FROM afk_task t JOIN req USING (id) FOR UPDATE OF t
+), verdict AS (
+    SELECT (SELECT count(*) FROM found) = (SELECT count(*) FROM req)
+           AND coalesce(bool_and(held), false) AS ok
+      FROM found
+), upd AS (
+    UPDATE afk_task t
+       SET state = 'todo', attempts = 0, run_after = NULL, lease_until = NULL,
+           budget_usd = %(budget_usd)s, updated_at = now(),
+           change_reason = 'budget raised to $' || %(budget_usd)s::text || ' by a human',
+           change_by = %(who)s
+      FROM found f, verdict v
+     WHERE t.id = f.id AND v.ok
+    RETURNING t.id
+)
+SELECT f.id, f.state::text AS state, f.held, (SELECT ok FROM verdict) AS ok FROM found f;
