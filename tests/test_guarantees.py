@@ -379,8 +379,16 @@ def test_a_dsn_given_but_empty_is_refused_and_no_server_starts(tmp_path, case):
 
 
 def test_the_embedded_default_ignores_libpq_environment_and_says_so(tmp_path):
+    import shutil
+    import tempfile
+
+    # a home the server's own user can reach (pytest's tmp_path is private to
+    # root, and the embedded server does not run as root)
+    home = Path(tempfile.mkdtemp(prefix="afk-home-"))
+    home.chmod(0o755)
     env = isolated(
         tmp_path,
+        AFK_HOME=str(home),
         PGHOSTADDR="127.0.0.2",
         PGOPTIONS="-c default_transaction_read_only=on",
         PGTARGETSESSIONATTRS="standby",
@@ -392,6 +400,7 @@ def test_the_embedded_default_ignores_libpq_environment_and_says_so(tmp_path):
         assert json.loads(proc.stdout)["enqueued"]
     finally:
         run_cli(["db", "stop"], env, tmp_path)
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def test_a_libpq_service_with_the_embedded_default_is_refused(tmp_path):

@@ -344,9 +344,7 @@ def result(cost: float, session: str, is_error: bool = False, text: str = "ok") 
 def test_a_question_holds_the_task_until_a_person_answers(night, afk, receiver):
     ids = night.backlog(2)
     night.then(afk=["ask", "Which database should the migration target: staging or prod?"])
-    status, _, err = night.run(
-        env={"AFK_DIGEST_WEBHOOK_URL": receiver.url(), "AFK_DIGEST_WEBHOOK_SECRET": "s"}
-    )
+    status, _, err = night.run()
     assert status == 0, err
     asked, other = night.show(ids[0]), night.show(ids[1])
     assert (asked["state"], asked["attempts"]) == ("paused", 0)
@@ -360,6 +358,14 @@ def test_a_question_holds_the_task_until_a_person_answers(night, afk, receiver):
     assert [r["outcome"] for r in asked["runs"]] == ["needs_input"]
     digest = afk("digest", "--dry-run", "--format", "text").stdout
     assert "staging or prod" in digest
+    # the watchdog tells the alert destinations of a new question, once
+    hook_env = {"AFK_DIGEST_WEBHOOK_URL": receiver.url(), "AFK_DIGEST_WEBHOOK_SECRET": "s"}
+    for _ in range(2):
+        tick = afk("watchdog", "tick", "questions", env=hook_env)
+        assert tick.returncode == 0, tick.stderr
+    (alert,) = [json.loads(r.body) for r in receiver.received]
+    assert alert["type"] == "afk.question" and alert["task_id"] == ids[0]
+    assert "staging or prod" in alert["question"]
     # answered: back to todo, off the list, and the answer in the next prompt
     assert afk.json("answer", ids[0], "staging, never prod")["state"] == "todo"
     assert afk.json("questions") == []

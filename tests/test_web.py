@@ -277,3 +277,24 @@ def test_parked_accounts_and_a_tasks_runs_are_shown(afk, service, tmp_path, brow
     text = html.unescape(re.sub(r"<[^>]+>", " ", dom))
     for expected in ("Runs", "needs human", "no attempt spent", "laptop", "Not logged in"):
         assert expected in text, expected
+
+
+def test_questions_and_the_last_day_are_on_the_pages(afk, service, tmp_path, browser):
+    (task_id,) = afk.json("enqueue", "--agent", "night", "--title", "migrate")["enqueued"]
+    task = afk.json("claim", "--agent", "night")
+    env = {"AFK_TASK_ID": task_id, "AFK_TASK_TOKEN": str(task["token"])}
+    assert afk("ask", "Staging or prod? " + SCRIPT, env=env).returncode == 0
+    dom, log = load(browser, service.url + "/", "overview-questions.png")
+    assert not log, log
+    assert not re.search(r"<script|<img", dom, re.I)
+    text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", dom)).split())
+    for expected in (
+        "Waiting for you: 1",
+        "asks: Staging or prod?",
+        f"afk answer {task_id}",
+        "The last 24 h",
+    ):
+        assert expected in text, expected
+    dom, log = load(browser, service.url + f"/tasks/{task_id}", "task-question.png")
+    assert not log, log
+    assert "Staging or prod?" in html.unescape(dom) and "not answered" in dom

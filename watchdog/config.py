@@ -317,6 +317,9 @@ class DigestSettings:
     )
     cron: str = _field("", "a crontab expression instead of --at (e.g. '0 8 * * 1-5')")
     all_clear: bool = _field(True, "send a short all-clear when there is nothing to report")
+    question_alert: bool = _field(
+        True, "tell the destinations at once when an agent asks a person (afk ask)"
+    )
     link_template: str = _field("", "per-task link, e.g. https://tracker/{agent_id}/{task_id}")
     paused_after: float = _field(6 * 3600.0, "a task paused this long counts as stuck", True)
     todo_late_after: float = _field(

@@ -15,7 +15,14 @@ from typing import Any
 from .accounts import Parking
 from .config import DigestSettings
 from .db import Database
-from .destinations import AccountAlert, Alert, DeliveryError, Rendered, configured
+from .destinations import (
+    AccountAlert,
+    Alert,
+    DeliveryError,
+    QuestionAlert,
+    Rendered,
+    configured,
+)
 from .digest import Digest, build, render
 from .errors import AfkError, redact
 from .queue import Task
@@ -272,3 +279,25 @@ def alert_account(db: Database, settings: DigestSettings, parking: Parking) -> l
     kind = f"account:{parking.account}"
     outcomes = [claim_and_send(db, settings, d, kind, period, 3600, send) for d in destinations]
     return [o for o in outcomes if o is not None]
+
+
+def alert_questions(db: Database, settings: DigestSettings, limit: int = 20) -> list[Outcome]:
+    """Tell the alert destinations of each new question, once per question and
+    destination (the ledger's kind names the question)."""
+    destinations = {d.name: d for d in configured(settings)}
+    outcomes: list[Outcome] = []
+    for row in db.all("questions_unalerted", {"limit": limit}):
+        alert = QuestionAlert(str(row["id"]), row["agent_id"], row["title"], row["question"])
+        kind = f"question:{row['question_id']}"
+
+        def send(
+            destination: str, _row: dict[str, Any], alert: QuestionAlert = alert, kind: str = kind
+        ) -> int:
+            return destinations[destination].send_alert(alert, f"{destination}:{kind}")
+
+        sent = [
+            claim_and_send(db, settings, d, kind, row["asked_at"], 3600, send) for d in destinations
+        ]
+        outcomes += [o for o in sent if o is not None]
+        db.execute("question_alerted", {"question_id": row["question_id"]})
+    return outcomes

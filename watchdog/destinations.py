@@ -260,7 +260,37 @@ class AccountAlert:
         }
 
 
-AnyAlert = Alert | AccountAlert
+@dataclass(frozen=True)
+class QuestionAlert:
+    """An agent asks a person (`afk ask`): its task waits for the answer."""
+
+    task_id: str
+    agent_id: str
+    title: str
+    question: str
+
+    @property
+    def text(self) -> str:
+        return (
+            f"afk: {self.agent_id} asks, on {self.title!r}:\n{self.question}\n"
+            f"The task waits for you: afk answer {self.task_id} '...'"
+        )
+
+    @property
+    def subject(self) -> str:
+        return f"afk: {self.agent_id} asks a question"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": "afk.question",
+            "task_id": self.task_id,
+            "agent_id": self.agent_id,
+            "title": self.title,
+            "question": self.question,
+        }
+
+
+AnyAlert = Alert | AccountAlert | QuestionAlert
 
 
 class Destination(Protocol):

@@ -137,6 +137,9 @@ class Digest:
     waiting: list[dict[str, Any]] = field(default_factory=list)
     #: what the runs that ended in the window cost, per agent (US dollars)
     costs: dict[str, float] = field(default_factory=dict)
+    #: supervised runs done in the window, per agent (where done tasks are not
+    #: counted: the status page)
+    runs_done: dict[str, int] | None = None
 
     @property
     def stuck(self) -> bool:
@@ -170,6 +173,8 @@ class Digest:
         for a in self.per_agent:
             row = of(a["agent_id"])
             row["done"], row["failed"] = int(a["done"]), int(a["failed"])
+        for agent, n in (self.runs_done or {}).items():
+            of(agent)["done"] = max(of(agent)["done"], n)
         for w in self.waiting:
             of(w["agent_id"])["waiting"] += 1
         for agent, cost in self.costs.items():
@@ -311,6 +316,7 @@ def build(
         accounts=row["accounts"],
         waiting=row["waiting"],
         costs={str(k): float(v) for k, v in row["costs"].items()},
+        runs_done=None if count_done else {str(k): int(n) for k, n in row["runs_done"].items()},
     )
 
 

@@ -267,12 +267,30 @@ def run_digest(w: Watchdog) -> dict[str, Any]:
     return {"deliveries": [o.to_json() for o in outcomes]}
 
 
+def run_questions(w: Watchdog) -> dict[str, Any]:
+    """New questions of the agents, to the alert destinations."""
+    from . import delivery
+
+    d = w.settings.digest
+    if not d.question_alert or not d.destinations():
+        return {"alerts": [], "skipped": "question alerts are off or go nowhere"}
+    sent = delivery.alert_questions(w.db, d)
+    return {"alerts": [o.to_json() for o in sent]}
+
+
 JOBS: tuple[Job, ...] = (
     Job("leader", lambda s: s.service.leader_interval, False, run_leader, tick=False),
     Job("reclaim", lambda s: s.service.reclaim_interval, False, run_reclaim),
     Job("gauges", lambda s: s.service.gauges_interval, False, run_gauges),
     Job("poison", lambda s: s.service.poison_interval, True, run_poison),
     Job("prune", lambda s: s.service.prune_interval, True, run_prune),
+    Job(
+        "questions",
+        lambda s: s.digest.check_interval,
+        True,
+        run_questions,
+        enabled=lambda s: s.digest.question_alert and bool(s.digest.destinations()),
+    ),
     Job(
         "digest",
         lambda s: s.digest.check_interval,

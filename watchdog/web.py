@@ -365,6 +365,7 @@ class StatusPages:
                 task=task,
                 history=history,
                 runs=queue.runs(task_id),
+                questions=queue.task_questions(task_id),
                 effects=queue.effects(task_id),
                 brief=resume_brief(queue, str(task_id)),
             ),

@@ -65,3 +65,15 @@ SELECT destination, kind, period FROM afk_digest_delivery
  WHERE state = 'pending' AND kind = 'forced' AND next_attempt_at <= now()
  ORDER BY period
  LIMIT 20;
+
+-- name: questions_unalerted :many
+-- Open questions the alert destinations were not told of yet, oldest first.
+SELECT q.id AS question_id, q.task_id AS id, t.agent_id, left(t.title, 300) AS title,
+       q.question, q.asked_at
+  FROM afk_question q JOIN afk_task t ON t.id = q.task_id
+ WHERE q.answered_at IS NULL AND q.alerted_at IS NULL
+ ORDER BY q.asked_at, q.id
+ LIMIT %(limit)s;
+
+-- name: question_alerted :exec retry
+UPDATE afk_question SET alerted_at = now() WHERE id = %(question_id)s AND alerted_at IS NULL;

@@ -96,4 +96,12 @@ SELECT
          WHERE ended_at >= %(start)s AND ended_at < %(end)s AND cost_usd IS NOT NULL
          GROUP BY agent_id) c)
         AS costs,
+    -- the runs a supervisor saw done in the window, per agent (from the runs'
+    -- index: the status page's count of the day's finishes, which it does not
+    -- count from the tasks)
+    (SELECT coalesce(jsonb_object_agg(agent_id, n), '{}'::jsonb) FROM (
+        SELECT agent_id, count(*) AS n FROM afk_run
+         WHERE ended_at >= %(start)s AND ended_at < %(end)s AND outcome = 'done'
+         GROUP BY agent_id) d)
+        AS runs_done,
     now() AS now;
