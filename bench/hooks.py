@@ -123,10 +123,10 @@ def run(dsn: str, runs: int) -> str:
             },
         )
     psql = shutil.which("psql") or str(Path(sys.executable).parent / "psql")
-    from watchdog.embedded import _bin_dir
+    from watchdog.embedded import bin_dir
 
     if not Path(psql).exists():
-        psql = str(_bin_dir() / "psql")
+        psql = str(bin_dir() / "psql")
     results = {
         "python -c pass": timed([sys.executable, "-c", "pass"], runs),
         "psql -c (the hook's statement)": timed([psql, dsn, "-qAtc", statement], runs),

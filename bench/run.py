@@ -101,7 +101,7 @@ class Server:
             self.home = Path(tempfile.mkdtemp(prefix="afk-bench-"))
             dsn = embedded.ensure_running(self.home).dsn("postgres")
         self.dsn = dsn
-        self.bin = embedded._bin_dir()
+        self.bin = embedded.bin_dir()
         self.counter = 0
 
     def version(self) -> str:

@@ -134,11 +134,11 @@ SCHEMA_SQL = Path(__file__).parent.parent / "schema.sql"
 def dump(dsn: str) -> str:
     """pg_dump --schema-only, without what varies between runs and servers
     (comments, SET lines, pg_dump 18's \\restrict key, blank lines)."""
-    from watchdog.embedded import _bin_dir
+    from watchdog.embedded import bin_dir
 
     out = subprocess.run(
         [
-            str(_bin_dir() / "pg_dump"),
+            str(bin_dir() / "pg_dump"),
             "--schema-only",
             "--no-owner",
             "--no-privileges",

