@@ -50,12 +50,18 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import BadInput
 from .states import FINISHED
+
+if TYPE_CHECKING:
+    from .config import LoopSettings, QueueSettings
+    from .db import Database
+    from .queue import Queue
 
 #: seconds a PreToolUse verdict is reused without asking the database
 CHECK_TTL = 2.0
@@ -74,25 +80,39 @@ EDIT_TOOLS = {
     "MultiEdit": "file_path",
     "NotebookEdit": "notebook_path",
 }
-EVENTS = (
-    "SessionStart",
-    "PreToolUse",
-    "PostToolUse",
-    "PreCompact",
-    "Stop",
-    "StopFailure",
-    "SessionEnd",
+
+
+@dataclass(frozen=True)
+class Event:
+    """One hook event afk handles: the one table the installers and the
+    dispatcher read (a new event is its handler on :class:`Hook` and its
+    entry here)."""
+
+    name: str
+    #: the :class:`Hook` method that acts on it
+    handler: str
+    #: seconds, in the settings written by `afk hooks`
+    timeout: int
+    matcher: str | None = None
+    #: installed only with --gate (without it the hook would do nothing)
+    gate_only: bool = False
+    #: the command ignores SIGTERM (see SURVIVE_EXIT)
+    survive_exit: bool = False
+    #: Codex CLI has it too
+    codex: bool = False
+
+
+EVENT_TABLE = (
+    Event("SessionStart", "session_start", 20, "startup|resume|clear|compact", codex=True),
+    Event("PreToolUse", "pre_tool_use", 10, "*", codex=True),
+    Event("PostToolUse", "post_tool_use", 10, "*", codex=True),
+    Event("PreCompact", "pre_compact", 10),
+    Event("Stop", "stop", 10, gate_only=True, codex=True),
+    Event("StopFailure", "stop_failure", 10, survive_exit=True),
+    Event("SessionEnd", "session_end", 10),
 )
-#: per-hook timeouts in the settings written by `afk hooks`, seconds
-TIMEOUTS = {
-    "SessionStart": 20,
-    "PreToolUse": 10,
-    "PostToolUse": 10,
-    "PreCompact": 10,
-    "Stop": 10,
-    "StopFailure": 10,
-    "SessionEnd": 10,
-}
+EVENTS = tuple(e.name for e in EVENT_TABLE)
+BY_EVENT = {e.name: e for e in EVENT_TABLE}
 #: StopFailure's ``error`` values that say something about the account
 #: (https://code.claude.com/docs/en/hooks#stopfailure), and what they are
 ACCOUNT_ERRORS = {
@@ -133,22 +153,20 @@ def claude_settings(afk: str, gate: bool = False, extra: tuple[str, ...] = ()) -
     """Claude Code hook settings: one ``afk hook`` entry per event handled,
     with matchers for the tool and session events and a timeout each."""
     hooks: dict[str, Any] = {}
-    for event in EVENTS:
-        if event == "Stop" and not gate:
-            continue  # without the gate, Stop does nothing: no process per turn
+    for event in EVENT_TABLE:
+        if event.gate_only and not gate:
+            continue
         entry = {
             "type": "command",
             "command": hook_command(
-                afk, gate and event == "Stop", survive_exit=event == "StopFailure", extra=extra
+                afk, gate and event.gate_only, survive_exit=event.survive_exit, extra=extra
             ),
-            "timeout": TIMEOUTS[event],
+            "timeout": event.timeout,
         }
         group: dict[str, Any] = {"hooks": [entry]}
-        if event in ("PreToolUse", "PostToolUse"):
-            group = {"matcher": "*", **group}
-        elif event == "SessionStart":
-            group = {"matcher": "startup|resume|clear|compact", **group}
-        hooks[event] = [group]
+        if event.matcher is not None:
+            group = {"matcher": event.matcher, **group}
+        hooks[event.name] = [group]
     return {"hooks": hooks}
 
 
@@ -156,8 +174,7 @@ def codex_settings(afk: str, gate: bool = False, extra: tuple[str, ...] = ()) ->
     """Codex CLI's hooks.json: the events it shares with Claude Code (it has
     no SessionEnd: a session's own claim then runs out and is reclaimed)."""
     ours = claude_settings(afk, gate, extra)["hooks"]
-    shared = ("SessionStart", "PreToolUse", "PostToolUse", "Stop")
-    return {"hooks": {e: ours[e] for e in shared if e in ours}}
+    return {"hooks": {e.name: ours[e.name] for e in EVENT_TABLE if e.codex and e.name in ours}}
 
 
 #: what separates, redirects or groups commands in a shell, outside quotes
@@ -460,20 +477,26 @@ class Hook:
     opened on first use only: a PreToolUse answered from the cache never loads
     the driver."""
 
-    def __init__(self, conninfo: str, settings: Any, ctx: Context, loop: Any = None) -> None:
+    def __init__(
+        self,
+        conninfo: str,
+        settings: QueueSettings,
+        ctx: Context,
+        loop: LoopSettings | None = None,
+    ) -> None:
         from .config import LoopSettings
 
         self.conninfo, self.settings, self.ctx = conninfo, settings, ctx
         self.loop = loop or LoopSettings()
-        self._db: Any = None
-        self._queue: Any = None
+        self._db: Database | None = None
+        self._queue: Queue | None = None
         key = f"{conninfo}|{ctx.session}"
         if ctx.supervised is not None:
             key += f"|{ctx.supervised[0]}|{ctx.supervised[1]}"
         self.cache = SessionCache(key)
 
     @property
-    def db(self) -> Any:
+    def db(self) -> Database:
         """The database, connected on first use (the tool-call events need only this)."""
         if self._db is None:
             from .db import Database
@@ -488,7 +511,7 @@ class Hook:
         return self._db
 
     @property
-    def q(self) -> Any:
+    def q(self) -> Queue:
         """The queue API, for the session events (the brief, the pause)."""
         if self._queue is None:
             from .queue import Queue
@@ -790,15 +813,7 @@ class Hook:
                     }
                 }
             return
-        handler = {
-            "SessionStart": self.session_start,
-            "PreToolUse": self.pre_tool_use,
-            "PostToolUse": self.post_tool_use,
-            "PreCompact": self.pre_compact,
-            "Stop": self.stop,
-            "StopFailure": self.stop_failure,
-            "SessionEnd": self.session_end,
-        }[self.ctx.event]
+        handler: Callable[[], None] = getattr(self, BY_EVENT[self.ctx.event].handler)
         handler()
 
 
