@@ -100,12 +100,12 @@ def say(line: str) -> None:
     print(f"afk: {line}", file=sys.stderr)
 
 
-def database_of(args: argparse.Namespace, settings: Any, *, start: bool = True) -> str | None:
+def database_of(args: argparse.Namespace, settings: Any) -> str:
     """The DSN this command talks to (resolve.resolve_dsn), saying on stderr
     when it is the embedded server's."""
     from .resolve import resolve_dsn
 
-    return resolve_dsn(args.dsn, settings=settings, start=start, note=say)
+    return resolve_dsn(args.dsn, settings=settings, note=say)
 
 
 def open_queue(args: argparse.Namespace, *, timeout: bool = True) -> Queue:
@@ -117,7 +117,6 @@ def open_queue(args: argparse.Namespace, *, timeout: bool = True) -> Queue:
 
     settings = load_all(args.config)
     dsn = database_of(args, settings)
-    assert dsn is not None  # start=True always gives one
     limit = settings.queue.command_timeout if timeout else 0
     db = Database(dsn, pool_size=None, statement_timeout=limit or None)
     return Queue(db, settings=settings.queue)
@@ -446,7 +445,7 @@ def cmd_watchdog(args: argparse.Namespace) -> int:
 
     settings = load_all(args.config)
     settings.check_service()
-    dsn = str(database_of(args, settings))
+    dsn = database_of(args, settings)
     logs.configure(os.environ.get("AFK_LOG_LEVEL", "INFO"), settings.service.log_format, dsn)
     watchdog = Watchdog(dsn, settings)
     if args.action == "tick":
@@ -558,7 +557,9 @@ def cmd_hook(args: argparse.Namespace) -> int:
         from .config import load_all
 
         settings = load_all(args.config)
-        dsn = database_of(args, settings, start=False)
+        from .resolve import running_dsn
+
+        dsn = running_dsn(args.dsn, settings=settings, note=say)
         if dsn is None:
             print(
                 "afk hook: warning: no database: the embedded server is not running "
@@ -641,7 +642,7 @@ def cmd_loop(args: argparse.Namespace) -> int:
     agent = agent_of(args)
     assert agent is not None
     settings = load_all(args.config)
-    dsn = str(database_of(args, settings))
+    dsn = database_of(args, settings)
     from .delivery import timezone_of
 
     zone = timezone_of(settings.digest)
@@ -741,7 +742,7 @@ def cmd_digest(args: argparse.Namespace) -> int:
     if args.format is not None and args.action is not None:
         raise BadInput("--format goes with --dry-run (or no action): what is printed")
     settings = load_all(args.config)
-    db = Database(str(database_of(args, settings)))
+    db = Database(database_of(args, settings))
     try:
         if args.dry_run or args.action is None:
             sys.stdout.write(delivery.dry_run(db, settings.digest, args.format or "text"))
@@ -772,7 +773,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run
 
     settings = load_all(args.config)
-    return run(str(database_of(args, settings)))
+    return run(database_of(args, settings))
 
 
 # -- parser -----------------------------------------------------------------

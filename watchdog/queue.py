@@ -257,9 +257,10 @@ class Queue:
         from .resolve import resolve_dsn
 
         settings = load_all(config)
-        resolved = resolve_dsn(dsn, settings=settings)
-        assert resolved is not None  # start=True always gives one
-        return cls(Database(resolved, pool_size=pool_size), settings=settings.queue)
+        return cls(
+            Database(resolve_dsn(dsn, settings=settings), pool_size=pool_size),
+            settings=settings.queue,
+        )
 
     def __enter__(self) -> Queue:
         return self

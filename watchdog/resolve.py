@@ -42,15 +42,13 @@ def resolve_dsn(
     *,
     settings: Settings | None = None,
     env: Mapping[str, str] | None = None,
-    start: bool = True,
     note: Callable[[str], None] | None = None,
-) -> str | None:
+) -> str:
     """The one place that decides which database a command talks to.
 
     In order: ``dsn`` (``--dsn``), ``AFK_DSN``, the systemd credential ``dsn``,
-    the config file's ``dsn``, else the embedded server under ``AFK_HOME``:
-    started if need be when ``start`` is true, else only if it is running
-    already (None when it is not: the hooks must never start a server).
+    the config file's ``dsn``, else the embedded server under ``AFK_HOME``,
+    started if need be.
 
     One configuration names one database: a DSN that was given but is empty
     or blank is an error, not a reason to go on down the list; the embedded
@@ -58,6 +56,36 @@ def resolve_dsn(
     libpq's environment (PGHOSTADDR, PGOPTIONS…), and ``note`` is told so.
     """
     env = os.environ if env is None else env
+    chosen = given_dsn(dsn, settings, env)
+    if chosen is not None:
+        return chosen
+    found = embedded.default_dsn()
+    _embedded_note(note)
+    return found
+
+
+def running_dsn(
+    dsn: str | None = None,
+    *,
+    settings: Settings | None = None,
+    env: Mapping[str, str] | None = None,
+    note: Callable[[str], None] | None = None,
+) -> str | None:
+    """:func:`resolve_dsn` for a hook, which must never start a server: the
+    embedded server only if it is running already, else None."""
+    env = os.environ if env is None else env
+    chosen = given_dsn(dsn, settings, env)
+    if chosen is not None:
+        return chosen
+    info = embedded.running(embedded.home() / "pgdata")
+    if info is None:
+        return None
+    _embedded_note(note)
+    return embedded.client_dsn(info)
+
+
+def given_dsn(dsn: str | None, settings: Settings | None, env: Mapping[str, str]) -> str | None:
+    """The DSN something names, in the order above; None when nothing does."""
     given = [
         ("--dsn", dsn),
         ("AFK_DSN", env.get("AFK_DSN")),
@@ -81,16 +109,12 @@ def resolve_dsn(
             "PGSERVICE is set but no DSN names a database: set AFK_DSN (e.g. "
             "'service=NAME'), or unset PGSERVICE to use the embedded server"
         )
-    if start:
-        found = embedded.default_dsn()
-    else:
-        info = embedded.running(embedded.home() / "pgdata")
-        if info is None:
-            return None
-        found = embedded.client_dsn(info)
+    return None
+
+
+def _embedded_note(note: Callable[[str], None] | None) -> None:
     if note is not None:
         note(
-            f"no DSN given (--dsn, AFK_DSN, a credential, the config file): "
+            "no DSN given (--dsn, AFK_DSN, a credential, the config file): "
             f"the embedded server under {embedded.home()}"
         )
-    return found
