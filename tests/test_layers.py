@@ -29,7 +29,7 @@ FLOORS = {
     6: ["queue"],
     7: ["accounts", "agent", "digest", "metrics"],
     8: ["destinations", "hooks", "loop"],
-    9: ["delivery"],
+    9: ["delivery", "doctor"],
     10: ["jobs", "web"],
     11: ["service"],
     12: ["demo"],

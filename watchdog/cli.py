@@ -716,6 +716,22 @@ def _detach() -> bool:
     return False
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from . import doctor
+    from .config import load_all
+
+    settings = load_all(args.config)
+    checks = doctor.run(
+        database_of(args, settings), settings, Path(args.project or os.getcwd()), Path.home()
+    )
+    if args.json:
+        emit([c.to_json() for c in checks])
+    else:
+        for check in checks:
+            print(check.line())
+    return EXIT_OK if all(c.ok for c in checks) else EXIT_ERROR
+
+
 def cmd_resume_brief(args: argparse.Namespace) -> int:
     from .agent import resume_brief
 
@@ -993,6 +1009,14 @@ def build_parser() -> argparse.ArgumentParser:
         "event", nargs="?", choices=["stop"], help="accepted for settings written by older versions"
     )
     p.add_argument("--gate", action="store_true", help="the Stop completion gate")
+    p = add(
+        "doctor",
+        cmd_doctor,
+        "check the setup: the database, the watchdog service, the clock, the settings, "
+        "and the agents' hook settings (exit 1 with a line per problem)",
+    )
+    p.add_argument("--json", action="store_true", help="the checks as a JSON list")
+    p.add_argument("--project", help="the project folder to look in (default: here)")
     p = add("resume-brief", cmd_resume_brief, "a Markdown note for the next session")
     p.add_argument("id", nargs="?", help="task id (env AFK_TASK_ID)")
 

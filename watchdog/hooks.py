@@ -208,7 +208,7 @@ def _is_this_afk(program: str) -> bool:
     return os.path.realpath(program) == os.path.realpath(ours)
 
 
-def _is_ours(command: Any) -> bool:
+def is_ours(command: Any) -> bool:
     """An ``afk hook`` command written by any version of `afk hooks`."""
     if not isinstance(command, str):
         return False
@@ -245,7 +245,7 @@ def merge_settings(path: Path, ours: dict[str, Any]) -> dict[str, Any]:
         for group in hooks[event]:
             entries = group.get("hooks") if isinstance(group, dict) else None
             if isinstance(entries, list):
-                mine = [h for h in entries if isinstance(h, dict) and _is_ours(h.get("command"))]
+                mine = [h for h in entries if isinstance(h, dict) and is_ours(h.get("command"))]
                 if mine:
                     rest = [h for h in entries if h not in mine]
                     if not rest:

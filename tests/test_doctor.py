@@ -1,0 +1,98 @@
+"""`afk doctor` against a healthy setup and each way it can be broken: a
+stopped service, a wrong DSN, hooks disabled, a hook command that does not
+exist. Real database, real service, real settings files."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import poll
+from service_helpers import Service
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def project(afk, tmp_path):
+    folder = tmp_path / "project"
+    folder.mkdir()
+    home = tmp_path / "home"
+    home.mkdir()
+    afk.env["HOME"] = str(home)
+    installed = afk("hooks", "claude", "--install", str(folder / ".claude" / "settings.json"))
+    assert installed.returncode == 0, installed.stderr
+    return folder
+
+
+def doctor(afk, project, *args: str, **env: str):
+    proc = afk("doctor", "--json", "--project", str(project), *args, env=env)
+    checks = json.loads(proc.stdout) if proc.stdout.strip() else []
+    return proc.returncode, {c["check"].split(" ")[0]: c for c in checks}, checks
+
+
+def test_a_healthy_setup_passes_every_check(afk, dsn, project):
+    service = Service(dsn)
+    try:
+        assert poll(lambda: service.health() == 200)
+        assert poll(lambda: doctor(afk, project)[0] == 0), doctor(afk, project)[2]
+        _, by, checks = doctor(afk, project)
+        assert {"database", "clock", "watchdog", "settings", "claude"} <= set(by)
+        assert all(c["ok"] for c in checks)
+        text = afk("doctor", "--project", str(project))
+        assert text.returncode == 0 and text.stdout.startswith("ok   database")
+    finally:
+        service.cleanup()
+
+
+def test_a_stopped_service_is_a_problem_with_its_fix(afk, project):
+    code, by, _ = doctor(afk, project)
+    assert code == 1
+    assert not by["watchdog"]["ok"] and "afk watchdog run" in by["watchdog"]["fix"]
+
+
+def test_a_wrong_dsn_is_a_problem_not_a_traceback(afk, project):
+    proc = afk(
+        "doctor",
+        "--project",
+        str(project),
+        env={"AFK_DSN": "postgresql://nobody@127.0.0.1:1/none?connect_timeout=1"},
+    )
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stdout.startswith("FAIL database:")
+
+
+def test_disabled_hooks_are_a_problem(afk, project):
+    path = project / ".claude" / "settings.json"
+    settings = json.loads(path.read_text())
+    path.write_text(json.dumps({**settings, "disableAllHooks": True}))
+    code, _, checks = doctor(afk, project)
+    assert code == 1
+    assert any("disableAllHooks" in c["detail"] and not c["ok"] for c in checks)
+
+
+def test_a_hook_command_that_does_not_exist_is_a_problem(afk, project):
+    path = project / ".claude" / "settings.json"
+    text = path.read_text()
+    afk_path = json.loads(text)["hooks"]["PreToolUse"][0]["hooks"][0]["command"].split()[0]
+    path.write_text(text.replace(afk_path, "/nonexistent/bin/afk"))
+    code, _, checks = doctor(afk, project)
+    assert code == 1
+    assert any("/nonexistent/bin/afk does not exist" in c["detail"] for c in checks)
+
+
+def test_no_hooks_anywhere_is_a_problem(afk, tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    afk.env["HOME"] = str(tmp_path)
+    code, by, _ = doctor(afk, empty)
+    assert code == 1 and not by["hooks"]["ok"]
+    assert by["hooks"]["fix"].startswith("afk hooks claude --install")
+
+
+def test_a_clock_off_the_databases_is_a_problem():
+    from watchdog.doctor import check_clock
+
+    assert check_clock(1000.0, 1001.5).ok
+    late = check_clock(1000.0, 1007.0)
+    assert not late.ok and "7.0 s off" in late.detail and "NTP" in (late.fix or "")

@@ -1,0 +1,242 @@
+"""``afk doctor``: what a user runs after installing, to learn whether the
+protection is on. Each check says what it found and, when it fails, the fix.
+
+- the database: reachable and migrated to what this afk knows;
+- the watchdog service: some replica holds the leader lease (a dead service
+  reclaims nothing);
+- this machine's clock against the database's (leases are the database's);
+- the settings that must fit together (the reclaim interval and the lease);
+- each agent settings file found (the project's and the user's, for Claude
+  Code and Codex CLI): afk's hook entries present for the events that matter,
+  their commands absolute and executable, and hooks not disabled
+  (``disableAllHooks``, ``allowManagedHooksOnly``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .config import Settings
+from .errors import AfkError
+from .hooks import SURVIVE_EXIT, is_ours
+
+#: seconds this machine's clock may be off the database's
+CLOCK_SKEW = 2.0
+#: the events without which an agent runs unprotected, per settings format
+NEEDED = {
+    "claude": ("SessionStart", "PreToolUse", "PostToolUse"),
+    "codex": ("SessionStart", "PreToolUse", "PostToolUse"),
+}
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"check": self.name, "ok": self.ok, "detail": self.detail, "fix": self.fix}
+
+    def line(self) -> str:
+        head = f"{'ok  ' if self.ok else 'FAIL'} {self.name}: {self.detail}"  # (aligned)
+        return head if self.ok or not self.fix else f"{head} (fix: {self.fix})"
+
+
+def settings_files(project: Path, home: Path) -> list[tuple[str, Path]]:
+    """The agent settings files afk's hooks may be in."""
+    return [
+        ("claude", project / ".claude" / "settings.json"),
+        ("claude", project / ".claude" / "settings.local.json"),
+        ("claude", home / ".claude" / "settings.json"),
+        ("codex", project / ".codex" / "hooks.json"),
+        ("codex", home / ".codex" / "hooks.json"),
+    ]
+
+
+def check_database(dsn: str, settings: Settings) -> list[Check]:
+    from . import sql
+    from .db import Database
+
+    out = []
+    db = Database(dsn, connect_timeout=5, retry_for=0)
+    try:
+        version = db.schema_version()
+        known = max(v for v, _, _ in sql.migrations())
+        if version == known:
+            out.append(Check("database", True, f"reachable, schema {version} (current)"))
+        elif version < known:
+            out.append(
+                Check("database", False, f"schema {version}, this afk needs {known}", "afk migrate")
+            )
+        else:
+            out.append(
+                Check(
+                    "database",
+                    False,
+                    f"schema {version} is newer than this afk knows ({known})",
+                    "upgrade afk-watchdog",
+                )
+            )
+            return out
+        row = db.one("doctor", {})
+        assert row is not None
+        out.append(check_clock(row["now"].timestamp(), time.time()))
+        if row["leader"] is not None and row["leading"]:
+            out.append(
+                Check(
+                    "watchdog",
+                    True,
+                    f"running: {row['leader']} leads (its lease good for "
+                    f"{row['lease_left']:.0f} s more)",
+                )
+            )
+        else:
+            out.append(
+                Check(
+                    "watchdog",
+                    False,
+                    "no watchdog service leads: expired leases are not reclaimed and no "
+                    "digest is sent",
+                    "start it: afk watchdog run (deploy/systemd/afk-watchdog.service)",
+                )
+            )
+    except AfkError as exc:
+        out.append(Check("database", False, str(exc), "check AFK_DSN, --dsn or --config"))
+    finally:
+        db.close()
+    return out
+
+
+def check_clock(database: float, here: float) -> Check:
+    """This machine's clock against the database's (both as Unix times)."""
+    skew = abs(database - here)
+    return Check(
+        "clock",
+        skew <= CLOCK_SKEW,
+        f"this machine is {skew:.1f} s off the database's clock",
+        None if skew <= CLOCK_SKEW else "synchronise this machine's clock (NTP)",
+    )
+
+
+def check_settings(settings: Settings) -> list[Check]:
+    try:
+        settings.service.check_against(settings.queue)
+    except AfkError as exc:
+        return [Check("settings", False, str(exc).removeprefix("invalid settings: "))]
+    return [
+        Check(
+            "settings",
+            True,
+            f"lease {settings.queue.lease_seconds} s, reclaimed every "
+            f"{settings.service.reclaim_interval:g} s",
+        )
+    ]
+
+
+def check_harness(project: Path, home: Path) -> list[Check]:
+    out = []
+    found_any = False
+    for kind, path in settings_files(project, home):
+        if not path.is_file():
+            continue
+        name = f"{kind} {path}"
+        try:
+            data = json.loads(path.read_text("utf-8") or "{}")
+        except (OSError, ValueError, UnicodeDecodeError) as exc:
+            out.append(Check(name, False, f"cannot be read as JSON ({exc})", "fix the file"))
+            continue
+        if not isinstance(data, dict):
+            out.append(Check(name, False, "does not hold a JSON object", "fix the file"))
+            continue
+        if data.get("disableAllHooks") is True:
+            out.append(
+                Check(name, False, "disableAllHooks is on: no hook runs", "remove disableAllHooks")
+            )
+        if data.get("allowManagedHooksOnly") is True:
+            out.append(
+                Check(
+                    name,
+                    False,
+                    "allowManagedHooksOnly is on: hooks from this file do not run",
+                    "install afk's hooks in the managed settings",
+                )
+            )
+        hooks = data.get("hooks")
+        ours = _our_commands(hooks if isinstance(hooks, dict) else {})
+        if not ours:
+            continue
+        found_any = True
+        missing = [e for e in NEEDED[kind] if e not in ours]
+        if missing:
+            out.append(
+                Check(
+                    name,
+                    False,
+                    f"afk's hook is missing for {', '.join(missing)}",
+                    f"afk hooks {kind} --install {path}",
+                )
+            )
+        for event, commands in sorted(ours.items()):
+            for command in commands:
+                problem = _command_problem(command)
+                if problem:
+                    out.append(
+                        Check(
+                            name, False, f"{event}: {problem}", f"afk hooks {kind} --install {path}"
+                        )
+                    )
+        if not any(c.name == name and not c.ok for c in out):
+            out.append(Check(name, True, f"afk's hooks for {', '.join(sorted(ours))}"))
+    if not found_any:
+        out.append(
+            Check(
+                "hooks",
+                False,
+                "no agent settings file here or in your home holds afk's hooks",
+                "afk hooks claude --install .claude/settings.json",
+            )
+        )
+    return out
+
+
+def _our_commands(hooks: dict[str, Any]) -> dict[str, list[str]]:
+    """afk's hook commands in a settings file's ``hooks``, per event."""
+    out: dict[str, list[str]] = {}
+    for event, groups in hooks.items():
+        if not isinstance(groups, list):
+            continue
+        for group in groups:
+            entries = group.get("hooks") if isinstance(group, dict) else None
+            for entry in entries if isinstance(entries, list) else []:
+                if isinstance(entry, dict) and is_ours(entry.get("command")):
+                    out.setdefault(event, []).append(entry["command"])
+    return out
+
+
+def _command_problem(command: str) -> str | None:
+    try:
+        words = shlex.split(command.removeprefix(SURVIVE_EXIT))
+    except ValueError:
+        return "its command cannot be parsed"
+    program = words[0] if words else ""
+    if not os.path.isabs(program):
+        return f"{program!r} is not an absolute path (the agent's PATH may not find it)"
+    if not (os.path.isfile(program) and os.access(program, os.X_OK)):
+        return f"{program} does not exist or cannot be executed"
+    return None
+
+
+def run(dsn: str, settings: Settings, project: Path, home: Path) -> list[Check]:
+    return [
+        *check_database(dsn, settings),
+        *check_settings(settings),
+        *check_harness(project, home),
+    ]
