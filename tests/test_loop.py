@@ -316,6 +316,7 @@ def test_the_shell_ralph_loop_waits_for_a_retry_instead_of_ending(night, afk):
         # a backoff longer than a CLI call, even on a loaded machine: the
         # claim after the failure finds the task waiting, not due
         "AFK_BACKOFF_BASE_SECONDS": "3",
+        "AFK_BACKOFF_CAP_SECONDS": "3",
         "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"],
     }
     proc = subprocess.run(
