@@ -94,8 +94,9 @@ def test_an_effect_whose_starter_died_is_refused_until_a_new_claim(afk, tmp_path
 # -- N2: only a plain `afk ...` command passes a zombie's deny -----------------------
 
 
-def hook(afk, payload, env):
-    proc = subprocess.run(
+def run_hook(afk, payload, env) -> subprocess.CompletedProcess[str]:
+    """`afk hook` as the agent runs it: the payload on stdin."""
+    return subprocess.run(
         afk.command("hook"),
         input=json.dumps(payload),
         capture_output=True,
@@ -103,6 +104,10 @@ def hook(afk, payload, env):
         env={**afk.env, **env},
         timeout=30,
     )
+
+
+def hook(afk, payload, env):
+    proc = run_hook(afk, payload, env)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout) if proc.stdout.strip() else None
 
@@ -198,14 +203,7 @@ def test_a_hook_says_when_the_supervised_task_is_not_in_its_database(afk):
         "tool_input": {"command": "ls"},
     }
     env = {"AFK_TASK_ID": "0b7a6c3e-0000-4000-8000-000000000001", "AFK_TASK_TOKEN": "7"}
-    proc = subprocess.run(
-        afk.command("hook"),
-        input=json.dumps(payload),
-        capture_output=True,
-        text=True,
-        env={**afk.env, **env},
-        timeout=30,
-    )
+    proc = run_hook(afk, payload, env)
     assert proc.returncode == 0
     assert "not in this hook's database" in proc.stderr
 
@@ -273,14 +271,7 @@ def test_session_start_gives_the_brief_when_the_env_file_cannot_be_written(afk):
         capture_output=True,
     )
     payload = {"session_id": "S", "hook_event_name": "SessionStart", "source": "compact"}
-    proc = subprocess.run(
-        afk.command("hook"),
-        input=json.dumps(payload),
-        capture_output=True,
-        text=True,
-        env={**afk.env, "CLAUDE_ENV_FILE": "/nonexistent/env"},
-        timeout=30,
-    )
+    proc = run_hook(afk, payload, {"CLAUDE_ENV_FILE": "/nonexistent/env"})
     assert proc.returncode == 0
     context = json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
     assert "resume me" in context
@@ -435,14 +426,7 @@ def test_a_planted_session_cache_does_not_let_a_zombie_through(afk, tmp_path, sq
     # a cache folder others may write to is not used at all
     cached.write_text(json.dumps(planted))
     folder.chmod(0o777)
-    out = subprocess.run(
-        afk.command("hook"),
-        input=json.dumps(payload),
-        capture_output=True,
-        text=True,
-        env={**afk.env, **env},
-        timeout=30,
-    )
+    out = run_hook(afk, payload, env)
     assert json.loads(out.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"
     assert "not a private folder" in out.stderr
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from .config import parse_duration
+from .config import is_utf8, parse_duration
 from .errors import AfkError, BadInput
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_EMPTY, EXIT_LEASE_LOST, EXIT_PARKED = 0, 1, 2, 3, 4, 5
@@ -1109,7 +1109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             return EXIT_USAGE
     for name, value in os.environ.items():
-        if name.startswith("AFK_") and not value.isascii() and not _is_utf8(value):
+        if name.startswith("AFK_") and not value.isascii() and not is_utf8(value):
             print(f"afk: {name} is not valid UTF-8; nothing was changed", file=sys.stderr)
             return EXIT_USAGE
     level = os.environ.get("AFK_LOG_LEVEL")
@@ -1159,14 +1159,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return EXIT_ERROR
     return code
-
-
-def _is_utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 if __name__ == "__main__":

@@ -19,6 +19,16 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|m|min|h|d|w)?\s*$", re.
 _UNIT = {"ms": 0.001, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
+def is_utf8(text: str) -> bool:
+    """Whether a str can be written as UTF-8 (no lone surrogate: what Python
+    makes of bytes that were not UTF-8 in an argument or a variable)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def parse_duration(text: str) -> float:
     """``90``, ``90s``, ``15m``, ``2h``, ``7d`` -> seconds."""
     match = _DURATION.match(str(text))

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, NoReturn, overload
 
-from .config import QueueSettings
+from .config import QueueSettings, is_utf8
 from .db import Connection, Database, Row, json_param
 from .errors import (
     AccountParked,
@@ -1195,7 +1195,7 @@ def check_text(what: str, value: Any) -> str:
         raise BadInput(f"{what} must be a non-empty string")
     if "\x00" in value:
         raise BadInput(f"{what} must not contain a NUL character")
-    if not value.isascii() and not _is_utf8(value):
+    if not value.isascii() and not is_utf8(value):
         raise BadInput(f"{what} is not valid UTF-8 (a lone surrogate)")
     if len(value) > MAX_TEXT:
         raise BadInput(f"{what} is longer than {MAX_TEXT} characters")
@@ -1240,17 +1240,9 @@ def dumps_json(what: str, value: Any) -> str:
         raise BadInput(f"{what} is nested too deeply") from None
     if "\\u0000" in text and _NUL_ESCAPE.search(text):
         raise BadInput(f"{what} must not contain a NUL character (\\u0000)")
-    if not text.isascii() and not _is_utf8(text):
+    if not text.isascii() and not is_utf8(text):
         raise BadInput(f"{what} is not valid UTF-8 (a lone surrogate such as \\ud800)")
     return text
-
-
-def _is_utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def check_json_size(what: str, value: Any, max_bytes: int) -> None:

@@ -302,9 +302,9 @@ class StatusPages:
         for value in (q, after):
             if value is not None and ("\x00" in value or len(value) > 10_000):
                 return self.bad_request("a search or a cursor must be text without a NUL")
-        rows = self.db.all("web_agents", {"q": q or None, "after": after or "", "limit": PAGE_SIZE})
-        more = len(rows) > PAGE_SIZE
-        rows = rows[:PAGE_SIZE]
+        rows, more = one_page(
+            self.db.all("web_agents", {"q": q or None, "after": after or "", "limit": PAGE_SIZE})
+        )
         return Response(
             "200 OK",
             self.page(
@@ -328,8 +328,7 @@ class StatusPages:
             "web_agent_tasks",
             {"agent_id": agent_id, "after": after_ordinal, "state": state, "limit": PAGE_SIZE},
         )
-        more = len(rows) > PAGE_SIZE
-        rows = rows[:PAGE_SIZE]
+        rows, more = one_page(rows)
         return Response(
             "200 OK",
             self.page(
@@ -373,6 +372,12 @@ class StatusPages:
 
 
 # -- helpers for the templates ---------------------------------------------
+
+
+def one_page(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:
+    """A page of rows fetched one longer than a page: the page, and whether
+    there is a next one."""
+    return rows[:PAGE_SIZE], len(rows) > PAGE_SIZE
 
 
 def urlpart(value: Any) -> str:
