@@ -156,3 +156,19 @@ def test_the_overview_puts_busy_agents_first_and_an_index_finds_the_rest(pages, 
     page2 = get(base + "/agents/?after=aa-099").text
     first = re.findall(r'href="/agents/(aa-[^"]+)"', page2)[0]
     assert first == "aa-100"
+
+
+def test_an_agent_page_has_a_total_and_a_previous_page(pages, queue):
+    import re
+
+    queue.enqueue("big", [NewTask(f"item {i}") for i in range(120)])
+    base = pages(token="")
+    page3 = get(base + "/agents/big?after=100").text
+    assert "120 tasks" in page3 and "item 100" in page3
+    prev = re.search(r'href="([^"]+)" rel="prev"', page3)
+    assert prev, page3[-800:]
+    page2 = get(base + prev.group(1).replace("&amp;", "&")).text
+    assert "#51 to #100 shown" in page2
+    prev = re.search(r'href="([^"]+)" rel="prev"', page2)
+    page1 = get(base + prev.group(1).replace("&amp;", "&")).text
+    assert "#1 to #50 shown" in page1 and 'rel="prev"' not in page1

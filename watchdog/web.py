@@ -340,6 +340,8 @@ class StatusPages:
                 states=STATES,
                 after=after_ordinal,
                 next_after=rows[-1]["ordinal"] if more and rows else None,
+                prev_after=rows[0]["prev_after"] if rows else None,
+                total=rows[0]["total"] if rows else 0,
             ),
         )
 

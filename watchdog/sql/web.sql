@@ -67,9 +67,18 @@ SELECT agent_id, next_ordinal - 1 AS enqueued,
 -- name: web_agent_tasks :many retry
 -- One page of an agent's backlog in ordinal order, after %(after)s (keyset
 -- paging on the (agent_id, ordinal) index), optionally of one state; one row
--- more than the page says whether there is a next page.
+-- more than the page says whether there is a next page. total: the tasks of
+-- the filter; prev_after: where the previous page starts (NULL on the first).
 SELECT id, ordinal, left(title, 300) AS title, state::text AS state, attempts, max_attempts,
-       lease_owner, lease_until, updated_at, left(last_error, 300) AS last_error
+       lease_owner, lease_until, updated_at, left(last_error, 300) AS last_error,
+       (SELECT count(*) FROM afk_task c
+         WHERE c.agent_id = %(agent_id)s
+           AND (%(state)s::text IS NULL OR c.state::text = %(state)s::text)) AS total,
+       CASE WHEN %(after)s > 0 THEN coalesce(
+           (SELECT p.ordinal FROM afk_task p
+             WHERE p.agent_id = %(agent_id)s AND p.ordinal <= %(after)s
+               AND (%(state)s::text IS NULL OR p.state::text = %(state)s::text)
+             ORDER BY p.ordinal DESC OFFSET %(limit)s LIMIT 1), 0) END AS prev_after
   FROM afk_task
  WHERE agent_id = %(agent_id)s AND ordinal > %(after)s
    AND (%(state)s::text IS NULL OR state::text = %(state)s::text)
