@@ -178,7 +178,14 @@ class Loop:
             if self.stopped.is_set():  # claimed, but asked to stop: give it back
                 self.q.release(claimed.task, "paused: the supervisor was stopped")
                 break
-            status = self.work(claimed.task)
+            try:
+                status = self.work(claimed.task)
+            except DatabaseError as exc:
+                # the run is over; its task could not be settled: its lease runs
+                # out and the watchdog gives it back (a crash, not a loss)
+                self.say(f"task {claimed.task.id} was not settled ({exc}); going on")
+                self.stopped.wait(2.0)
+                continue
             if status is not None:
                 return status
         return self.stop_status or EXIT_OK
