@@ -273,7 +273,8 @@ def test_claim_says_when_the_next_task_is_due_and_why_an_account_is_parked(afk, 
     "args, message",
     [
         (["--account", "k", "--until", "tomorrow"], "not an ISO 8601 time"),
-        (["--account", "k", "--until", "2099-01-01T05:00"], "no time zone"),
+        (["--account", "k", "--until", "2099-13-01T05:00"], "not an ISO 8601 time"),
+        (["--account", "k", "--until", ""], "not an ISO 8601 time"),
         (["--until", "2099-01-01T05:00Z"], "--account is needed"),
         (["--account", "k", "--clear", "--until", "2099-01-01T05:00Z"], "cannot be combined"),
         (["--clear"], "--account is needed"),
@@ -454,3 +455,12 @@ def test_questions_and_budgets_refuse_bad_input_in_one_line(afk, sql, args, mess
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert sql.fingerprint() == before
+
+
+def test_limit_reads_a_time_without_an_offset_in_this_machines_zone(afk):
+    parked = afk.json(
+        "limit", "--account", "k", "--until", "2099-01-01T05:00", env={"TZ": "Asia/Tokyo"}
+    )
+    assert datetime.fromisoformat(parked["limited_until"]) == datetime(
+        2099, 1, 1, 5, 0, tzinfo=ZoneInfo("Asia/Tokyo")
+    )

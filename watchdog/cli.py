@@ -587,8 +587,8 @@ def cmd_hook(args: argparse.Namespace) -> int:
 
 
 def parse_when(text: str) -> Any:
-    """An ISO 8601 time with its offset (a time without one is refused: it
-    would be read in whichever zone the server happens to have)."""
+    """An ISO 8601 time; one without an offset is read in this machine's zone
+    (TZ first), never in whichever zone the database happens to have."""
     from datetime import datetime
 
     try:
@@ -597,8 +597,8 @@ def parse_when(text: str) -> Any:
         raise BadInput(
             f"--until {text!r} is not an ISO 8601 time (e.g. 2026-12-01T05:00+01:00)"
         ) from None
-    if when.tzinfo is None:
-        raise BadInput(f"--until {text!r} has no time zone: add one (e.g. Z or +01:00)")
+    if when.tzinfo is None:  # a wall-clock time of this machine's zone (TZ first)
+        when = when.replace(tzinfo=local_zone())
     return when
 
 
