@@ -60,6 +60,7 @@ def test_hooks_claude_writes_every_event_with_matchers_absolute_paths_and_timeou
         "PreToolUse",
         "PostToolUse",
         "PreCompact",
+        "PostCompact",
         "StopFailure",
         "SessionEnd",
     }  # (Stop only with --gate: without it the hook would do nothing, once a turn)
@@ -78,7 +79,15 @@ def test_hooks_claude_writes_every_event_with_matchers_absolute_paths_and_timeou
 def test_hooks_codex_shares_the_same_hook_command(afk):
     codex = afk.json("hooks", "codex", "--gate")["hooks"]
     claude = afk.json("hooks", "claude", "--gate")["hooks"]
-    assert set(codex) == {"SessionStart", "PreToolUse", "PostToolUse", "Stop"}
+    assert set(codex) == {
+        "SessionStart",
+        "PreToolUse",
+        "PostToolUse",
+        "PreCompact",
+        "PostCompact",
+        "Stop",
+        "SessionEnd",
+    }
     assert all(codex[e] == claude[e] for e in codex)
 
 
@@ -431,3 +440,15 @@ def test_stop_failure_of_other_errors_changes_nothing(afk, sql):
     for error in ("invalid_request", "max_output_tokens", "unknown", None):
         hook(afk, stop_failure(error, "API Error: 400 bad request"))
     assert sql("SELECT * FROM afk_account_park") == []
+
+
+def test_post_compact_keeps_the_summary_for_the_next_brief(afk):
+    afk.json("enqueue", "--agent", "a", "--title", "long refactor")
+    task = afk.json("claim", "--agent", "a")
+    env = {"AFK_TASK_ID": task["id"], "AFK_TASK_TOKEN": str(task["token"])}
+    summary = "Moved the parser to src/parse.py; the lexer tests still fail on unicode."
+    out, _ = hook(afk, event("PostCompact", trigger="auto", compact_summary=summary), env)
+    assert out is None
+    assert afk.json("show", task["id"])["checkpoint"]["compact_summary"] == summary
+    context, _ = hook(afk, event("SessionStart", source="compact"), env)
+    assert summary in context["hookSpecificOutput"]["additionalContext"]

@@ -15,6 +15,8 @@ shapes for the events they share. What each event does here:
 - ``PostToolUse``: edited files go to ``checkpoint.files_touched``; the lease
   of a task the session claimed itself is refreshed.
 - ``PreCompact``: the same refresh.
+- ``PostCompact``: the compaction's ``compact_summary`` goes into the task's
+  checkpoint, so the brief after it carries what the agent had in mind.
 - ``Stop``: an end of turn, never a pause; with ``--gate``, blocks a session
   that still holds its own claim, honouring ``stop_hook_active``, at most
   :data:`GATE_CAP` times.
@@ -69,6 +71,8 @@ CHECK_TTL = 2.0
 GATE_CAP = 3
 #: entries kept in checkpoint.files_touched
 MAX_FILES = 200
+#: characters of a compaction's summary kept in the checkpoint
+MAX_SUMMARY = 20_000
 #: bytes of payload read; a larger one is refused as malformed
 MAX_PAYLOAD = 16 * 1024 * 1024
 #: seconds to wait for the payload on stdin
@@ -106,10 +110,11 @@ EVENT_TABLE = (
     Event("SessionStart", "session_start", 20, "startup|resume|clear|compact", codex=True),
     Event("PreToolUse", "pre_tool_use", 10, "*", codex=True),
     Event("PostToolUse", "post_tool_use", 10, "*", codex=True),
-    Event("PreCompact", "pre_compact", 10),
+    Event("PreCompact", "pre_compact", 10, codex=True),
+    Event("PostCompact", "post_compact", 10, codex=True),
     Event("Stop", "stop", 10, gate_only=True, codex=True),
     Event("StopFailure", "stop_failure", 10, survive_exit=True),
-    Event("SessionEnd", "session_end", 10),
+    Event("SessionEnd", "session_end", 10, codex=True),
 )
 EVENTS = tuple(e.name for e in EVENT_TABLE)
 BY_EVENT = {e.name: e for e in EVENT_TABLE}
@@ -171,8 +176,8 @@ def claude_settings(afk: str, gate: bool = False, extra: tuple[str, ...] = ()) -
 
 
 def codex_settings(afk: str, gate: bool = False, extra: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Codex CLI's hooks.json: the events it shares with Claude Code (it has
-    no SessionEnd: a session's own claim then runs out and is reclaimed)."""
+    """Codex CLI's hooks.json: the events it shares with Claude Code
+    (https://developers.openai.com/codex/hooks; SessionEnd since 0.145)."""
     ours = claude_settings(afk, gate, extra)["hooks"]
     return {"hooks": {e.name: ours[e.name] for e in EVENT_TABLE if e.codex and e.name in ours}}
 
@@ -711,6 +716,22 @@ class Hook:
 
     def pre_compact(self) -> None:
         self.check()
+
+    def post_compact(self) -> None:
+        """The summary a compaction left goes into the task's checkpoint, so
+        the brief after it (SessionStart, source compact) carries it."""
+        summary = self.ctx.payload.get("compact_summary")
+        if not isinstance(summary, str) or not summary.strip():
+            return
+        found = self.look(renew=False)
+        if found is None or not found.held:
+            return
+        try:
+            self.q.checkpoint(
+                found.task_id, {"compact_summary": summary[:MAX_SUMMARY]}, token=found.token
+            )
+        except BadInput as exc:  # over the checkpoint's cap: the brief goes without it
+            print(f"afk hook: warning: the compaction summary was not kept: {exc}", file=sys.stderr)
 
     def stop(self) -> None:
         """An end of turn: nothing is paused. The gate keeps a session that
