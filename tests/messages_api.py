@@ -27,9 +27,11 @@ ERRORS: dict[int, tuple[str, str]] = {
 
 @dataclass
 class MessagesAPI:
-    #: answers in turn: an HTTP status (an error), or "text:..." (a text turn)
+    #: answers in turn: an HTTP status (an error), "text:..." (a text turn), or
+    #: "bash:COMMAND" (a Bash tool call; the client runs it and asks again)
     script: list[int | str] = field(default_factory=lambda: ["text:done"])
     requests: list[dict[str, Any]] = field(default_factory=list)
+    calls: int = 0
 
     def __post_init__(self) -> None:
         api = self
@@ -41,10 +43,17 @@ class MessagesAPI:
                 with lock:
                     api.requests.append({"path": self.path, "body": body})
                     answer = api.script.pop(0) if len(api.script) > 1 else api.script[0]
+                request = json.loads(body or b"{}")
                 if isinstance(answer, int):
                     self.error(answer)
+                elif answer.startswith("bash:") and request.get("tools"):
+                    self.tool_use("Bash", {"command": answer.removeprefix("bash:")}, request)
+                elif answer.startswith("bash:"):  # a side request (a title): plain text
+                    with lock:
+                        api.script.insert(0, answer)
+                    self.text("ok", request)
                 else:
-                    self.text(answer.removeprefix("text:"), json.loads(body or b"{}"))
+                    self.text(answer.removeprefix("text:"), request)
 
             def error(self, status: int) -> None:
                 kind, message = ERRORS[status]
@@ -79,32 +88,56 @@ class MessagesAPI:
                 self.end_headers()
                 self.wfile.write(payload)
 
+            def tool_use(
+                self, name: str, tool_input: dict[str, Any], request: dict[str, Any]
+            ) -> None:
+                api.calls += 1
+                block = {
+                    "type": "tool_use",
+                    "id": f"toolu_{api.calls:04d}",
+                    "name": name,
+                    "input": {},
+                }
+                message = {
+                    "id": f"msg_tool_{api.calls}",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": request.get("model", "claude-standin"),
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {"input_tokens": 10, "output_tokens": 5},
+                }
+                delta = {"type": "input_json_delta", "partial_json": json.dumps(tool_input)}
+                self.events(message, block, delta, "tool_use")
+
             def stream(self, message: dict[str, Any], text: str) -> None:
-                start = {**message, "content": [], "stop_reason": None}
+                block = {"type": "text", "text": ""}
+                delta = {"type": "text_delta", "text": text}
+                self.events({**message, "content": []}, block, delta, "end_turn")
+
+            def events(
+                self, start: dict[str, Any], block: dict[str, Any], delta: dict[str, Any], stop: str
+            ) -> None:
                 events = [
-                    ("message_start", {"type": "message_start", "message": start}),
+                    (
+                        "message_start",
+                        {"type": "message_start", "message": {**start, "stop_reason": None}},
+                    ),
                     (
                         "content_block_start",
-                        {
-                            "type": "content_block_start",
-                            "index": 0,
-                            "content_block": {"type": "text", "text": ""},
-                        },
+                        {"type": "content_block_start", "index": 0, "content_block": block},
                     ),
                     (
                         "content_block_delta",
-                        {
-                            "type": "content_block_delta",
-                            "index": 0,
-                            "delta": {"type": "text_delta", "text": text},
-                        },
+                        {"type": "content_block_delta", "index": 0, "delta": delta},
                     ),
                     ("content_block_stop", {"type": "content_block_stop", "index": 0}),
                     (
                         "message_delta",
                         {
                             "type": "message_delta",
-                            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                            "delta": {"stop_reason": stop, "stop_sequence": None},
                             "usage": {"output_tokens": 5},
                         },
                     ),

@@ -141,3 +141,79 @@ def test_the_stop_failure_hook_parks_the_sessions_account(afk, sql, claude, api,
     (parked,) = poll(lambda: sql("SELECT account, kind, reason FROM afk_account_park"))
     assert (parked["account"], parked["kind"]) == ("team-7", "usage_limit")
     assert "Request rejected (429)" in parked["reason"]
+
+
+def tool_env(afk: Afk, tmp_path: Path, url: str) -> dict[str, str]:
+    """The client's environment with `afk` on its PATH (for its Bash tool)."""
+    env = client_env(afk, tmp_path, url)
+    env["PATH"] = str(Path(Afk.command()[0]).parent) + os.pathsep + env["PATH"]
+    return env
+
+
+def test_a_real_session_asks_a_question_through_its_bash_tool(afk, claude, api, tmp_path):
+    (task_id,) = afk.json("enqueue", "--agent", "real", "--title", "migrate")["enqueued"]
+    api.script = ["bash:afk ask 'Staging or prod?'", "text:I asked; waiting for the answer."]
+    options = ["--agent", "real", "--account", "acct", "--max-tasks", "1"]
+    # (a variadic flag such as --allowedTools takes the prompt for a tool name
+    # unless a `--` ends the flags: the loop appends the prompt last)
+    agent = [claude, "-p", "--output-format", "json", "--allowedTools", "Bash", "--"]
+    command = Afk.command("loop", *options, "--", *agent)
+    proc = subprocess.run(
+        command,
+        env=tool_env(afk, tmp_path, api.url),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    task = afk.json("show", task_id)
+    assert (task["state"], task["attempts"]) == ("paused", 0), task
+    (question,) = afk.json("questions")
+    assert question["id"] == task_id and question["question"] == "Staging or prod?"
+    assert [r["outcome"] for r in task["runs"]] == ["needs_input"]
+
+
+def test_the_installed_hooks_stop_a_real_zombie_and_record_its_files(
+    afk, sql, claude, api, tmp_path
+):
+    project = tmp_path / "project"
+    project.mkdir()
+    installed = afk("hooks", "claude", "--install", str(project / ".claude/settings.json"))
+    assert installed.returncode == 0, installed.stderr
+    afk.json("enqueue", "--agent", "z", "--title", "zombie")
+    task = afk.json("claim", "--agent", "z")
+    env = {
+        **tool_env(afk, tmp_path, api.url),
+        "AFK_TASK_ID": task["id"],
+        "AFK_TASK_TOKEN": str(task["token"]),
+    }
+    # held: the Bash call runs
+    api.script = ["bash:touch held.txt", "text:done"]
+    first = subprocess.run(
+        [claude, "-p", "go", "--allowedTools", "Bash"],
+        env=env,
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert (project / "held.txt").exists()
+    # reclaimed: the next session's Bash call is denied by the installed PreToolUse hook
+    sql.expire(task["id"])
+    afk("reclaim")
+    api.script = ["bash:touch zombie.txt", "text:stopped"]
+    api.requests.clear()
+    second = subprocess.run(
+        [claude, "-p", "go", "--allowedTools", "Bash"],
+        env=env,
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert not (project / "zombie.txt").exists()
+    asked = json.dumps([json.loads(r["body"]) for r in api.requests])
+    assert "is no longer yours" in asked  # the deny reason reached the model
