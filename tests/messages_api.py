@@ -27,8 +27,9 @@ ERRORS: dict[int, tuple[str, str]] = {
 
 @dataclass
 class MessagesAPI:
-    #: answers in turn: an HTTP status (an error), "text:..." (a text turn), or
-    #: "bash:COMMAND" (a Bash tool call; the client runs it and asks again)
+    #: answers in turn: an HTTP status (an error), "text:..." (a text turn),
+    #: "bash:COMMAND" (a Bash tool call; the client runs it and asks again), or
+    #: "tool:NAME:{json input}" (any other tool call)
     script: list[int | str] = field(default_factory=lambda: ["text:done"])
     requests: list[dict[str, Any]] = field(default_factory=list)
     calls: int = 0
@@ -46,9 +47,13 @@ class MessagesAPI:
                 request = json.loads(body or b"{}")
                 if isinstance(answer, int):
                     self.error(answer)
-                elif answer.startswith("bash:") and request.get("tools"):
-                    self.tool_use("Bash", {"command": answer.removeprefix("bash:")}, request)
-                elif answer.startswith("bash:"):  # a side request (a title): plain text
+                elif answer.startswith(("bash:", "tool:")) and request.get("tools"):
+                    if answer.startswith("bash:"):
+                        self.tool_use("Bash", {"command": answer.removeprefix("bash:")}, request)
+                    else:  # tool:NAME:{json input}
+                        name, _, given = answer.removeprefix("tool:").partition(":")
+                        self.tool_use(name, json.loads(given), request)
+                elif answer.startswith(("bash:", "tool:")):  # a side request: plain text
                     with lock:
                         api.script.insert(0, answer)
                     self.text("ok", request)

@@ -217,3 +217,35 @@ def test_the_installed_hooks_stop_a_real_zombie_and_record_its_files(
     assert not (project / "zombie.txt").exists()
     asked = json.dumps([json.loads(r["body"]) for r in api.requests])
     assert "is no longer yours" in asked  # the deny reason reached the model
+
+
+def test_a_real_sessions_hooks_inject_the_brief_and_record_its_writes(afk, claude, api, tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    assert (
+        afk("hooks", "claude", "--install", str(project / ".claude/settings.json")).returncode == 0
+    )
+    afk.json("enqueue", "--agent", "w", "--title", "write the notes", "--spec", '{"repo": "acme"}')
+    task = afk.json("claim", "--agent", "w")
+    env = {
+        **tool_env(afk, tmp_path, api.url),
+        "AFK_TASK_ID": task["id"],
+        "AFK_TASK_TOKEN": str(task["token"]),
+    }
+    target = project / "NOTES.md"
+    write = {"file_path": str(target), "content": "# notes\n"}
+    api.script = [f"tool:Write:{json.dumps(write)}", "text:written"]
+    proc = subprocess.run(
+        [claude, "-p", "go", "--allowedTools", "Write"],
+        env=env,
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert target.read_text() == "# notes\n"
+    # PostToolUse recorded the file; SessionStart gave the model the brief
+    assert afk.json("show", task["id"])["checkpoint"]["files_touched"] == [str(target)]
+    asked = json.dumps([json.loads(r["body"]) for r in api.requests])
+    assert "# Resume: write the notes" in asked and "acme" in asked
