@@ -698,7 +698,12 @@ class Hook:
         return bool(afk_words(tool_input.get("command")))
 
     def post_tool_use(self) -> None:
-        reason = self.check(self._edited_files())
+        files = self._edited_files()
+        if not files and self.ctx.supervised is not None and self.cache.fresh():
+            # nothing to record, no lease to renew (the supervisor keeps it), and
+            # held a moment ago: no database, as for PreToolUse
+            return
+        reason = self.check(files)
         if reason is not None:
             self.ctx.out = {
                 "hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": reason}
