@@ -363,7 +363,7 @@ def test_cli_send_status_dry_run_and_no_secrets(afk, queue, sql, receiver):
 
 def test_html_digest_renders_in_chromium(tmp_path):
     chromium = require_tool("chromium")
-    from test_digest import sample_digest
+    from helpers.digests import sample_digest
 
     from watchdog.digest import render
 

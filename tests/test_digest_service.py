@@ -4,31 +4,15 @@ one message; a poison alert goes out once; `afk watchdog tick digest`."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, timedelta
 
 import pytest
 from conftest import poll
+from helpers.digests import digest_env
 from service_helpers import Service, run
 
 from watchdog import NewTask
 
 pytestmark = pytest.mark.e2e  # real processes, services and tools
-
-SECRET = "k3y"
-
-
-def digest_env(sql, receiver, **extra) -> dict[str, str]:
-    at = (sql.one("SELECT now()").astimezone(UTC) - timedelta(minutes=1)).strftime("%H:%M")
-    return {
-        "AFK_DIGEST_WEBHOOK_URL": receiver.url(),
-        "AFK_DIGEST_WEBHOOK_SECRET": SECRET,
-        "AFK_DIGEST_AT": at,
-        "AFK_DIGEST_TZ": "UTC",
-        "AFK_DIGEST_CHECK_INTERVAL": "0.3",
-        "AFK_DIGEST_RETRY_BASE": "0.2",
-        "AFK_DIGEST_RETRY_CAP": "0.5",
-        **extra,
-    }
 
 
 def test_two_replicas_at_digest_time_send_one_message(dsn, sql, queue, receiver):

@@ -135,3 +135,20 @@ def test_a_hook_answered_from_its_cache_loads_no_heavy_library(afk, tmp_path):
         if seen[-1] == set():
             break
     assert seen[-1] == set(), seen
+
+
+def test_no_test_imports_another_test():
+    """Shared helpers live in tests/helpers/, never in a test module."""
+    tests = Path(__file__).parent
+    found = []
+    for path in sorted(tests.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            found += [
+                f"{path.name} imports {n}" for n in names if n.split(".")[0].startswith("test_")
+            ]
+    assert found == []

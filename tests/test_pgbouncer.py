@@ -151,7 +151,7 @@ def test_cli_and_hooks_through_pgbouncer(dsn, bouncer, queue):
 def test_two_service_replicas_through_pgbouncer_one_leader_once_only_jobs_once(
     dsn, bouncer, replicas, queue, sql, receiver, request
 ):
-    from test_digest_service import digest_env
+    from helpers.digests import digest_env
 
     pooled = bouncer.for_database(dsn)
     queue.enqueue("a", [NewTask(f"t{i}") for i in range(4)])
@@ -221,13 +221,13 @@ def test_two_service_replicas_through_pgbouncer_one_leader_once_only_jobs_once(
 def test_the_worker_examples_through_pgbouncer(afk, queue, tmp_path, dsn, bouncer):
     """examples/ralph.sh and examples/worker.py, their own tests, with the
     pooled DSN handed to the examples."""
-    import test_agent
+    from helpers.examples import check_ralph_example, check_worker_example
 
     pooled = bouncer.for_database(dsn)
     (tmp_path / "ralph").mkdir()
     (tmp_path / "worker").mkdir()
-    test_agent.test_the_ralph_loop_example(afk, queue, tmp_path / "ralph", pooled)
-    test_agent.test_the_python_worker_example(queue, tmp_path / "worker", pooled)
+    check_ralph_example(queue, tmp_path / "ralph", pooled)
+    check_worker_example(queue, tmp_path / "worker", pooled)
 
 
 def test_the_cli_learns_once_that_the_pooler_refuses_startup_options(dsn, bouncer, tmp_path):
