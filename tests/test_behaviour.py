@@ -192,3 +192,14 @@ def test_digest_options_that_do_not_go_together_are_refused_before_any_database(
         proc = afk("digest", *args, env=env)
         assert proc.returncode == 2 and "unreachable" not in proc.stderr, (args, proc.stderr)
         one_line(proc)
+
+
+@pytest.mark.parametrize(
+    "patterns, says", [("usage_limit:([unclosed", "not a regular expression"), ("frobnicate:x", "")]
+)
+def test_limit_patterns_are_checked_when_settings_load(afk, patterns, says):
+    proc = afk("status", env={"AFK_LIMIT_PATTERNS": patterns})
+    if says:
+        assert proc.returncode == 2 and says in one_line(proc)
+    else:  # a prefix that names no class is part of a plain usage-limit regex
+        assert proc.returncode == 0, proc.stderr

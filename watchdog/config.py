@@ -298,9 +298,10 @@ class LoopSettings:
             problems.append("daily_budget_usd must be from 0 (none) to 1000000")
         if problems:
             raise BadInput("invalid settings: " + "; ".join(problems))
-        from .outcome import compile_patterns
+        if self.limit_patterns.strip():  # (the built-in ones need no check on every start)
+            from .outcome import compile_patterns
 
-        compile_patterns(self.limit_patterns)
+            compile_patterns(self.limit_patterns)
 
 
 _HH_MM = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)$")
