@@ -452,3 +452,91 @@ def test_post_compact_keeps_the_summary_for_the_next_brief(afk):
     assert afk.json("show", task["id"])["checkpoint"]["compact_summary"] == summary
     context, _ = hook(afk, event("SessionStart", source="compact"), env)
     assert summary in context["hookSpecificOutput"]["additionalContext"]
+
+
+# -- Gemini CLI: its own names and shapes (https://geminicli.com/docs/hooks/reference) ---
+
+
+def gemini(name, **fields):
+    """A Gemini CLI payload: its base fields (a timestamp, no source for a compact)."""
+    return {
+        "session_id": SESSION,
+        "transcript_path": "/tmp/t.json",
+        "cwd": "/work",
+        "hook_event_name": name,
+        "timestamp": "2026-12-01T03:00:00.000Z",
+        **fields,
+    }
+
+
+def gemini_hook(afk, payload, env):
+    return hook(afk, payload, env, "--harness", "gemini")
+
+
+def leased(task):
+    """Gemini drops variables whose name holds TOKEN: the lease name carries it."""
+    return {"AFK_TASK_ID": str(task.id), "AFK_TASK_LEASE": str(task.token)}
+
+
+def test_hooks_gemini_writes_its_own_events_with_timeouts_in_milliseconds(afk):
+    settings = afk.json("hooks", "gemini")["hooks"]
+    assert set(settings) == {
+        "SessionStart",
+        "BeforeTool",
+        "AfterTool",
+        "PreCompress",
+        "BeforeAgent",
+        "SessionEnd",
+    }
+    assert "AfterAgent" in afk.json("hooks", "gemini", "--gate")["hooks"]
+    for groups in settings.values():
+        (entry,) = groups[0]["hooks"]
+        assert entry["command"].endswith(" hook --harness gemini")
+        assert entry["timeout"] >= 10_000  # milliseconds
+    assert settings["BeforeTool"][0]["matcher"] == ".*"
+
+
+def test_gemini_before_tool_denies_a_zombie_in_its_own_shape(afk, queue, sql):
+    queue.enqueue("g", [NewTask("t")])
+    task = queue.claim("g", runner="sup")
+    call = gemini("BeforeTool", tool_name="run_shell_command", tool_input={"command": "rm -rf x"})
+    out, _ = gemini_hook(afk, call, leased(task))
+    assert out is None  # held
+    sql.expire(task.id)
+    queue.reclaim()
+    # (a "held" verdict is trusted CHECK_TTL seconds at most)
+    out = poll(lambda: gemini_hook(afk, call, leased(task))[0], timeout=CHECK_TTL + 10)
+    assert out["decision"] == "deny" and "no longer yours" in out["reason"]
+    afk_call = {**call, "tool_input": {"command": "afk status --agent g"}}
+    assert gemini_hook(afk, afk_call, leased(task))[0] is None
+
+
+def test_gemini_after_tool_records_its_writes(afk, queue):
+    queue.enqueue("g", [NewTask("t")])
+    task = queue.claim("g", runner="sup")
+    for tool in ("write_file", "replace"):
+        payload = gemini(
+            "AfterTool",
+            tool_name=tool,
+            tool_input={"file_path": f"/p/{tool}.py"},
+            tool_response={"llmContent": "ok"},
+        )
+        gemini_hook(afk, payload, leased(task))
+    files = queue.show(task.id)[0].checkpoint["files_touched"]
+    assert files == ["/p/write_file.py", "/p/replace.py"]
+
+
+def test_gemini_gets_the_brief_at_start_and_again_after_a_compression(afk, queue):
+    queue.enqueue("g", [NewTask("port the parser", {"repo": "acme"})])
+    task = queue.claim("g", runner="sup")
+    out, _ = gemini_hook(afk, gemini("SessionStart", source="startup"), leased(task))
+    context = out["hookSpecificOutput"]["additionalContext"]
+    assert "# Resume: port the parser" in context and "acme" in context
+    assert out["hookSpecificOutput"]["hookEventName"] == "SessionStart"
+    turn = gemini("BeforeAgent", prompt="go on")
+    assert gemini_hook(afk, turn, leased(task))[0] is None  # nothing compressed yet
+    gemini_hook(afk, gemini("PreCompress", trigger="auto"), leased(task))
+    out, _ = gemini_hook(afk, turn, leased(task))
+    assert "just compacted" in out["hookSpecificOutput"]["additionalContext"]
+    assert out["hookSpecificOutput"]["hookEventName"] == "BeforeAgent"
+    assert gemini_hook(afk, turn, leased(task))[0] is None  # once

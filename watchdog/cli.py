@@ -495,7 +495,11 @@ def cmd_hooks(args: argparse.Namespace) -> int:
 
     found = shutil.which("afk") or str(Path(sys.executable).parent / "afk")
     afk = os.path.abspath(found)
-    build = hooks.codex_settings if args.agent_kind == "codex" else hooks.claude_settings
+    build = {
+        "claude": hooks.claude_settings,
+        "codex": hooks.codex_settings,
+        "gemini": hooks.gemini_settings,
+    }[args.agent_kind]
     ours = build(afk, args.gate, hook_database_args(args))
     if args.install is None:
         emit(ours)
@@ -548,7 +552,7 @@ def cmd_hook(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGALRM, give_up)
     signal.alarm(HOOK_DEADLINE)
     try:
-        ctx = hooks.context(hooks.read_payload(), args.gate, args.event)
+        ctx = hooks.context(hooks.read_payload(), args.gate, args.event, args.harness)
         if ctx is None:
             print("afk hook: ignored: not an event afk handles", file=sys.stderr)
             return EXIT_OK
@@ -573,7 +577,7 @@ def cmd_hook(args: argparse.Namespace) -> int:
         finally:
             hook.close()
         if ctx.out:
-            emit(ctx.out)
+            emit(hooks.answer(ctx))
     except AfkError as exc:
         print(f"afk hook: warning: {exc}; nothing was changed", file=sys.stderr)
     except Exception as exc:  # never fail the agent's hook, never print a secret
@@ -987,7 +991,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.usage = "afk once [ID] [--token T] --name NAME -- COMMAND [ARG...]"
 
     p = add("hooks", cmd_hooks, "print (or install) agent hook settings")
-    p.add_argument("agent_kind", choices=["claude", "codex"], help="the agent")
+    p.add_argument("agent_kind", choices=["claude", "codex", "gemini"], help="the agent")
     p.add_argument(
         "--install",
         metavar="PATH",
@@ -1009,6 +1013,12 @@ def build_parser() -> argparse.ArgumentParser:
         "event", nargs="?", choices=["stop"], help="accepted for settings written by older versions"
     )
     p.add_argument("--gate", action="store_true", help="the Stop completion gate")
+    p.add_argument(
+        "--harness",
+        choices=["claude", "gemini"],
+        default="claude",
+        help="whose payloads (claude: Claude Code and Codex CLI; gemini: Gemini CLI)",
+    )
     p = add(
         "doctor",
         cmd_doctor,
@@ -1146,13 +1156,20 @@ def hook_args(argv: list[str]) -> argparse.Namespace | None:
     """`afk hook [stop] [--gate] [--config FILE] [--dsn DSN]`, read without
     building the whole parser (some 20 ms of every tool call of an agent);
     None for anything else, which the full parser then reads."""
-    args = argparse.Namespace(func=cmd_hook, event=None, gate=False, config=None, dsn=None)
+    args = argparse.Namespace(
+        func=cmd_hook, event=None, gate=False, config=None, dsn=None, harness="claude"
+    )
     words = iter(argv)
     for word in words:
         if word == "--gate":
             args.gate = True
         elif word == "stop" and args.event is None:
             args.event = "stop"
+        elif word == "--harness":
+            harness = next(words, None)
+            if harness not in ("claude", "gemini"):
+                return None
+            args.harness = harness
         elif word in ("--config", "--dsn"):
             value = next(words, None)
             if value is None or not is_utf8(value):

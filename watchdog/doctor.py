@@ -32,6 +32,7 @@ CLOCK_SKEW = 2.0
 NEEDED = {
     "claude": ("SessionStart", "PreToolUse", "PostToolUse"),
     "codex": ("SessionStart", "PreToolUse", "PostToolUse"),
+    "gemini": ("SessionStart", "BeforeTool", "AfterTool"),
 }
 
 
@@ -58,6 +59,8 @@ def settings_files(project: Path, home: Path) -> list[tuple[str, Path]]:
         ("claude", home / ".claude" / "settings.json"),
         ("codex", project / ".codex" / "hooks.json"),
         ("codex", home / ".codex" / "hooks.json"),
+        ("gemini", project / ".gemini" / "settings.json"),
+        ("gemini", home / ".gemini" / "settings.json"),
     ]
 
 

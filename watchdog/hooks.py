@@ -83,7 +83,12 @@ EDIT_TOOLS = {
     "Write": "file_path",
     "MultiEdit": "file_path",
     "NotebookEdit": "notebook_path",
+    # Gemini CLI's (https://geminicli.com/docs/tools)
+    "write_file": "file_path",
+    "replace": "file_path",
 }
+#: tools whose tool_input.command is a shell command (Claude Code, Gemini CLI)
+SHELL_TOOLS = ("Bash", "run_shell_command")
 
 
 @dataclass(frozen=True)
@@ -104,6 +109,8 @@ class Event:
     survive_exit: bool = False
     #: Codex CLI has it too
     codex: bool = False
+    #: Claude Code has it (False: another harness's own event)
+    claude: bool = True
 
 
 EVENT_TABLE = (
@@ -115,7 +122,21 @@ EVENT_TABLE = (
     Event("Stop", "stop", 10, gate_only=True, codex=True),
     Event("StopFailure", "stop_failure", 10, survive_exit=True),
     Event("SessionEnd", "session_end", 10, codex=True),
+    # Gemini CLI's turn start: the brief again after a compression
+    Event("BeforeAgent", "before_agent", 10, claude=False),
 )
+#: Gemini CLI's events (https://geminicli.com/docs/hooks/reference), as ours:
+#: (its name, ours, its matcher); its timeouts are milliseconds
+GEMINI_EVENTS = (
+    ("SessionStart", "SessionStart", None),
+    ("BeforeTool", "PreToolUse", ".*"),
+    ("AfterTool", "PostToolUse", ".*"),
+    ("PreCompress", "PreCompact", None),
+    ("BeforeAgent", "BeforeAgent", None),
+    ("AfterAgent", "Stop", None),
+    ("SessionEnd", "SessionEnd", None),
+)
+GEMINI_TO_OURS = {theirs: ours for theirs, ours, _ in GEMINI_EVENTS}
 EVENTS = tuple(e.name for e in EVENT_TABLE)
 BY_EVENT = {e.name: e for e in EVENT_TABLE}
 #: StopFailure's ``error`` values that say something about the account
@@ -159,7 +180,7 @@ def claude_settings(afk: str, gate: bool = False, extra: tuple[str, ...] = ()) -
     with matchers for the tool and session events and a timeout each."""
     hooks: dict[str, Any] = {}
     for event in EVENT_TABLE:
-        if event.gate_only and not gate:
+        if (event.gate_only and not gate) or not event.claude:
             continue
         entry = {
             "type": "command",
@@ -172,6 +193,28 @@ def claude_settings(afk: str, gate: bool = False, extra: tuple[str, ...] = ()) -
         if event.matcher is not None:
             group = {"matcher": event.matcher, **group}
         hooks[event.name] = [group]
+    return {"hooks": hooks}
+
+
+def gemini_settings(afk: str, gate: bool = False, extra: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Gemini CLI's settings.json hooks: its own event names, timeouts in
+    milliseconds, each command told it runs for Gemini (`--harness gemini`:
+    its payloads and answers have their own shapes). Its SessionEnd is not
+    waited for: a supervisor pauses its own task. Gemini drops variables whose
+    name holds TOKEN from the hook's environment: AFK_TASK_LEASE carries the
+    same token."""
+    hooks: dict[str, Any] = {}
+    for theirs, ours, matcher in GEMINI_EVENTS:
+        event = BY_EVENT[ours]
+        if event.gate_only and not gate:
+            continue
+        command = hook_command(afk, gate and event.gate_only, extra=(*extra, "--harness", "gemini"))
+        group: dict[str, Any] = {
+            "hooks": [{"type": "command", "command": command, "timeout": event.timeout * 1000}]
+        }
+        if matcher is not None:
+            group = {"matcher": matcher, **group}
+        hooks[theirs] = [group]
     return {"hooks": hooks}
 
 
@@ -355,6 +398,8 @@ class Context:
     #: why AFK_TASK_ID / AFK_TASK_TOKEN cannot be read, when they are set but
     #: unusable: such an agent's task cannot be checked, so its tools are denied
     invalid: str | None = None
+    #: whose payload: claude (Claude Code and Codex CLI) or gemini
+    harness: str = "claude"
 
 
 def supervised_task(env: dict[str, str]) -> tuple[uuid.UUID, int] | None:
@@ -643,7 +688,7 @@ class Hook:
                 file=sys.stderr,
             )
 
-    def _brief(self, found: Look | None) -> None:
+    def _brief(self, found: Look | None, compacted: bool = False) -> None:
         if found is None:
             return
         reason = self.verdict(found)
@@ -652,7 +697,7 @@ class Hook:
 
         source = self.ctx.payload.get("source")
         head = ["# afk: the task this session works on"]
-        if source == "compact":
+        if source == "compact" or compacted:
             head.append("(Your context was just compacted: this is where the task stands.)")
         if reason is not None:
             head.append(reason)
@@ -673,7 +718,7 @@ class Hook:
         brief = resume_brief(self.q, str(found.task_id))
         self.ctx.out = {
             "hookSpecificOutput": {
-                "hookEventName": "SessionStart",
+                "hookEventName": self.ctx.event,
                 "additionalContext": "\n".join(head) + "\n\n" + brief,
             }
         }
@@ -693,7 +738,7 @@ class Hook:
 
     def _is_afk_command(self) -> bool:
         tool_input = self.ctx.payload.get("tool_input")
-        if self.ctx.payload.get("tool_name") != "Bash" or not isinstance(tool_input, dict):
+        if self.ctx.payload.get("tool_name") not in SHELL_TOOLS or not isinstance(tool_input, dict):
             return False
         return bool(afk_words(tool_input.get("command")))
 
@@ -721,6 +766,19 @@ class Hook:
 
     def pre_compact(self) -> None:
         self.check()
+        if self.ctx.harness == "gemini":
+            # Gemini has no compact source at SessionStart: the brief comes back
+            # at the next BeforeAgent
+            self.cache.data["compressed"] = True
+            self.cache.save()
+
+    def before_agent(self) -> None:
+        """Gemini's turn start: after a compression, the brief again."""
+        if not self.cache.data.get("compressed"):
+            return
+        self.cache.data["compressed"] = False
+        self.cache.save()
+        self._brief(self.look(renew=False), compacted=True)
 
     def post_compact(self) -> None:
         """The summary a compaction left goes into the task's checkpoint, so
@@ -849,18 +907,39 @@ def detached(ctx: Context) -> bool:
     return ctx.event == "StopFailure" and str(ctx.payload.get("error")) in ACCOUNT_ERRORS
 
 
-def context(payload: dict[str, Any], gate: bool, alias: str | None) -> Context | None:
-    """The context of a payload; None for an event we do not handle."""
+def context(
+    payload: dict[str, Any], gate: bool, alias: str | None, harness: str = "claude"
+) -> Context | None:
+    """The context of a payload; None for an event we do not handle. A
+    Gemini CLI payload's event is mapped to ours."""
     event = payload.get("hook_event_name")
     if event is None and alias == "stop":
         event = "Stop"  # settings written by an old `afk hooks` sent no event name
     if not isinstance(event, str):
         raise Malformed("the payload has no hook_event_name string")
+    if harness == "gemini":
+        event = GEMINI_TO_OURS.get(event, "")
     if event not in EVENTS:
         return None
     session = _text(payload, "session_id")
     try:
         supervised = supervised_task(dict(os.environ))
     except BadInput as exc:
-        return Context(event, session, payload, None, gate, invalid=str(exc))
-    return Context(event, session, payload, supervised, gate)
+        return Context(event, session, payload, None, gate, invalid=str(exc), harness=harness)
+    return Context(event, session, payload, supervised, gate, harness=harness)
+
+
+def answer(ctx: Context) -> dict[str, Any]:
+    """What the hook prints, in its harness's words: Gemini CLI denies a tool
+    with a top-level decision and reason (https://geminicli.com/docs/hooks/
+    reference#beforetool), and names its own events."""
+    out = ctx.out
+    if ctx.harness != "gemini" or not out:
+        return out
+    specific = out.get("hookSpecificOutput")
+    if isinstance(specific, dict) and specific.get("permissionDecision") == "deny":
+        return {"decision": "deny", "reason": specific.get("permissionDecisionReason", "")}
+    if isinstance(specific, dict):
+        theirs = {ours: t for t, ours, _ in GEMINI_EVENTS}.get(str(specific.get("hookEventName")))
+        return {**out, "hookSpecificOutput": {**specific, "hookEventName": theirs}}
+    return out
