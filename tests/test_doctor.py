@@ -81,6 +81,21 @@ def test_a_hook_command_that_does_not_exist_is_a_problem(afk, project):
     assert any("/nonexistent/bin/afk does not exist" in c["detail"] for c in checks)
 
 
+def test_cursor_hooks_are_read_in_its_flat_format(afk, project):
+    path = project / ".cursor" / "hooks.json"
+    assert afk("hooks", "cursor", "--install", str(path)).returncode == 0
+    _, _, checks = doctor(afk, project)
+    (found,) = [c for c in checks if c["check"] == f"cursor {path}"]
+    assert found["ok"] and "preToolUse" in found["detail"]
+    settings = json.loads(path.read_text())
+    del settings["hooks"]["preToolUse"]
+    path.write_text(json.dumps(settings))
+    _, _, checks = doctor(afk, project)
+    (found,) = [c for c in checks if c["check"] == f"cursor {path}"]
+    assert not found["ok"] and "missing for preToolUse" in found["detail"]
+    assert found["fix"] == f"afk hooks cursor --install {path}"
+
+
 def test_no_hooks_anywhere_is_a_problem(afk, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -540,3 +540,118 @@ def test_gemini_gets_the_brief_at_start_and_again_after_a_compression(afk, queue
     assert "just compacted" in out["hookSpecificOutput"]["additionalContext"]
     assert out["hookSpecificOutput"]["hookEventName"] == "BeforeAgent"
     assert gemini_hook(afk, turn, leased(task))[0] is None  # once
+
+
+# -- Cursor: its own names and shapes (https://cursor.com/docs/hooks) ---------
+
+
+def cursor(name, **fields):
+    """A Cursor payload: its common fields (a conversation, workspace roots,
+    no session_id or cwd of Claude Code's kind)."""
+    return {
+        "conversation_id": SESSION,
+        "generation_id": "gen-1",
+        "model": "claude-sonnet-4",
+        "hook_event_name": name,
+        "cursor_version": "2.1.0",
+        "workspace_roots": ["/work"],
+        "user_email": None,
+        **fields,
+    }
+
+
+def cursor_hook(afk, payload, env=None, *args):
+    return hook(afk, payload, env, "--harness", "cursor", *args)
+
+
+def test_hooks_cursor_writes_version_1_with_flat_entries(afk, tmp_path):
+    settings = afk.json("hooks", "cursor")
+    assert settings["version"] == 1
+    events = settings["hooks"]
+    assert set(events) == {
+        "sessionStart",
+        "preToolUse",
+        "postToolUse",
+        "afterFileEdit",
+        "preCompact",
+        "sessionEnd",
+    }
+    assert "stop" in afk.json("hooks", "cursor", "--gate")["hooks"]
+    for entries in events.values():
+        (entry,) = entries
+        assert set(entry) == {"command", "timeout"} and 0 < entry["timeout"] <= 20
+        assert Path(entry["command"].split()[0]).is_absolute()
+        assert entry["command"].endswith(" hook --harness cursor")
+    # installed twice beside the user's own entries: theirs kept, ours once
+    path = tmp_path / ".cursor" / "hooks.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps({"version": 1, "hooks": {"afterFileEdit": [{"command": "fmt"}]}}))
+    for _ in range(2):
+        assert afk("hooks", "cursor", "--install", str(path)).returncode == 0
+    merged = json.loads(path.read_text())
+    assert merged["version"] == 1
+    assert [e["command"] for e in merged["hooks"]["afterFileEdit"]] == [
+        "fmt",
+        events["afterFileEdit"][0]["command"],
+    ]
+    assert all(len(merged["hooks"][e]) == 1 for e in ("preToolUse", "sessionStart"))
+
+
+def test_cursor_pre_tool_use_denies_a_zombie_in_its_own_shape(afk, queue, sql):
+    queue.enqueue("c", [NewTask("t")])
+    task = queue.claim("c", runner="sup")
+    call = cursor(
+        "preToolUse",
+        tool_name="Shell",
+        tool_input={"command": "rm -rf x", "working_directory": "/work"},
+        tool_use_id="abc123",
+        cwd="/work",
+    )
+    assert cursor_hook(afk, call, supervised(task))[0] is None  # held
+    sql.expire(task.id)
+    queue.reclaim()
+    out = poll(lambda: cursor_hook(afk, call, supervised(task))[0], timeout=CHECK_TTL + 10)
+    assert out["permission"] == "deny" and "no longer yours" in out["agent_message"]
+    assert out["user_message"] == out["agent_message"]
+    afk_call = {**call, "tool_input": {"command": "afk status --agent c"}}
+    assert cursor_hook(afk, afk_call, supervised(task))[0] is None
+
+
+def test_cursor_after_file_edit_records_the_file(afk, queue):
+    queue.enqueue("c", [NewTask("t")])
+    task = queue.claim("c", runner="sup")
+    edit = cursor(
+        "afterFileEdit",
+        file_path="/work/src/main.ts",
+        edits=[{"old_string": "const foo = 1", "new_string": "const foo = 2"}],
+    )
+    assert cursor_hook(afk, edit, supervised(task))[0] is None
+    assert queue.show(task.id)[0].checkpoint["files_touched"] == ["/work/src/main.ts"]
+
+
+def test_cursor_gets_the_brief_at_start_and_after_a_compaction(afk, queue):
+    queue.enqueue("c", [NewTask("port the parser", {"repo": "acme"})])
+    task = queue.claim("c", runner="sup")
+    start = cursor("sessionStart", session_id=SESSION, is_background_agent=False)
+    out, _ = cursor_hook(afk, start, supervised(task))
+    assert set(out) == {"additional_context"}
+    assert "# Resume: port the parser" in out["additional_context"]
+    after = cursor("postToolUse", tool_name="Shell", tool_input={"command": "ls"}, tool_output="{}")
+    assert cursor_hook(afk, after, supervised(task))[0] is None  # nothing compacted yet
+    compact = cursor("preCompact", trigger="auto", context_usage_percent=85)
+    assert cursor_hook(afk, compact, supervised(task))[0] is None
+    out, _ = cursor_hook(afk, after, supervised(task))
+    assert "just compacted" in out["additional_context"]
+    assert cursor_hook(afk, after, supervised(task))[0] is None  # once
+
+
+def test_cursor_stop_gate_sends_a_followup_and_session_end_pauses_its_claim(afk, queue):
+    queue.enqueue("c", [NewTask("t")])
+    task = queue.claim("c", runner=SESSION)
+    stop = cursor("stop", status="completed", loop_count=0)
+    out, _ = cursor_hook(afk, stop, None, "--gate")
+    assert set(out) == {"followup_message"} and f"afk done {task.id}" in out["followup_message"]
+    assert queue.show(task.id)[0].state == "running"
+    cursor_hook(afk, cursor("sessionEnd", session_id=SESSION, reason="user_close"))
+    task_now, history = queue.show(task.id)
+    assert task_now.state == "paused" and history[-1]["reason"] == "session ended: user_close"

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from .config import is_utf8, parse_duration
 from .errors import AfkError, BadInput
+from .hooks import HARNESSES
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_EMPTY, EXIT_LEASE_LOST, EXIT_PARKED = 0, 1, 2, 3, 4, 5
 #: seconds after which `afk hook` gives up and exits 0 (its hook timeouts are 10 s)
@@ -499,6 +500,7 @@ def cmd_hooks(args: argparse.Namespace) -> int:
         "claude": hooks.claude_settings,
         "codex": hooks.codex_settings,
         "gemini": hooks.gemini_settings,
+        "cursor": hooks.cursor_settings,
     }[args.agent_kind]
     ours = build(afk, args.gate, hook_database_args(args))
     if args.install is None:
@@ -991,11 +993,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.usage = "afk once [ID] [--token T] --name NAME -- COMMAND [ARG...]"
 
     p = add("hooks", cmd_hooks, "print (or install) agent hook settings")
-    p.add_argument("agent_kind", choices=["claude", "codex", "gemini"], help="the agent")
+    p.add_argument("agent_kind", choices=["claude", "codex", "gemini", "cursor"], help="the agent")
     p.add_argument(
         "--install",
         metavar="PATH",
-        help="merge into this settings file (e.g. .claude/settings.json, .codex/hooks.json)",
+        help="merge into this settings file (e.g. .claude/settings.json, .codex/hooks.json, "
+        ".gemini/settings.json, .cursor/hooks.json)",
     )
     p.add_argument(
         "--gate",
@@ -1015,9 +1018,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gate", action="store_true", help="the Stop completion gate")
     p.add_argument(
         "--harness",
-        choices=["claude", "gemini"],
+        choices=HARNESSES,
         default="claude",
-        help="whose payloads (claude: Claude Code and Codex CLI; gemini: Gemini CLI)",
+        help="whose payloads (claude: Claude Code and Codex CLI; gemini: Gemini CLI; "
+        "cursor: Cursor)",
     )
     p = add(
         "doctor",
@@ -1167,7 +1171,7 @@ def hook_args(argv: list[str]) -> argparse.Namespace | None:
             args.event = "stop"
         elif word == "--harness":
             harness = next(words, None)
-            if harness not in ("claude", "gemini"):
+            if harness not in HARNESSES:
                 return None
             args.harness = harness
         elif word in ("--config", "--dsn"):

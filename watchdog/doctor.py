@@ -33,6 +33,7 @@ NEEDED = {
     "claude": ("SessionStart", "PreToolUse", "PostToolUse"),
     "codex": ("SessionStart", "PreToolUse", "PostToolUse"),
     "gemini": ("SessionStart", "BeforeTool", "AfterTool"),
+    "cursor": ("sessionStart", "preToolUse", "postToolUse"),
 }
 
 
@@ -61,6 +62,8 @@ def settings_files(project: Path, home: Path) -> list[tuple[str, Path]]:
         ("codex", home / ".codex" / "hooks.json"),
         ("gemini", project / ".gemini" / "settings.json"),
         ("gemini", home / ".gemini" / "settings.json"),
+        ("cursor", project / ".cursor" / "hooks.json"),
+        ("cursor", home / ".cursor" / "hooks.json"),
     ]
 
 
@@ -218,6 +221,8 @@ def _our_commands(hooks: dict[str, Any]) -> dict[str, list[str]]:
             continue
         for group in groups:
             entries = group.get("hooks") if isinstance(group, dict) else None
+            if isinstance(group, dict) and "command" in group:
+                entries = [group]  # a flat entry (Cursor's format)
             for entry in entries if isinstance(entries, list) else []:
                 if isinstance(entry, dict) and is_ours(entry.get("command")):
                     out.setdefault(event, []).append(entry["command"])

@@ -87,8 +87,9 @@ EDIT_TOOLS = {
     "write_file": "file_path",
     "replace": "file_path",
 }
-#: tools whose tool_input.command is a shell command (Claude Code, Gemini CLI)
-SHELL_TOOLS = ("Bash", "run_shell_command")
+#: tools whose tool_input.command is a shell command (Claude Code, Gemini CLI,
+#: Cursor)
+SHELL_TOOLS = ("Bash", "run_shell_command", "Shell")
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,22 @@ GEMINI_EVENTS = (
     ("SessionEnd", "SessionEnd", None),
 )
 GEMINI_TO_OURS = {theirs: ours for theirs, ours, _ in GEMINI_EVENTS}
+#: Cursor's agent events (https://cursor.com/docs/hooks), as ours: its tool
+#: calls are preToolUse/postToolUse (the edited file comes with afterFileEdit,
+#: read as a Write), and it has no event that can add context at a turn's
+#: start, so the brief after a compaction comes with the next postToolUse
+CURSOR_EVENTS = (
+    ("sessionStart", "SessionStart"),
+    ("preToolUse", "PreToolUse"),
+    ("postToolUse", "PostToolUse"),
+    ("afterFileEdit", "PostToolUse"),
+    ("preCompact", "PreCompact"),
+    ("stop", "Stop"),
+    ("sessionEnd", "SessionEnd"),
+)
+CURSOR_TO_OURS = dict(CURSOR_EVENTS)
+#: the harnesses `afk hook --harness` reads (claude: Claude Code and Codex CLI)
+HARNESSES = ("claude", "gemini", "cursor")
 EVENTS = tuple(e.name for e in EVENT_TABLE)
 BY_EVENT = {e.name: e for e in EVENT_TABLE}
 #: StopFailure's ``error`` values that say something about the account
@@ -218,6 +235,20 @@ def gemini_settings(afk: str, gate: bool = False, extra: tuple[str, ...] = ()) -
     return {"hooks": hooks}
 
 
+def cursor_settings(afk: str, gate: bool = False, extra: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Cursor's .cursor/hooks.json (https://cursor.com/docs/hooks): ``version``
+    1 and one flat ``{command, timeout}`` entry per event, each command told
+    it runs for Cursor (its payloads and answers have their own shapes)."""
+    hooks: dict[str, Any] = {}
+    for theirs, ours in CURSOR_EVENTS:
+        event = BY_EVENT[ours]
+        if event.gate_only and not gate:
+            continue
+        command = hook_command(afk, gate and event.gate_only, extra=(*extra, "--harness", "cursor"))
+        hooks[theirs] = [{"command": command, "timeout": event.timeout}]
+    return {"version": 1, "hooks": hooks}
+
+
 def codex_settings(afk: str, gate: bool = False, extra: tuple[str, ...] = ()) -> dict[str, Any]:
     """Codex CLI's hooks.json: the events it shares with Claude Code
     (https://developers.openai.com/codex/hooks; SessionEnd since 0.145)."""
@@ -291,6 +322,8 @@ def merge_settings(path: Path, ours: dict[str, Any]) -> dict[str, Any]:
     for event in list(hooks):
         kept = []
         for group in hooks[event]:
+            if isinstance(group, dict) and is_ours(group.get("command")):
+                continue  # a flat entry (Cursor's format)
             entries = group.get("hooks") if isinstance(group, dict) else None
             if isinstance(entries, list):
                 mine = [h for h in entries if isinstance(h, dict) and is_ours(h.get("command"))]
@@ -305,6 +338,8 @@ def merge_settings(path: Path, ours: dict[str, Any]) -> dict[str, Any]:
             del hooks[event]
     for event, groups in ours["hooks"].items():
         hooks.setdefault(event, []).extend(groups)
+    if "version" in ours:
+        current.setdefault("version", ours["version"])
     return current
 
 
@@ -398,7 +433,7 @@ class Context:
     #: why AFK_TASK_ID / AFK_TASK_TOKEN cannot be read, when they are set but
     #: unusable: such an agent's task cannot be checked, so its tools are denied
     invalid: str | None = None
-    #: whose payload: claude (Claude Code and Codex CLI) or gemini
+    #: whose payload: one of HARNESSES
     harness: str = "claude"
 
 
@@ -744,6 +779,10 @@ class Hook:
 
     def post_tool_use(self) -> None:
         files = self._edited_files()
+        if self.ctx.harness == "cursor" and self.cache.data.get("compressed"):
+            self.before_agent()
+            if self.ctx.out:
+                return
         if not files and self.ctx.supervised is not None and self.cache.fresh():
             # nothing to record, no lease to renew (the supervisor keeps it), and
             # held a moment ago: no database, as for PreToolUse
@@ -766,14 +805,15 @@ class Hook:
 
     def pre_compact(self) -> None:
         self.check()
-        if self.ctx.harness == "gemini":
-            # Gemini has no compact source at SessionStart: the brief comes back
-            # at the next BeforeAgent
+        if self.ctx.harness in ("gemini", "cursor"):
+            # no compact source at SessionStart: the brief comes back at the
+            # next BeforeAgent (Gemini) or postToolUse (Cursor)
             self.cache.data["compressed"] = True
             self.cache.save()
 
     def before_agent(self) -> None:
-        """Gemini's turn start: after a compression, the brief again."""
+        """Gemini's turn start (and Cursor's first tool call after a
+        compaction): after a compression, the brief again."""
         if not self.cache.data.get("compressed"):
             return
         self.cache.data["compressed"] = False
@@ -919,6 +959,8 @@ def context(
         raise Malformed("the payload has no hook_event_name string")
     if harness == "gemini":
         event = GEMINI_TO_OURS.get(event, "")
+    elif harness == "cursor":
+        payload, event = cursor_payload(payload), CURSOR_TO_OURS.get(event, "")
     if event not in EVENTS:
         return None
     session = _text(payload, "session_id")
@@ -929,11 +971,29 @@ def context(
     return Context(event, session, payload, supervised, gate, harness=harness)
 
 
+def cursor_payload(payload: dict[str, Any]) -> dict[str, Any]:
+    """A Cursor payload in Claude Code's words: its conversation_id is the
+    session, its first workspace root the cwd, and an afterFileEdit a Write
+    of its file_path (https://cursor.com/docs/hooks)."""
+    out = dict(payload)
+    conversation = payload.get("conversation_id", payload.get("session_id"))
+    if conversation is not None:
+        out["session_id"] = conversation
+    roots = payload.get("workspace_roots")
+    if "cwd" not in out and isinstance(roots, list) and roots and isinstance(roots[0], str):
+        out["cwd"] = roots[0]
+    if payload.get("hook_event_name") == "afterFileEdit":
+        out["tool_name"], out["tool_input"] = "Write", {"file_path": payload.get("file_path")}
+    return out
+
+
 def answer(ctx: Context) -> dict[str, Any]:
     """What the hook prints, in its harness's words: Gemini CLI denies a tool
     with a top-level decision and reason (https://geminicli.com/docs/hooks/
     reference#beforetool), and names its own events."""
     out = ctx.out
+    if ctx.harness == "cursor" and out:
+        return cursor_answer(out)
     if ctx.harness != "gemini" or not out:
         return out
     specific = out.get("hookSpecificOutput")
@@ -943,3 +1003,21 @@ def answer(ctx: Context) -> dict[str, Any]:
         theirs = {ours: t for t, ours, _ in GEMINI_EVENTS}.get(str(specific.get("hookEventName")))
         return {**out, "hookSpecificOutput": {**specific, "hookEventName": theirs}}
     return out
+
+
+def cursor_answer(out: dict[str, Any]) -> dict[str, Any]:
+    """Ours in Cursor's words (https://cursor.com/docs/hooks): a deny is
+    ``permission`` with a message for the user and one for the agent, added
+    context is ``additional_context``, and a blocked stop is a
+    ``followup_message`` that sends the agent back to work."""
+    if out.get("decision") == "block":
+        return {"followup_message": out.get("reason", "")}
+    specific = out.get("hookSpecificOutput")
+    if not isinstance(specific, dict):
+        return {}
+    if specific.get("permissionDecision") == "deny":
+        reason = specific.get("permissionDecisionReason", "")
+        return {"permission": "deny", "user_message": reason, "agent_message": reason}
+    if "additionalContext" in specific:
+        return {"additional_context": specific["additionalContext"]}
+    return {}
