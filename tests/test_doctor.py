@@ -96,6 +96,22 @@ def test_cursor_hooks_are_read_in_its_flat_format(afk, project):
     assert found["fix"] == f"afk hooks cursor --install {path}"
 
 
+def test_copilot_hooks_files_are_read_from_github_hooks(afk, project):
+    path = project / ".github" / "hooks" / "afk.json"
+    assert afk("hooks", "copilot", "--install", str(path)).returncode == 0
+    _, _, checks = doctor(afk, project)
+    (found,) = [c for c in checks if c["check"] == f"copilot {path}"]
+    assert found["ok"] and "PreToolUse" in found["detail"]
+    text = path.read_text()
+    afk_path = json.loads(text)["hooks"]["PreToolUse"][0]["bash"].split()[0]
+    path.write_text(text.replace(afk_path, "/nonexistent/bin/afk"))
+    _, _, checks = doctor(afk, project)
+    assert any(
+        c["check"] == f"copilot {path}" and "/nonexistent/bin/afk does not exist" in c["detail"]
+        for c in checks
+    )
+
+
 def test_no_hooks_anywhere_is_a_problem(afk, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -655,3 +655,79 @@ def test_cursor_stop_gate_sends_a_followup_and_session_end_pauses_its_claim(afk,
     cursor_hook(afk, cursor("sessionEnd", session_id=SESSION, reason="user_close"))
     task_now, history = queue.show(task.id)
     assert task_now.state == "paused" and history[-1]["reason"] == "session ended: user_close"
+
+
+# -- GitHub Copilot CLI: PascalCase events, snake_case payloads
+# (https://docs.github.com/en/copilot/reference/copilot-cli-reference/cli-hooks-reference)
+
+
+def copilot(name, **fields):
+    """A Copilot CLI payload in its VS Code compatible format (an ISO timestamp)."""
+    return {
+        "hook_event_name": name,
+        "session_id": SESSION,
+        "timestamp": "2026-12-01T03:00:00.000Z",
+        "cwd": "/work",
+        **fields,
+    }
+
+
+def copilot_hook(afk, payload, env=None, *args):
+    return hook(afk, payload, env, "--harness", "copilot", *args)
+
+
+def test_hooks_copilot_writes_version_1_with_bash_entries(afk, tmp_path):
+    settings = afk.json("hooks", "copilot")
+    assert settings["version"] == 1
+    events = settings["hooks"]
+    assert set(events) == {"PreToolUse", "PostToolUse", "PreCompact", "SessionEnd"}
+    assert "Stop" in afk.json("hooks", "copilot", "--gate")["hooks"]
+    for entries in events.values():
+        (entry,) = entries
+        assert entry["type"] == "command" and 0 < entry["timeoutSec"] <= 20
+        assert Path(entry["bash"].split()[0]).is_absolute()
+        assert entry["bash"].endswith(" hook --harness copilot")
+    path = tmp_path / ".github" / "hooks" / "afk.json"
+    for _ in range(2):
+        assert afk("hooks", "copilot", "--install", str(path)).returncode == 0
+    merged = json.loads(path.read_text())
+    assert merged["version"] == 1 and all(len(v) == 1 for v in merged["hooks"].values())
+
+
+def test_copilot_pre_tool_use_denies_a_zombie_in_its_own_shape(afk, queue, sql):
+    queue.enqueue("p", [NewTask("t")])
+    task = queue.claim("p", runner="sup")
+    call = copilot("PreToolUse", tool_name="bash", tool_input={"command": "rm -rf x"})
+    assert copilot_hook(afk, call, supervised(task))[0] is None  # held
+    sql.expire(task.id)
+    queue.reclaim()
+    out = poll(lambda: copilot_hook(afk, call, supervised(task))[0], timeout=CHECK_TTL + 10)
+    assert set(out) == {"permissionDecision", "permissionDecisionReason"}
+    assert (
+        out["permissionDecision"] == "deny" and "no longer yours" in out["permissionDecisionReason"]
+    )
+    afk_call = {**call, "tool_input": {"command": "afk status --agent p"}}
+    assert copilot_hook(afk, afk_call, supervised(task))[0] is None
+
+
+def test_copilot_records_its_edits_and_pauses_its_own_claim_at_session_end(afk, queue):
+    queue.enqueue("p", [NewTask("t")])
+    task = queue.claim("p", runner=SESSION)
+    for tool_name in ("create", "edit"):
+        done = copilot(
+            "PostToolUse",
+            tool_name=tool_name,
+            tool_input={"path": f"/work/{tool_name}.py"},
+            tool_result={"result_type": "success", "text_result_for_llm": "ok"},
+        )
+        assert copilot_hook(afk, done)[0] is None
+    assert queue.show(task.id)[0].checkpoint["files_touched"] == [
+        "/work/create.py",
+        "/work/edit.py",
+    ]
+    stop = copilot("Stop", transcript_path="/tmp/t.jsonl", stop_reason="end_turn")
+    out, _ = copilot_hook(afk, stop, None, "--gate")
+    assert out["decision"] == "block" and f"afk done {task.id}" in out["reason"]
+    copilot_hook(afk, copilot("SessionEnd", reason="user_exit"))
+    task_now, history = queue.show(task.id)
+    assert task_now.state == "paused" and history[-1]["reason"] == "session ended: user_exit"

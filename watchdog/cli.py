@@ -501,6 +501,7 @@ def cmd_hooks(args: argparse.Namespace) -> int:
         "codex": hooks.codex_settings,
         "gemini": hooks.gemini_settings,
         "cursor": hooks.cursor_settings,
+        "copilot": hooks.copilot_settings,
     }[args.agent_kind]
     ours = build(afk, args.gate, hook_database_args(args))
     if args.install is None:
@@ -993,12 +994,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.usage = "afk once [ID] [--token T] --name NAME -- COMMAND [ARG...]"
 
     p = add("hooks", cmd_hooks, "print (or install) agent hook settings")
-    p.add_argument("agent_kind", choices=["claude", "codex", "gemini", "cursor"], help="the agent")
+    p.add_argument(
+        "agent_kind", choices=["claude", "codex", "gemini", "cursor", "copilot"], help="the agent"
+    )
     p.add_argument(
         "--install",
         metavar="PATH",
         help="merge into this settings file (e.g. .claude/settings.json, .codex/hooks.json, "
-        ".gemini/settings.json, .cursor/hooks.json)",
+        ".gemini/settings.json, .cursor/hooks.json, .github/hooks/afk.json)",
     )
     p.add_argument(
         "--gate",
@@ -1021,7 +1024,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=HARNESSES,
         default="claude",
         help="whose payloads (claude: Claude Code and Codex CLI; gemini: Gemini CLI; "
-        "cursor: Cursor)",
+        "cursor: Cursor; copilot: GitHub Copilot CLI)",
     )
     p = add(
         "doctor",

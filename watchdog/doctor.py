@@ -34,6 +34,7 @@ NEEDED = {
     "codex": ("SessionStart", "PreToolUse", "PostToolUse"),
     "gemini": ("SessionStart", "BeforeTool", "AfterTool"),
     "cursor": ("sessionStart", "preToolUse", "postToolUse"),
+    "copilot": ("PreToolUse", "PostToolUse"),
 }
 
 
@@ -64,6 +65,7 @@ def settings_files(project: Path, home: Path) -> list[tuple[str, Path]]:
         ("gemini", home / ".gemini" / "settings.json"),
         ("cursor", project / ".cursor" / "hooks.json"),
         ("cursor", home / ".cursor" / "hooks.json"),
+        *(("copilot", p) for p in sorted((project / ".github" / "hooks").glob("*.json"))),
     ]
 
 
@@ -221,11 +223,14 @@ def _our_commands(hooks: dict[str, Any]) -> dict[str, list[str]]:
             continue
         for group in groups:
             entries = group.get("hooks") if isinstance(group, dict) else None
-            if isinstance(group, dict) and "command" in group:
-                entries = [group]  # a flat entry (Cursor's format)
+            if isinstance(group, dict) and ("command" in group or "bash" in group):
+                entries = [group]  # a flat entry (Cursor's and Copilot CLI's formats)
             for entry in entries if isinstance(entries, list) else []:
-                if isinstance(entry, dict) and is_ours(entry.get("command")):
-                    out.setdefault(event, []).append(entry["command"])
+                if not isinstance(entry, dict):
+                    continue
+                command = entry.get("command", entry.get("bash"))
+                if isinstance(command, str) and is_ours(command):
+                    out.setdefault(event, []).append(command)
     return out
 
 

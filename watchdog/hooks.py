@@ -86,10 +86,14 @@ EDIT_TOOLS = {
     # Gemini CLI's (https://geminicli.com/docs/tools)
     "write_file": "file_path",
     "replace": "file_path",
+    # GitHub Copilot CLI's (https://docs.github.com/en/copilot/reference/
+    # copilot-cli-reference/cli-hooks-reference#tool-names-for-hook-matching)
+    "create": "path",
+    "edit": "path",
 }
 #: tools whose tool_input.command is a shell command (Claude Code, Gemini CLI,
-#: Cursor)
-SHELL_TOOLS = ("Bash", "run_shell_command", "Shell")
+#: Cursor, Copilot CLI)
+SHELL_TOOLS = ("Bash", "run_shell_command", "Shell", "bash")
 
 
 @dataclass(frozen=True)
@@ -152,8 +156,14 @@ CURSOR_EVENTS = (
     ("sessionEnd", "SessionEnd"),
 )
 CURSOR_TO_OURS = dict(CURSOR_EVENTS)
+#: GitHub Copilot CLI's events under their PascalCase names, which make it send
+#: Claude Code's snake_case payloads (https://docs.github.com/en/copilot/
+#: reference/copilot-cli-reference/cli-hooks-reference#hook-event-input-payloads).
+#: It reads no output of SessionStart or PostToolUse, so no brief can be added:
+#: a supervisor's prompt carries it
+COPILOT_EVENTS = ("PreToolUse", "PostToolUse", "PreCompact", "Stop", "SessionEnd")
 #: the harnesses `afk hook --harness` reads (claude: Claude Code and Codex CLI)
-HARNESSES = ("claude", "gemini", "cursor")
+HARNESSES = ("claude", "gemini", "cursor", "copilot")
 EVENTS = tuple(e.name for e in EVENT_TABLE)
 BY_EVENT = {e.name: e for e in EVENT_TABLE}
 #: StopFailure's ``error`` values that say something about the account
@@ -249,6 +259,21 @@ def cursor_settings(afk: str, gate: bool = False, extra: tuple[str, ...] = ()) -
     return {"version": 1, "hooks": hooks}
 
 
+def copilot_settings(afk: str, gate: bool = False, extra: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A GitHub Copilot CLI hooks file (.github/hooks/afk.json): ``version``
+    1, one ``{type, bash, timeoutSec}`` entry per event."""
+    hooks: dict[str, Any] = {}
+    for name in COPILOT_EVENTS:
+        event = BY_EVENT[name]
+        if event.gate_only and not gate:
+            continue
+        command = hook_command(
+            afk, gate and event.gate_only, extra=(*extra, "--harness", "copilot")
+        )
+        hooks[name] = [{"type": "command", "bash": command, "timeoutSec": event.timeout}]
+    return {"version": 1, "hooks": hooks}
+
+
 def codex_settings(afk: str, gate: bool = False, extra: tuple[str, ...] = ()) -> dict[str, Any]:
     """Codex CLI's hooks.json: the events it shares with Claude Code
     (https://developers.openai.com/codex/hooks; SessionEnd since 0.145)."""
@@ -322,8 +347,8 @@ def merge_settings(path: Path, ours: dict[str, Any]) -> dict[str, Any]:
     for event in list(hooks):
         kept = []
         for group in hooks[event]:
-            if isinstance(group, dict) and is_ours(group.get("command")):
-                continue  # a flat entry (Cursor's format)
+            if isinstance(group, dict) and is_ours(group.get("command", group.get("bash"))):
+                continue  # a flat entry (Cursor's and Copilot CLI's formats)
             entries = group.get("hooks") if isinstance(group, dict) else None
             if isinstance(entries, list):
                 mine = [h for h in entries if isinstance(h, dict) and is_ours(h.get("command"))]
@@ -994,6 +1019,8 @@ def answer(ctx: Context) -> dict[str, Any]:
     out = ctx.out
     if ctx.harness == "cursor" and out:
         return cursor_answer(out)
+    if ctx.harness == "copilot" and out:
+        return copilot_answer(out)
     if ctx.harness != "gemini" or not out:
         return out
     specific = out.get("hookSpecificOutput")
@@ -1021,3 +1048,15 @@ def cursor_answer(out: dict[str, Any]) -> dict[str, Any]:
     if "additionalContext" in specific:
         return {"additional_context": specific["additionalContext"]}
     return {}
+
+
+def copilot_answer(out: dict[str, Any]) -> dict[str, Any]:
+    """Ours in Copilot CLI's words: a deny is a top-level
+    ``permissionDecision`` and its reason; a blocked stop is as ours."""
+    specific = out.get("hookSpecificOutput")
+    if isinstance(specific, dict) and specific.get("permissionDecision") == "deny":
+        return {
+            "permissionDecision": "deny",
+            "permissionDecisionReason": specific.get("permissionDecisionReason", ""),
+        }
+    return out if out.get("decision") == "block" else {}
