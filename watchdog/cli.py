@@ -579,8 +579,9 @@ def cmd_hook(args: argparse.Namespace) -> int:
             hook.run()
         finally:
             hook.close()
-        if ctx.out:
-            emit(hooks.answer(ctx))
+        said = hooks.answer(ctx) if ctx.out else {}
+        if said:  # (nothing at all where the harness would not read it)
+            emit(said)
     except AfkError as exc:
         print(f"afk hook: warning: {exc}; nothing was changed", file=sys.stderr)
     except Exception as exc:  # never fail the agent's hook, never print a secret
