@@ -21,7 +21,7 @@ PACKAGE = Path(__file__).parent.parent / "watchdog"
 #: (CONTRIBUTING.md draws this picture.)
 FLOORS = {
     0: ["errors", "states"],
-    1: ["outcome", "logs", "systemd", "sql"],
+    1: ["outcome", "logs", "systemd", "sql", "harnesses"],
     2: ["config"],
     3: ["db"],
     4: ["embedded"],

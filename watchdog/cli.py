@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from .config import is_utf8, parse_duration
 from .errors import AfkError, BadInput
-from .hooks import HARNESSES
+from .harnesses import HARNESSES
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_EMPTY, EXIT_LEASE_LOST, EXIT_PARKED = 0, 1, 2, 3, 4, 5
 #: seconds after which `afk hook` gives up and exits 0 (its hook timeouts are 10 s)
@@ -492,22 +492,22 @@ def cmd_once(args: argparse.Namespace) -> int:
 def cmd_hooks(args: argparse.Namespace) -> int:
     import shutil
 
-    from . import hooks
+    from . import harnesses
 
     found = shutil.which("afk") or str(Path(sys.executable).parent / "afk")
     afk = os.path.abspath(found)
     build = {
-        "claude": hooks.claude_settings,
-        "codex": hooks.codex_settings,
-        "gemini": hooks.gemini_settings,
-        "cursor": hooks.cursor_settings,
-        "copilot": hooks.copilot_settings,
+        "claude": harnesses.claude_settings,
+        "codex": harnesses.codex_settings,
+        "gemini": harnesses.gemini_settings,
+        "cursor": harnesses.cursor_settings,
+        "copilot": harnesses.copilot_settings,
     }[args.agent_kind]
     ours = build(afk, args.gate, hook_database_args(args))
     if args.install is None:
         emit(ours)
         return EXIT_OK
-    written = hooks.install(Path(args.install), ours)
+    written = harnesses.install(Path(args.install), ours)
     print(f"afk: installed the {', '.join(ours['hooks'])} hooks in {written}", file=sys.stderr)
     return EXIT_OK
 

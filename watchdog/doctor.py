@@ -24,7 +24,7 @@ from typing import Any
 
 from .config import Settings
 from .errors import AfkError
-from .hooks import SURVIVE_EXIT, is_ours
+from .harnesses import SURVIVE_EXIT, is_ours
 
 #: seconds this machine's clock may be off the database's
 CLOCK_SKEW = 2.0

@@ -1,5 +1,6 @@
 """Agent hooks: ``afk hook`` reads one hook payload on stdin and acts on its
-``hook_event_name``; ``afk hooks claude|codex`` writes the settings that run it.
+``hook_event_name`` (the settings that run it, and the other harnesses' names
+for its events, are :mod:`watchdog.harnesses`).
 
 Events and fields follow Claude Code's hooks reference
 (https://code.claude.com/docs/en/hooks); Codex CLI's hooks
@@ -58,6 +59,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import BadInput
+from .harnesses import (
+    BY_EVENT,
+    CURSOR_TO_OURS,
+    EVENTS,
+    GEMINI_EVENTS,
+    GEMINI_TO_OURS,
+)
 from .states import FINISHED
 
 if TYPE_CHECKING:
@@ -96,76 +104,6 @@ EDIT_TOOLS = {
 SHELL_TOOLS = ("Bash", "run_shell_command", "Shell", "bash")
 
 
-@dataclass(frozen=True)
-class Event:
-    """One hook event afk handles: the one table the installers and the
-    dispatcher read (a new event is its handler on :class:`Hook` and its
-    entry here)."""
-
-    name: str
-    #: the :class:`Hook` method that acts on it
-    handler: str
-    #: seconds, in the settings written by `afk hooks`
-    timeout: int
-    matcher: str | None = None
-    #: installed only with --gate (without it the hook would do nothing)
-    gate_only: bool = False
-    #: the command ignores SIGTERM (see SURVIVE_EXIT)
-    survive_exit: bool = False
-    #: Codex CLI has it too
-    codex: bool = False
-    #: Claude Code has it (False: another harness's own event)
-    claude: bool = True
-
-
-EVENT_TABLE = (
-    Event("SessionStart", "session_start", 20, "startup|resume|clear|compact", codex=True),
-    Event("PreToolUse", "pre_tool_use", 10, "*", codex=True),
-    Event("PostToolUse", "post_tool_use", 10, "*", codex=True),
-    Event("PreCompact", "pre_compact", 10, codex=True),
-    Event("PostCompact", "post_compact", 10, codex=True),
-    Event("Stop", "stop", 10, gate_only=True, codex=True),
-    Event("StopFailure", "stop_failure", 10, survive_exit=True),
-    Event("SessionEnd", "session_end", 10, codex=True),
-    # Gemini CLI's turn start: the brief again after a compression
-    Event("BeforeAgent", "before_agent", 10, claude=False),
-)
-#: Gemini CLI's events (https://geminicli.com/docs/hooks/reference), as ours:
-#: (its name, ours, its matcher); its timeouts are milliseconds
-GEMINI_EVENTS = (
-    ("SessionStart", "SessionStart", None),
-    ("BeforeTool", "PreToolUse", ".*"),
-    ("AfterTool", "PostToolUse", ".*"),
-    ("PreCompress", "PreCompact", None),
-    ("BeforeAgent", "BeforeAgent", None),
-    ("AfterAgent", "Stop", None),
-    ("SessionEnd", "SessionEnd", None),
-)
-GEMINI_TO_OURS = {theirs: ours for theirs, ours, _ in GEMINI_EVENTS}
-#: Cursor's agent events (https://cursor.com/docs/hooks), as ours: its tool
-#: calls are preToolUse/postToolUse (the edited file comes with afterFileEdit,
-#: read as a Write), and it has no event that can add context at a turn's
-#: start, so the brief after a compaction comes with the next postToolUse
-CURSOR_EVENTS = (
-    ("sessionStart", "SessionStart"),
-    ("preToolUse", "PreToolUse"),
-    ("postToolUse", "PostToolUse"),
-    ("afterFileEdit", "PostToolUse"),
-    ("preCompact", "PreCompact"),
-    ("stop", "Stop"),
-    ("sessionEnd", "SessionEnd"),
-)
-CURSOR_TO_OURS = dict(CURSOR_EVENTS)
-#: GitHub Copilot CLI's events under their PascalCase names, which make it send
-#: Claude Code's snake_case payloads (https://docs.github.com/en/copilot/
-#: reference/copilot-cli-reference/cli-hooks-reference#hook-event-input-payloads).
-#: It reads no output of SessionStart or PostToolUse, so no brief can be added:
-#: a supervisor's prompt carries it
-COPILOT_EVENTS = ("PreToolUse", "PostToolUse", "PreCompact", "Stop", "SessionEnd")
-#: the harnesses `afk hook --harness` reads (claude: Claude Code and Codex CLI)
-HARNESSES = ("claude", "gemini", "cursor", "copilot")
-EVENTS = tuple(e.name for e in EVENT_TABLE)
-BY_EVENT = {e.name: e for e in EVENT_TABLE}
 #: StopFailure's ``error`` values that say something about the account
 #: (https://code.claude.com/docs/en/hooks#stopfailure), and what they are
 ACCOUNT_ERRORS = {
@@ -179,106 +117,6 @@ ACCOUNT_ERRORS = {
 
 class Malformed(BadInput):
     """The hook payload is not usable; nothing was changed."""
-
-
-# -- settings written by `afk hooks` -------------------------------------------
-
-
-#: the StopFailure command ignores SIGTERM from its first instant: Claude Code
-#: (2.1.332, ``-p``) sends it to that hook some 15 ms after starting it, as it
-#: exits, and kills it for good about 1.5 s later; the hook then goes on in a
-#: process of its own (cli._detach)
-SURVIVE_EXIT = "trap '' TERM; exec "
-
-
-def hook_command(
-    afk: str, gate: bool = False, survive_exit: bool = False, extra: tuple[str, ...] = ()
-) -> str:
-    """The command of one hook entry; ``extra`` (``--config FILE``, ``--dsn
-    DSN``) makes the hook reach the database the supervisor uses."""
-    command = " ".join(
-        [shlex.quote(afk), "hook", *(shlex.quote(a) for a in extra)] + (["--gate"] if gate else [])
-    )
-    return SURVIVE_EXIT + command if survive_exit else command
-
-
-def claude_settings(afk: str, gate: bool = False, extra: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Claude Code hook settings: one ``afk hook`` entry per event handled,
-    with matchers for the tool and session events and a timeout each."""
-    hooks: dict[str, Any] = {}
-    for event in EVENT_TABLE:
-        if (event.gate_only and not gate) or not event.claude:
-            continue
-        entry = {
-            "type": "command",
-            "command": hook_command(
-                afk, gate and event.gate_only, survive_exit=event.survive_exit, extra=extra
-            ),
-            "timeout": event.timeout,
-        }
-        group: dict[str, Any] = {"hooks": [entry]}
-        if event.matcher is not None:
-            group = {"matcher": event.matcher, **group}
-        hooks[event.name] = [group]
-    return {"hooks": hooks}
-
-
-def gemini_settings(afk: str, gate: bool = False, extra: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Gemini CLI's settings.json hooks: its own event names, timeouts in
-    milliseconds, each command told it runs for Gemini (`--harness gemini`:
-    its payloads and answers have their own shapes). Its SessionEnd is not
-    waited for: a supervisor pauses its own task. Gemini drops variables whose
-    name holds TOKEN from the hook's environment: AFK_TASK_LEASE carries the
-    same token."""
-    hooks: dict[str, Any] = {}
-    for theirs, ours, matcher in GEMINI_EVENTS:
-        event = BY_EVENT[ours]
-        if event.gate_only and not gate:
-            continue
-        command = hook_command(afk, gate and event.gate_only, extra=(*extra, "--harness", "gemini"))
-        group: dict[str, Any] = {
-            "hooks": [{"type": "command", "command": command, "timeout": event.timeout * 1000}]
-        }
-        if matcher is not None:
-            group = {"matcher": matcher, **group}
-        hooks[theirs] = [group]
-    return {"hooks": hooks}
-
-
-def cursor_settings(afk: str, gate: bool = False, extra: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Cursor's .cursor/hooks.json (https://cursor.com/docs/hooks): ``version``
-    1 and one flat ``{command, timeout}`` entry per event, each command told
-    it runs for Cursor (its payloads and answers have their own shapes)."""
-    hooks: dict[str, Any] = {}
-    for theirs, ours in CURSOR_EVENTS:
-        event = BY_EVENT[ours]
-        if event.gate_only and not gate:
-            continue
-        command = hook_command(afk, gate and event.gate_only, extra=(*extra, "--harness", "cursor"))
-        hooks[theirs] = [{"command": command, "timeout": event.timeout}]
-    return {"version": 1, "hooks": hooks}
-
-
-def copilot_settings(afk: str, gate: bool = False, extra: tuple[str, ...] = ()) -> dict[str, Any]:
-    """A GitHub Copilot CLI hooks file (.github/hooks/afk.json): ``version``
-    1, one ``{type, bash, timeoutSec}`` entry per event."""
-    hooks: dict[str, Any] = {}
-    for name in COPILOT_EVENTS:
-        event = BY_EVENT[name]
-        if event.gate_only and not gate:
-            continue
-        command = hook_command(
-            afk, gate and event.gate_only, extra=(*extra, "--harness", "copilot")
-        )
-        hooks[name] = [{"type": "command", "bash": command, "timeoutSec": event.timeout}]
-    return {"version": 1, "hooks": hooks}
-
-
-def codex_settings(afk: str, gate: bool = False, extra: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Codex CLI's hooks.json: the events it shares with Claude Code
-    (https://developers.openai.com/codex/hooks; SessionEnd since 0.145)."""
-    ours = claude_settings(afk, gate, extra)["hooks"]
-    return {"hooks": {e.name: ours[e.name] for e in EVENT_TABLE if e.codex and e.name in ours}}
 
 
 #: what separates, redirects or groups commands in a shell, outside quotes
@@ -310,92 +148,6 @@ def _is_this_afk(program: str) -> bool:
         return False
     ours = shutil.which("afk") or str(Path(sys.executable).parent / "afk")
     return os.path.realpath(program) == os.path.realpath(ours)
-
-
-def is_ours(command: Any) -> bool:
-    """An ``afk hook`` command written by any version of `afk hooks`."""
-    if not isinstance(command, str):
-        return False
-    command = command.removeprefix(SURVIVE_EXIT)
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        return False
-    return len(words) >= 2 and Path(words[0]).name == "afk" and words[1] == "hook"
-
-
-def merge_settings(path: Path, ours: dict[str, Any]) -> dict[str, Any]:
-    """Our hook entries merged into a settings file, everything else kept.
-    Entries an earlier `afk hooks` wrote are replaced, so installing twice (or
-    after an upgrade) leaves one entry per event."""
-    current: dict[str, Any] = {}
-    if path.exists():
-        try:
-            current = json.loads(path.read_text("utf-8") or "{}")
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise BadInput(f"{path} is not valid JSON ({exc}); it was left unchanged") from None
-        except OSError as exc:
-            raise BadInput(f"cannot read {path}: {exc.strerror}; it was left unchanged") from None
-        if not isinstance(current, dict):
-            raise BadInput(f"{path} does not hold a JSON object; it was left unchanged")
-    hooks = current.setdefault("hooks", {})
-    if not isinstance(hooks, dict):
-        raise BadInput(f"{path}: 'hooks' is not an object; it was left unchanged")
-    for event, groups in hooks.items():
-        if not isinstance(groups, list):
-            raise BadInput(f"{path}: hooks.{event} is not a list; it was left unchanged")
-    for event in list(hooks):
-        kept = []
-        for group in hooks[event]:
-            if isinstance(group, dict) and is_ours(group.get("command", group.get("bash"))):
-                continue  # a flat entry (Cursor's and Copilot CLI's formats)
-            entries = group.get("hooks") if isinstance(group, dict) else None
-            if isinstance(entries, list):
-                mine = [h for h in entries if isinstance(h, dict) and is_ours(h.get("command"))]
-                if mine:
-                    rest = [h for h in entries if h not in mine]
-                    if not rest:
-                        continue
-                    group = {**group, "hooks": rest}
-            kept.append(group)
-        hooks[event] = kept
-        if not kept:
-            del hooks[event]
-    for event, groups in ours["hooks"].items():
-        hooks.setdefault(event, []).extend(groups)
-    if "version" in ours:
-        current.setdefault("version", ours["version"])
-    return current
-
-
-def install(path: Path, ours: dict[str, Any]) -> Path:
-    """Write the merged settings atomically. A symlinked settings file is
-    followed (its target is rewritten, the link stays); returns the file
-    written."""
-    try:
-        target = path.resolve(strict=False) if path.is_symlink() else path
-        is_dir = target.is_dir()
-    except (OSError, RuntimeError) as exc:  # a symlink loop (RuntimeError up to 3.12)
-        raise BadInput(f"cannot follow {path}: {exc}; it was left unchanged") from None
-    if is_dir:
-        raise BadInput(f"{path} is a directory, not a settings file")
-    merged = merge_settings(target, ours)
-    text = json.dumps(merged, indent=2, ensure_ascii=False) + "\n"
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.afk-{os.getpid()}")
-        tmp.write_text(text, "utf-8")
-        try:
-            if target.exists():
-                os.chmod(tmp, target.stat().st_mode & 0o7777)
-            tmp.replace(target)
-        finally:
-            tmp.unlink(missing_ok=True)
-    except OSError as exc:
-        raise BadInput(
-            f"cannot write {path}: {exc.strerror or exc}; it was left unchanged"
-        ) from None
-    return target
 
 
 # -- the payload ------------------------------------------------------------
