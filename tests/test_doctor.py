@@ -112,6 +112,34 @@ def test_copilot_hooks_files_are_read_from_github_hooks(afk, project):
     )
 
 
+def test_hooks_written_for_another_harness_are_a_problem(afk, project):
+    path = project / ".gemini" / "settings.json"
+    assert afk("hooks", "claude", "--install", str(path)).returncode == 0
+    code, _, checks = doctor(afk, project)
+    assert code == 1
+    wrong = [c for c in checks if c["check"] == f"gemini {path}" and not c["ok"]]
+    assert any("reads claude's payloads, not gemini's" in c["detail"] for c in wrong)
+    assert afk("hooks", "gemini", "--install", str(path)).returncode == 0
+    _, _, checks = doctor(afk, project)
+    assert [c["ok"] for c in checks if c["check"] == f"gemini {path}"] == [True]
+
+
+def test_codex_hooks_nobody_trusted_are_a_problem(afk, project, tmp_path):
+    assert (
+        afk("hooks", "codex", "--install", str(project / ".codex" / "hooks.json")).returncode == 0
+    )
+    codex_home = tmp_path / "codex-home"
+    codex_home.mkdir()
+    config = codex_home / "config.toml"
+    code, _, checks = doctor(afk, project, CODEX_HOME=str(codex_home))
+    (trust,) = [c for c in checks if c["check"] == f"codex trust {config}"]
+    assert code == 1 and not trust["ok"] and "--dangerously-bypass-hook-trust" in trust["fix"]
+    config.write_text('[hooks.state."hooks.json:pre_tool_use:0:0"]\ntrusted_hash = "sha256:00ff"\n')
+    _, _, checks = doctor(afk, project, CODEX_HOME=str(codex_home))
+    (trust,) = [c for c in checks if c["check"] == f"codex trust {config}"]
+    assert trust["ok"] and "trusts 1 hook" in trust["detail"]
+
+
 def test_no_hooks_anywhere_is_a_problem(afk, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -194,7 +194,7 @@ def check_harness(project: Path, home: Path) -> list[Check]:
             )
         for event, commands in sorted(ours.items()):
             for command in commands:
-                problem = _command_problem(command)
+                problem = _command_problem(command, kind)
                 if problem:
                     out.append(
                         Check(
@@ -203,6 +203,8 @@ def check_harness(project: Path, home: Path) -> list[Check]:
                     )
         if not any(c.name == name and not c.ok for c in out):
             out.append(Check(name, True, f"afk's hooks for {', '.join(sorted(ours))}"))
+        if kind == "codex" and not any(c.name.startswith("codex trust") for c in out):
+            out.append(check_codex_trust(home))
     if not found_any:
         out.append(
             Check(
@@ -234,11 +236,50 @@ def _our_commands(hooks: dict[str, Any]) -> dict[str, list[str]]:
     return out
 
 
-def _command_problem(command: str) -> str | None:
+def check_codex_trust(home: Path) -> Check:
+    """Codex runs a hook only once the person trusted it, and skips an
+    untrusted one without a word (https://developers.openai.com/codex/hooks);
+    the trust is a hash per hook in its config.toml (``[hooks.state.KEY]
+    trusted_hash``), not ours to compute: no trusted hook at all is certain
+    to skip afk's."""
+    import tomllib
+
+    config = Path(os.environ.get("CODEX_HOME") or home / ".codex") / "config.toml"
+    name = f"codex trust {config}"
+    fix = (
+        "run codex, open /hooks and trust afk's hooks (again after each `afk hooks codex "
+        "--install`), or give `codex exec` --dangerously-bypass-hook-trust"
+    )
+    try:
+        state = tomllib.loads(config.read_text("utf-8")).get("hooks", {}).get("state", {})
+    except FileNotFoundError:
+        state = {}
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        return Check(name, False, f"cannot be read as TOML ({exc})", "fix the file")
+    trusted = [k for k, v in state.items() if isinstance(v, dict) and v.get("trusted_hash")]
+    if not trusted:
+        return Check(name, False, "Codex trusts no hook yet: it skips afk's without a word", fix)
+    return Check(
+        name,
+        True,
+        f"Codex trusts {len(trusted)} hook(s); it asks again when a hook's command changes",
+    )
+
+
+#: the ``--harness`` each settings format's commands must name
+HARNESS_OF = {"claude": "claude", "codex": "claude"}
+
+
+def _command_problem(command: str, kind: str) -> str | None:
     try:
         words = shlex.split(command.removeprefix(SURVIVE_EXIT))
     except ValueError:
         return "its command cannot be parsed"
+    told = words[words.index("--harness") + 1] if "--harness" in words[:-1] else "claude"
+    wanted = HARNESS_OF.get(kind, kind)
+    if told != wanted:
+        why = " (and Gemini drops AFK_TASK_TOKEN from its environment)" if kind == "gemini" else ""
+        return f"it reads {told}'s payloads, not {kind}'s{why}"
     program = words[0] if words else ""
     if not os.path.isabs(program):
         return f"{program!r} is not an absolute path (the agent's PATH may not find it)"
