@@ -174,13 +174,19 @@ def test_two_service_replicas_through_pgbouncer_one_leader_once_only_jobs_once(
 
     leaders: list[tuple[float | None, float | None]] = []
 
+    def runs_of(*services: Service) -> list[float]:
+        return [s.value("afk_job_runs_total", job="leader") or 0 for s in services]
+
     def one_leader() -> bool:
         pair = (first.value("afk_watchdog_leader"), second.value("afk_watchdog_leader"))
         leaders.append(pair)
-        runs = [s.value("afk_job_runs_total", job="leader") or 0 for s in (first, second)]
-        return min(runs) >= 6 and sorted(v or 0 for v in pair) == [0, 1]
+        return min(runs_of(first, second)) >= 6 and sorted(v or 0 for v in pair) == [0, 1]
 
-    poll(one_leader, timeout=60)
+    try:
+        poll(one_leader, timeout=60)
+    except AssertionError:  # what the replicas said last, and their logs' ends
+        tails = [s.log()[-3000:] for s in (first, second)]
+        raise AssertionError((leaders[-10:], runs_of(first, second), tails)) from None
     for _ in range(20):  # and it stays that way
         assert one_leader(), leaders[-1]
     assert all((a or 0) + (b or 0) <= 1 for a, b in leaders), leaders
