@@ -188,32 +188,29 @@ def test_the_installed_hooks_stop_a_real_zombie_and_record_its_files(
         "AFK_TASK_ID": task["id"],
         "AFK_TASK_TOKEN": str(task["token"]),
     }
+
+    def session() -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [claude, "-p", "go", "--allowedTools", "Bash"],
+            env=env,
+            cwd=project,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done
+
     # held: the Bash call runs
     api.script = ["bash:touch held.txt", "text:done"]
-    first = subprocess.run(
-        [claude, "-p", "go", "--allowedTools", "Bash"],
-        env=env,
-        cwd=project,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert first.returncode == 0, first.stdout + first.stderr
+    session()
     assert (project / "held.txt").exists()
     # reclaimed: the next session's Bash call is denied by the installed PreToolUse hook
     sql.expire(task["id"])
     afk("reclaim")
     api.script = ["bash:touch zombie.txt", "text:stopped"]
     api.requests.clear()
-    second = subprocess.run(
-        [claude, "-p", "go", "--allowedTools", "Bash"],
-        env=env,
-        cwd=project,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert second.returncode == 0, second.stdout + second.stderr
+    session()
     assert not (project / "zombie.txt").exists()
     asked = json.dumps([json.loads(r["body"]) for r in api.requests])
     assert "is no longer yours" in asked  # the deny reason reached the model
