@@ -32,8 +32,16 @@ _counter = itertools.count()
 
 
 #: fixtures that mean a database, and ones that mean a real subprocess
-DATABASE_FIXTURES = {"dsn", "server_dsn", "empty_dsn", "template_dsn", "queue", "sql"}
-PROCESS_FIXTURES = {"afk"}
+DATABASE_FIXTURES = {
+    "dsn",
+    "server_dsn",
+    "empty_dsn",
+    "other_dsn",
+    "template_dsn",
+    "queue",
+    "sql",
+}
+PROCESS_FIXTURES = {"afk", "afk_through"}
 
 
 #: free room a tmpfs needs before the run's temporary files go there
@@ -143,6 +151,14 @@ def dsn(server_dsn: str, template_dsn: str) -> Iterator[str]:
 
 
 @pytest.fixture
+def other_dsn(server_dsn: str, template_dsn: str) -> Iterator[str]:
+    """A second fresh, migrated database, for a test about two."""
+    name, dsn = fresh_database(server_dsn, TEMPLATE)
+    yield dsn
+    drop_database(server_dsn, name)
+
+
+@pytest.fixture
 def empty_dsn(server_dsn: str) -> Iterator[str]:
     """A fresh database with no schema at all."""
     name, dsn = fresh_database(server_dsn, None)
@@ -228,10 +244,67 @@ class Afk:
         assert proc.returncode == 0, (proc.returncode, proc.stderr)
         return json.loads(proc.stdout)
 
+    #: the watchdog service's hook socket, when the hooks go through it
+    socket: str | None = None
+
+    def hook(
+        self, *args: str, input: bytes, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[bytes]:
+        """`afk hook` as an agent runs it: the entry point of the ``afk``
+        script. With the service answering hooks (:func:`afk_through`), each
+        run meant for its database must be answered by it: the process must
+        not have loaded the command line (and with it the database driver)."""
+        full = {**self.env, **(env or {})}
+        command = [sys.executable, "-m", "watchdog", "hook", *args]
+        if self.socket is None:
+            return subprocess.run(command, input=input, capture_output=True, env=full, timeout=30)
+        command[1:1] = ["-X", "importtime"]
+        proc = subprocess.run(command, input=input, capture_output=True, env=full, timeout=30)
+        lines = proc.stderr.decode(errors="replace").splitlines(keepends=True)
+        loaded = {
+            line.rsplit("|", 1)[-1].strip() for line in lines if line.startswith("import time:")
+        }
+        proc.stderr = "".join(
+            line for line in lines if not line.startswith("import time:")
+        ).encode()
+        ours = (
+            full.get("AFK_DSN") == self.env["AFK_DSN"]
+            and full.get("AFK_HOOK_SOCKET") == self.socket
+        )
+        if ours:
+            assert "watchdog.cli" not in loaded and "psycopg" not in loaded, (
+                "the service did not answer this hook",
+                proc.stderr,
+            )
+        return proc
+
 
 @pytest.fixture
 def afk(dsn: str, tmp_path: Path) -> Afk:
     return Afk(dsn, tmp_path)
+
+
+@pytest.fixture(params=["direct", "through the service"])
+def afk_through(request: pytest.FixtureRequest, dsn: str, tmp_path: Path) -> Iterator[Afk]:
+    """:func:`afk`, whose hooks run twice: straight against the database, and
+    answered by a real watchdog service (the fast path)."""
+    a = Afk(dsn, tmp_path)
+    if request.param == "direct":
+        yield a
+        return
+    from service_helpers import Service
+
+    service = Service(dsn)
+    try:
+        poll(
+            lambda: Path(service.socket).is_socket() or service.proc.poll() is not None,
+            timeout=60,
+        )
+        assert Path(service.socket).is_socket(), service.log()
+        a.socket = a.env["AFK_HOOK_SOCKET"] = service.socket
+        yield a
+    finally:
+        service.cleanup()
 
 
 @pytest.fixture

@@ -58,7 +58,16 @@ class Service:
         self.log_path = self.folder / "log"
         full = {k: v for k, v in os.environ.items() if not k.startswith("AFK_")}
         full.update(FAST)
-        full.update({"AFK_DSN": dsn, "AFK_METRICS_ADDR": f"127.0.0.1:{self.port}"})
+        #: where it answers hooks (its own: not the user's default, which
+        #: another test's service may hold)
+        self.socket = env.get("AFK_HOOK_SOCKET", str(self.folder / "hook.sock"))
+        full.update(
+            {
+                "AFK_DSN": dsn,
+                "AFK_METRICS_ADDR": f"127.0.0.1:{self.port}",
+                "AFK_HOOK_SOCKET": self.socket,
+            }
+        )
         full.update(env)
         self._log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(

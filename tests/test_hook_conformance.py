@@ -6,13 +6,20 @@ An expected ``"*"`` is any non-empty text (the reasons name the task)."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from watchdog import NewTask
+
+
+@pytest.fixture
+def afk(afk_through):
+    """Every hook here runs twice: straight against the database, and
+    answered by the watchdog service."""
+    return afk_through
+
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hooks"
 CASES = [
@@ -59,12 +66,10 @@ def test_a_recorded_payload_gets_its_harness_answer(afk, queue, sql, recorded, c
         sql.expire(task.id)
         assert queue.reclaim()
     args = [*recorded["args"], *(["--gate"] if case.get("gate") else [])]
-    proc = subprocess.run(
-        afk.command("hook", *args),
+    proc = afk.hook(
+        *args,
         input=json.dumps(case["payload"]).encode(),
-        capture_output=True,
-        env={**afk.env, "AFK_TASK_ID": str(task.id), "AFK_TASK_LEASE": str(task.token)},
-        timeout=30,
+        env={"AFK_TASK_ID": str(task.id), "AFK_TASK_LEASE": str(task.token)},
     )
     assert proc.returncode == 0, proc.stderr
     assert b"Traceback" not in proc.stderr

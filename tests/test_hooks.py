@@ -15,18 +15,20 @@ from conftest import poll
 from watchdog import NewTask, embedded
 from watchdog.hooks import CHECK_TTL
 
+
+@pytest.fixture
+def afk(afk_through):
+    """Every hook here runs twice: straight against the database, and
+    answered by the watchdog service."""
+    return afk_through
+
+
 SESSION = "3f1c9a6e-5b7d-4c2a-9e8f-0a1b2c3d4e5f"  # one per test: each has its own database
 
 
 def hook(afk, payload, env=None, *args):
     data = payload if isinstance(payload, bytes | str) else json.dumps(payload)
-    proc = subprocess.run(
-        afk.command("hook", *args),
-        input=data if isinstance(data, bytes) else data.encode(),
-        capture_output=True,
-        env={**afk.env, **(env or {})},
-        timeout=30,
-    )
+    proc = afk.hook(*args, input=data if isinstance(data, bytes) else data.encode(), env=env)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout.decode()
     return (json.loads(out) if out.strip() else None), proc.stderr.decode()

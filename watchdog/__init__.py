@@ -7,10 +7,12 @@ touches the database (``afk --help``, ``afk hooks``) does not load the driver.
 from __future__ import annotations
 
 import importlib
-import logging
-from typing import TYPE_CHECKING, Any
 
+# (not `typing`: a hook answered by the watchdog service loads next to nothing)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from .config import QueueSettings
     from .errors import AfkError, BadInput, DatabaseError, LeaseLost, NotRunning, TaskNotFound
     from .queue import (
@@ -64,6 +66,3 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
     globals()[name] = value
     return value
-
-
-logging.getLogger(__name__).addHandler(logging.NullHandler())

@@ -24,8 +24,6 @@ from .errors import AfkError, BadInput
 from .harnesses import HARNESSES
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_EMPTY, EXIT_LEASE_LOST, EXIT_PARKED = 0, 1, 2, 3, 4, 5
-#: seconds after which `afk hook` gives up and exits 0 (its hook timeouts are 10 s)
-HOOK_DEADLINE = 8
 MAX_SINCE = 100 * 365 * 86400
 
 logger = logging.getLogger(__name__)
@@ -541,21 +539,17 @@ def cmd_hook(args: argparse.Namespace) -> int:
     Always exits 0, within the hook's timeout: a hook must never wedge the
     agent. The only refusals are a deliberate deny (PreToolUse) or block
     (the Stop gate), written as JSON on stdout."""
-    from . import hooks
+    from . import hooklink, hooks
     from .errors import redact
 
-    def give_up(*_: object) -> None:
-        print(
-            "afk hook: warning: the database did not answer in time; nothing was changed",
-            file=sys.stderr,
-        )
-        sys.stderr.flush()
-        os._exit(EXIT_OK)
-
-    signal.signal(signal.SIGALRM, give_up)
-    signal.alarm(HOOK_DEADLINE)
+    signal.signal(signal.SIGALRM, hooklink.give_up)
+    # the deadline counts from the process's start (`afk hook` may have asked
+    # the watchdog service first)
+    signal.alarm(signal.alarm(0) or hooklink.HOOK_DEADLINE)
     try:
-        ctx = hooks.context(hooks.read_payload(), args.gate, args.event, args.harness)
+        raw = getattr(args, "payload", None)
+        raw = raw if raw is not None else hooklink.read_stdin()
+        ctx = hooks.context(hooks.parse_payload(raw), args.gate, args.event, args.harness)
         if ctx is None:
             print("afk hook: ignored: not an event afk handles", file=sys.stderr)
             return EXIT_OK
@@ -574,12 +568,9 @@ def cmd_hook(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return EXIT_OK
-        hook = hooks.Hook(dsn, settings.queue, ctx, settings.loop)
-        try:
-            hook.run()
-        finally:
-            hook.close()
-        said = hooks.answer(ctx) if ctx.out else {}
+        said, notes = hooks.respond(ctx, dsn, settings)
+        for line in notes:
+            print(line, file=sys.stderr)
         if said:  # (nothing at all where the harness would not read it)
             emit(said)
     except AfkError as exc:
@@ -717,6 +708,8 @@ def _detach() -> bool:
     if os.fork():
         return True
     os.setsid()
+    from .hooklink import HOOK_DEADLINE
+
     signal.alarm(HOOK_DEADLINE)  # (an alarm is not inherited across a fork)
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
@@ -1109,7 +1102,9 @@ def command_word(argv: Sequence[str]) -> str | None:
     return None
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, payload: bytes | None = None) -> int:
+    """The command line; ``payload`` is a hook's stdin, when the entry point
+    (:mod:`watchdog.__main__`) read it already."""
     from .logs import level_of
 
     logging.basicConfig(
@@ -1121,6 +1116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["hook"]:
         fast = hook_args(argv[1:])
         if fast is not None:  # the agent waits for every hook: no full parser
+            fast.payload = payload
             return run_command(fast)
     for number, arg in enumerate(argv, 1):
         try:
@@ -1164,28 +1160,14 @@ def hook_args(argv: list[str]) -> argparse.Namespace | None:
     """`afk hook [stop] [--gate] [--config FILE] [--dsn DSN]`, read without
     building the whole parser (some 20 ms of every tool call of an agent);
     None for anything else, which the full parser then reads."""
-    args = argparse.Namespace(
-        func=cmd_hook, event=None, gate=False, config=None, dsn=None, harness="claude"
-    )
-    words = iter(argv)
-    for word in words:
-        if word == "--gate":
-            args.gate = True
-        elif word == "stop" and args.event is None:
-            args.event = "stop"
-        elif word == "--harness":
-            harness = next(words, None)
-            if harness not in HARNESSES:
-                return None
-            args.harness = harness
-        elif word in ("--config", "--dsn"):
-            value = next(words, None)
-            if value is None or not is_utf8(value):
-                return None
-            setattr(args, word[2:], value)
-        else:
-            return None
-    return args
+    from .hooklink import parse_argv
+
+    parsed = parse_argv(argv)
+    if parsed is None or parsed["harness"] not in HARNESSES:
+        return None
+    if any(isinstance(v, str) and not is_utf8(v) for v in parsed.values()):
+        return None
+    return argparse.Namespace(func=cmd_hook, payload=None, **parsed)
 
 
 def run_command(args: argparse.Namespace) -> int:

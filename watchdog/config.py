@@ -208,6 +208,12 @@ class ServiceSettings:
         "require the token on a loopback address too (behind a reverse proxy, whoever "
         "reaches the proxy reaches the pages)",
     )
+    hook_socket: str = _field(
+        "",
+        "the Unix socket on which the service answers `afk hook` for processes of its "
+        "user (empty: afk-hooks-UID/service.sock under TMPDIR; off: none); the hooks "
+        "read AFK_HOOK_SOCKET from their environment",
+    )
 
     def __post_init__(self) -> None:
         problems = []

@@ -15,7 +15,7 @@ import os
 import socket
 import subprocess
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,13 +27,16 @@ logger = logging.getLogger(__name__)
 DBNAME = "afk"
 
 
-def home() -> Path:
-    explicit = os.environ.get("AFK_HOME")
+def home(env: Mapping[str, str] | None = None) -> Path:
+    """Where the embedded server lives, as a process with ``env`` sees it."""
+    env = os.environ if env is None else env
+    explicit = env.get("AFK_HOME")
     if explicit:
         return Path(explicit).expanduser().resolve()
     if os.geteuid() == 0:
         return Path("/var/lib/afk-watchdog")
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    user_home = Path(env.get("HOME") or Path.home())
+    base = env.get("XDG_DATA_HOME") or str(user_home / ".local" / "share")
     return Path(base) / "afk-watchdog"
 
 

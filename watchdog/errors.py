@@ -1,9 +1,16 @@
-"""One base class; the CLI maps each kind to its exit status."""
+"""One base class; the CLI maps each kind to its exit status.
+
+Every module that logs imports this one, so the library's NullHandler is set
+here (not in ``__init__``: a hook answered by the service loads no logging).
+"""
 
 from __future__ import annotations
 
+import logging
 import re
 from datetime import datetime
+
+logging.getLogger("watchdog").addHandler(logging.NullHandler())
 
 
 class AfkError(Exception):

@@ -47,13 +47,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import select
 import shlex
 import sys
-import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -66,10 +64,11 @@ from .harnesses import (
     GEMINI_EVENTS,
     GEMINI_TO_OURS,
 )
+from .hooklink import MAX_PAYLOAD, temp_root
 from .states import FINISHED
 
 if TYPE_CHECKING:
-    from .config import LoopSettings, QueueSettings
+    from .config import LoopSettings, QueueSettings, Settings
     from .db import Database
     from .queue import Queue
 
@@ -81,10 +80,6 @@ GATE_CAP = 3
 MAX_FILES = 200
 #: characters of a compaction's summary kept in the checkpoint
 MAX_SUMMARY = 20_000
-#: bytes of payload read; a larger one is refused as malformed
-MAX_PAYLOAD = 16 * 1024 * 1024
-#: seconds to wait for the payload on stdin
-STDIN_WAIT = 5.0
 #: tools whose tool_input names a file they edit
 EDIT_TOOLS = {
     "Edit": "file_path",
@@ -123,11 +118,12 @@ class Malformed(BadInput):
 _OPERATORS = "();<>|&\n\r"
 
 
-def afk_words(command: Any) -> list[str]:
+def afk_words(command: Any, path: str | None = None) -> list[str]:
     """The words of a shell command that is one plain ``afk`` command, parsed
     as the shell would: no list, pipe, redirection, group or substitution
     (a newline outside quotes separates commands too), and the program is
-    ``afk`` from PATH or this very afk by its absolute path; else []."""
+    ``afk`` from PATH (``path``, else this process's) or this very afk by its
+    absolute path; else []."""
     if not isinstance(command, str) or "`" in command or "$(" in command:
         return []
     lexer = shlex.shlex(command, posix=True, punctuation_chars=_OPERATORS)
@@ -138,42 +134,25 @@ def afk_words(command: Any) -> list[str]:
         return []
     if not words or any(w and all(c in _OPERATORS for c in w) for w in words):
         return []
-    return words if words[0] == "afk" or _is_this_afk(words[0]) else []
+    return words if words[0] == "afk" or _is_this_afk(words[0], path) else []
 
 
-def _is_this_afk(program: str) -> bool:
+def _is_this_afk(program: str, path: str | None = None) -> bool:
     import shutil
 
     if not os.path.isabs(program) or Path(program).name != "afk":
         return False
-    ours = shutil.which("afk") or str(Path(sys.executable).parent / "afk")
+    ours = shutil.which("afk", path=path) or str(Path(sys.executable).parent / "afk")
     return os.path.realpath(program) == os.path.realpath(ours)
 
 
 # -- the payload ------------------------------------------------------------
 
 
-def read_payload(stream: Any = None, wait: float = STDIN_WAIT) -> dict[str, Any]:
-    """One JSON object from stdin. Waits at most ``wait`` seconds for it (an
-    agent that never closes stdin must not hang the hook) and reads at most
-    :data:`MAX_PAYLOAD` bytes."""
-    stream = stream or sys.stdin.buffer
-    chunks: list[bytes] = []
-    size = 0
-    deadline = time.monotonic() + wait
-    fd = stream.fileno()
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([fd], [], [], left)[0]:
-            break
-        chunk = os.read(fd, 1 << 16)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > MAX_PAYLOAD:
-            raise Malformed(f"the payload is larger than {MAX_PAYLOAD} bytes")
-    raw = b"".join(chunks)
+def parse_payload(raw: bytes) -> dict[str, Any]:
+    """One JSON object, as read from stdin (:func:`hooklink.read_stdin`)."""
+    if len(raw) > MAX_PAYLOAD:
+        raise Malformed(f"the payload is larger than {MAX_PAYLOAD} bytes")
     if not raw.strip():
         raise Malformed("no payload on stdin")
     try:
@@ -212,6 +191,13 @@ class Context:
     invalid: str | None = None
     #: whose payload: one of HARNESSES
     harness: str = "claude"
+    #: the hook process's environment (the service runs hooks for other processes)
+    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    #: warnings for stderr, one line each
+    notes: list[str] = field(default_factory=list)
+
+    def say(self, line: str) -> None:
+        self.notes.append(f"afk hook: {line}")
 
 
 def supervised_task(env: dict[str, str]) -> tuple[uuid.UUID, int] | None:
@@ -238,18 +224,17 @@ class SessionCache:
     (a planted verdict would let a zombie through); otherwise the hook asks
     the database every time and says so."""
 
-    def __init__(self, key: str) -> None:
-        folder = Path(tempfile.gettempdir()) / f"afk-hooks-{os.getuid()}"
+    def __init__(self, key: str, ctx: Context) -> None:
+        folder = Path(temp_root(ctx.env)) / f"afk-hooks-{os.getuid()}"
         self.data: dict[str, Any] = {}
         self.usable = _private_folder(folder)
         self.path = folder / (
             hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32] + ".json"
         )
         if not self.usable:
-            print(
-                f"afk hook: warning: {folder} is not a private folder of this user; "
-                "the hook keeps no cache there",
-                file=sys.stderr,
+            ctx.say(
+                f"warning: {folder} is not a private folder of this user; "
+                "the hook keeps no cache there"
             )
             return
         try:
@@ -345,17 +330,20 @@ class Hook:
         settings: QueueSettings,
         ctx: Context,
         loop: LoopSettings | None = None,
+        db: Database | None = None,
     ) -> None:
         from .config import LoopSettings
 
         self.conninfo, self.settings, self.ctx = conninfo, settings, ctx
         self.loop = loop or LoopSettings()
-        self._db: Database | None = None
+        #: the service's connections, when it runs the hook (not closed here)
+        self._shared = db
+        self._db: Database | None = db
         self._queue: Queue | None = None
         key = f"{conninfo}|{ctx.session}"
         if ctx.supervised is not None:
             key += f"|{ctx.supervised[0]}|{ctx.supervised[1]}"
-        self.cache = SessionCache(key)
+        self.cache = SessionCache(key, ctx)
 
     @property
     def db(self) -> Database:
@@ -382,7 +370,7 @@ class Hook:
         return self._queue
 
     def close(self) -> None:
-        if self._db is not None:
+        if self._db is not None and self._db is not self._shared:
             self._db.close()
 
     def look(self, files: list[str] | None = None, renew: bool | None = None) -> Look | None:
@@ -410,11 +398,10 @@ class Hook:
         )
         if row is None:
             if self.ctx.supervised is not None:
-                print(
-                    f"afk hook: warning: the supervised task {task_id} (AFK_TASK_ID) is not in "
+                self.ctx.say(
+                    f"warning: the supervised task {task_id} (AFK_TASK_ID) is not in "
                     "this hook's database: were the hooks installed with the supervisor's "
-                    "--config or --dsn? Nothing was checked",
-                    file=sys.stderr,
+                    "--config or --dsn? Nothing was checked"
                 )
             return None
         found = Look(
@@ -480,7 +467,7 @@ class Hook:
 
     def _export(self, found: Look | None) -> None:
         """The session's runner id (and its own claim) for its later Bash calls."""
-        env_file = os.environ.get("CLAUDE_ENV_FILE")
+        env_file = self.ctx.env.get("CLAUDE_ENV_FILE")
         if not env_file or self.ctx.supervised is not None:
             return
         lines = [f"export AFK_RUNNER_ID={shlex.quote(self.ctx.session)}"]
@@ -494,10 +481,9 @@ class Hook:
             with open(env_file, "a", encoding="utf-8") as out:
                 out.write("\n".join(lines) + "\n")
         except OSError as exc:
-            print(
-                f"afk hook: warning: cannot write CLAUDE_ENV_FILE ({exc.strerror}); "
-                "AFK_RUNNER_ID was not exported",
-                file=sys.stderr,
+            self.ctx.say(
+                f"warning: cannot write CLAUDE_ENV_FILE ({exc.strerror}); "
+                "AFK_RUNNER_ID was not exported"
             )
 
     def _brief(self, found: Look | None, compacted: bool = False) -> None:
@@ -552,7 +538,7 @@ class Hook:
         tool_input = self.ctx.payload.get("tool_input")
         if self.ctx.payload.get("tool_name") not in SHELL_TOOLS or not isinstance(tool_input, dict):
             return False
-        return bool(afk_words(tool_input.get("command")))
+        return bool(afk_words(tool_input.get("command"), self.ctx.env.get("PATH")))
 
     def post_tool_use(self) -> None:
         files = self._edited_files()
@@ -611,7 +597,7 @@ class Hook:
                 found.task_id, {"compact_summary": summary[:MAX_SUMMARY]}, token=found.token
             )
         except BadInput as exc:  # over the checkpoint's cap: the brief goes without it
-            print(f"afk hook: warning: the compaction summary was not kept: {exc}", file=sys.stderr)
+            self.ctx.say(f"warning: the compaction summary was not kept: {exc}")
 
     def stop(self) -> None:
         """An end of turn: nothing is paused. The gate keeps a session that
@@ -649,10 +635,7 @@ class Hook:
             None, runner=self.ctx.session, reason=f"session ended: {reason[:100]}"
         )
         if paused:
-            print(
-                f"afk hook: paused {len(paused)} task(s) of session {self.ctx.session}",
-                file=sys.stderr,
-            )
+            self.ctx.say(f"paused {len(paused)} task(s) of session {self.ctx.session}")
 
     def stop_failure(self) -> None:
         """A turn the API ended: park the account by the loop's rules."""
@@ -661,12 +644,10 @@ class Hook:
             return
         from datetime import timedelta
 
-        import tzlocal
-
         from .accounts import DEFAULT_ACCOUNT, Accounts
         from .outcome import Report, classify, compile_patterns, one_line
 
-        account = os.environ.get("AFK_ACCOUNT") or DEFAULT_ACCOUNT
+        account = self.ctx.env.get("AFK_ACCOUNT") or DEFAULT_ACCOUNT
         said = [
             v
             for v in (
@@ -683,7 +664,7 @@ class Hook:
             verdict = classify(
                 Report(1, said),
                 now,
-                tzlocal.get_localzone(),
+                local_zone(self.ctx.env),
                 compile_patterns(self.loop.limit_patterns),
             )
             until = verdict.reset
@@ -693,15 +674,12 @@ class Hook:
             until = now + timedelta(seconds=self.loop.transient_backoff_seconds)
         parking = accounts.park(account, kind, f"{self.ctx.payload.get('error')}: {reason}", until)
         until_text = parking.limited_until.isoformat() if parking.limited_until else None
-        print(
-            f"afk hook: account {account!r} parked until {until_text or 'a person clears it'}",
-            file=sys.stderr,
-        )
+        self.ctx.say(f"account {account!r} parked until {until_text or 'a person clears it'}")
 
     def run(self) -> None:
         if self.ctx.invalid is not None:
             # a supervised agent whose task cannot be checked fails closed
-            print(f"afk hook: warning: {self.ctx.invalid}", file=sys.stderr)
+            self.ctx.say(f"warning: {self.ctx.invalid}")
             if self.ctx.event == "PreToolUse" and not self._is_afk_command():
                 self.ctx.out = {
                     "hookSpecificOutput": {
@@ -725,10 +703,16 @@ def detached(ctx: Context) -> bool:
 
 
 def context(
-    payload: dict[str, Any], gate: bool, alias: str | None, harness: str = "claude"
+    payload: dict[str, Any],
+    gate: bool,
+    alias: str | None,
+    harness: str = "claude",
+    env: Mapping[str, str] | None = None,
 ) -> Context | None:
-    """The context of a payload; None for an event we do not handle. A
-    Gemini CLI payload's event is mapped to ours."""
+    """The context of a payload in the hook process's environment ``env``;
+    None for an event we do not handle. Another harness's event is mapped to
+    ours."""
+    env = dict(os.environ if env is None else env)
     event = payload.get("hook_event_name")
     if event is None and alias == "stop":
         event = "Stop"  # settings written by an old `afk hooks` sent no event name
@@ -742,10 +726,54 @@ def context(
         return None
     session = _text(payload, "session_id")
     try:
-        supervised = supervised_task(dict(os.environ))
+        supervised = supervised_task(env)
     except BadInput as exc:
-        return Context(event, session, payload, None, gate, invalid=str(exc), harness=harness)
-    return Context(event, session, payload, supervised, gate, harness=harness)
+        return Context(
+            event, session, payload, None, gate, invalid=str(exc), harness=harness, env=env
+        )
+    return Context(event, session, payload, supervised, gate, harness=harness, env=env)
+
+
+def local_zone(env: Mapping[str, str]) -> Any:
+    """The zone a clock time in an agent's message is read in: the hook
+    process's TZ, else this host's."""
+    tz = env.get("TZ", "").lstrip(":")
+    if tz:
+        from zoneinfo import ZoneInfo
+
+        try:
+            return ZoneInfo(tz)
+        except (KeyError, ValueError, OSError):  # (ZoneInfoNotFoundError is a KeyError)
+            pass
+    import tzlocal
+
+    return tzlocal.get_localzone()
+
+
+def respond(
+    ctx: Context,
+    conninfo: str,
+    settings: Settings,
+    db: Database | None = None,
+) -> tuple[dict[str, Any], list[str]]:
+    """Run one hook: what it prints on stdout (in its harness's words; empty
+    where the harness would not read it) and on stderr. Never raises: a hook
+    must never fail the agent, nor print a secret."""
+    from .errors import AfkError, redact
+
+    try:
+        hook = Hook(conninfo, settings.queue, ctx, settings.loop, db=db)
+        try:
+            hook.run()
+        finally:
+            hook.close()
+    except AfkError as exc:
+        ctx.say(f"warning: {exc}; nothing was changed")
+        return {}, ctx.notes
+    except Exception as exc:
+        ctx.say(f"warning: {type(exc).__name__}: {redact(str(exc))}; nothing was changed")
+        return {}, ctx.notes
+    return (answer(ctx) if ctx.out else {}), ctx.notes
 
 
 def cursor_payload(payload: dict[str, Any]) -> dict[str, Any]:

@@ -77,7 +77,7 @@ def running_dsn(
     chosen = given_dsn(dsn, settings, env)
     if chosen is not None:
         return chosen
-    info = embedded.running(embedded.home() / "pgdata")
+    info = embedded.running(embedded.home(env) / "pgdata")
     if info is None:
         return None
     _embedded_note(note)

@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from . import jobs, systemd
+from . import hooklink, jobs, systemd
 from .config import Settings
 from .db import Database
 from .errors import DatabaseError
+from .hookserver import HookServer
 from .metrics import Metrics, serve
 from .queue import Queue
 
@@ -195,6 +196,8 @@ class Watchdog:
                 extra={"action": "listen"},
             )
 
+        hook_server = self._hook_server()
+
         scheduler = BackgroundScheduler(
             executors={"default": ThreadPoolExecutor(6)},
             timezone=UTC,
@@ -247,5 +250,16 @@ class Watchdog:
             logger.warning("a job was still running after %gs; exiting anyway", s.shutdown_timeout)
         server.shutdown()
         server.server_close()
+        if hook_server is not None:
+            hook_server.stop()
         self.close()
         return clean
+
+    def _hook_server(self) -> HookServer | None:
+        """The hooks' fast path (:mod:`watchdog.hookserver`), unless it is off."""
+        where = {"AFK_HOOK_SOCKET": self.settings.service.hook_socket}
+        path = hooklink.socket_path({**where, "TMPDIR": os.environ.get("TMPDIR", "")})
+        if path is None:
+            return None
+        hook_server = HookServer(path, self.db.conninfo)
+        return hook_server if hook_server.start() else None

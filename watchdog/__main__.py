@@ -1,0 +1,45 @@
+"""The ``afk`` command's entry point (and ``python -m watchdog``).
+
+``afk hook`` runs before and after every tool call of an agent: it first asks
+the watchdog service (:mod:`watchdog.hooklink`), which needs nothing but the
+standard library, and loads the command line (:mod:`watchdog.cli`, the
+settings, the database driver) only when the service does not answer.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Sequence
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] != ["hook"]:
+        from .cli import main as cli_main
+
+        return cli_main(argv)
+    from . import hooklink
+
+    if hooklink.parse_argv(argv[1:]) is None:  # (`afk hook --help`, a typo)
+        from .cli import main as cli_main
+
+        return cli_main(argv)
+    signal.signal(signal.SIGALRM, hooklink.give_up)
+    signal.alarm(hooklink.HOOK_DEADLINE)  # the whole run, fast path and fallback alike
+    payload = hooklink.read_stdin()
+    answer = hooklink.ask(argv[1:], payload, os.environ)
+    if answer is not None:
+        sys.stdout.write(answer["stdout"])
+        sys.stderr.write(answer["stderr"])
+        sys.stdout.flush()
+        signal.alarm(0)
+        return 0
+    from .cli import main as cli_main
+
+    return cli_main(argv, payload=payload)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
