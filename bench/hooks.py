@@ -1,8 +1,16 @@
-"""The cost of `afk hook` to the agent: process start to exit, as Claude Code
-runs it before and after every tool call, beside `python -c pass` and beside
-`psql -c` running the same statement.
+"""The cost of `afk hook` to the agent, in one run.
 
-    python -m bench.hooks [--dsn DSN] [--runs 40] [--out bench/reports/DATE/hooks.md]
+1. Process start to exit, as Claude Code runs the installed `afk` script before
+   and after every tool call: answered by the running watchdog service (the
+   fast path), and straight against the database (no service: the fallback),
+   beside `python -c pass` and beside `psql -c` running the hook's statement.
+2. What users feel: sessions of the real Claude Code CLI (tests/claude_code.py
+   pins it) against a scripted Messages API (tests/messages_api.py), each
+   making CALLS Bash calls, without afk's hooks, with them through the
+   service, and with them and no service; the time each hook pair adds to a
+   tool call. Skipped (and said) when the client is not fetched.
+
+    python -m bench.hooks [--dsn DSN] [--runs 40] [--sessions 3] [--calls 20] [--out FILE]
 
 With no DSN it starts a private embedded server in a temporary folder.
 """
@@ -10,16 +18,19 @@ With no DSN it starts a private embedded server in a temporary folder.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -28,19 +39,19 @@ from watchdog import sql
 from watchdog.db import Database
 from watchdog.queue import NewTask, Queue
 
+ROOT = Path(__file__).parent.parent
 AFK = str(Path(sys.executable).parent / "afk")
 
 
 def timed(
     command: list[str],
     runs: int,
-    stdin: bytes | Callable[[object], bytes] | None = None,
+    stdin: bytes | Callable[[], bytes] | None = None,
     env: dict[str, str] | None = None,
-    each: object = None,
 ) -> list[float]:
     out = []
     for _ in range(runs):
-        data = stdin(each) if callable(stdin) else stdin
+        data = stdin() if callable(stdin) else stdin
         started = time.perf_counter()
         proc = subprocess.run(command, input=data, capture_output=True, env=env)
         out.append((time.perf_counter() - started) * 1000)
@@ -51,13 +62,15 @@ def timed(
 def row(name: str, ms: list[float], base: float) -> str:
     p50 = statistics.median(ms)
     p95 = sorted(ms)[int(0.95 * (len(ms) - 1))]
-    return f"| {name} | {p50:.1f} | {p95:.1f} | {p50 / base:.1f}x |"
+    return f"| {name} | {p50:.1f} | {p95:.1f} | {p50 / base:.2f}x |"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--dsn")
     parser.add_argument("--runs", type=int, default=40)
+    parser.add_argument("--sessions", type=int, default=3)
+    parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--out")
     args = parser.parse_args()
     home = None
@@ -68,7 +81,7 @@ def main() -> None:
         home = Path(tempfile.mkdtemp(prefix="afk-bench-hooks-"))
         dsn = embedded.ensure_running(home).dsn()
     try:
-        report = run(dsn, args.runs)
+        report = run(dsn, args.runs, args.sessions, args.calls)
     finally:
         if home is not None:
             from watchdog import embedded
@@ -80,21 +93,46 @@ def main() -> None:
         Path(args.out).write_text(report)
 
 
-def run(dsn: str, runs: int) -> str:
+@contextmanager
+def service(dsn: str, folder: Path) -> Iterator[str]:
+    """`afk watchdog run` answering hooks on a socket of its own."""
+    path = str(folder / "hook.sock")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AFK_")}
+    env.update(AFK_DSN=dsn, AFK_HOOK_SOCKET=path, AFK_METRICS_ADDR=f"127.0.0.1:{port}")
+    log = open(folder / "service.log", "w")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen([AFK, "watchdog", "run"], env=env, stdout=log, stderr=log)
+    try:
+        deadline = time.monotonic() + 60
+        while "answering hooks on" not in (folder / "service.log").read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, "the service did not start"
+            time.sleep(0.05)
+        yield path
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        log.close()
+
+
+def run(dsn: str, runs: int, sessions: int, calls: int) -> str:
     db = Database(dsn)
     db.migrate()
     q = Queue(db)
     q.enqueue("bench-hooks", [NewTask("t")])
     task = q.claim("bench-hooks", runner="bench-supervisor", lease_seconds=3600)
     assert task is not None
-    env = {
-        **os.environ,
+    folder = Path(tempfile.mkdtemp(prefix="afk-bench-"))
+    base_env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("AFK_")},
         "AFK_DSN": dsn,
         "AFK_TASK_ID": str(task.id),
         "AFK_TASK_TOKEN": str(task.token),
+        "TMPDIR": str(folder),
     }
 
-    def payload(event: str, session: str = "bench-session", **extra: object) -> bytes:
+    def payload(event: str, session: str = "bench-session") -> bytes:
         return json.dumps(
             {
                 "session_id": session,
@@ -102,12 +140,11 @@ def run(dsn: str, runs: int) -> str:
                 "hook_event_name": event,
                 "tool_name": "Write",
                 "tool_input": {"file_path": "/w/a.py"},
-                **extra,
             }
         ).encode()
 
-    def fresh(event: str) -> Callable[[object], bytes]:
-        return lambda _: payload(event, session=str(uuid.uuid4()))
+    def fresh(event: str) -> Callable[[], bytes]:
+        return lambda: payload(event, session=str(uuid.uuid4()))
 
     with psycopg.ClientCursor(psycopg.connect(dsn)) as cur:
         statement = cur.mogrify(
@@ -119,32 +156,128 @@ def run(dsn: str, runs: int) -> str:
                 "renew": False,
                 "files": ["/w/a.py"],
                 "max_files": 200,
+                "max_bytes": 1 << 20,
                 "lease_seconds": 3600,
             },
         )
-    psql = shutil.which("psql") or str(Path(sys.executable).parent / "psql")
-    from watchdog.embedded import bin_dir
+    psql = shutil.which("psql")
+    if psql is None:
+        from watchdog.embedded import bin_dir
 
-    if not Path(psql).exists():
         psql = str(bin_dir() / "psql")
-    results = {
+    hook = [AFK, "hook"]
+    results: dict[str, list[float]] = {
         "python -c pass": timed([sys.executable, "-c", "pass"], runs),
         "psql -c (the hook's statement)": timed([psql, dsn, "-qAtc", statement], runs),
-        "afk hook PreToolUse, verdict cached (< 2 s old)": timed(
-            [AFK, "hook"], runs, payload("PreToolUse"), env
+    }
+    with service(dsn, folder) as path:
+        env = {**base_env, "AFK_HOOK_SOCKET": path}
+        results |= {
+            "**service** PreToolUse, asking the database": timed(
+                hook, runs, fresh("PreToolUse"), env
+            ),
+            "**service** PreToolUse, verdict cached (< 2 s old)": timed(
+                hook, runs, payload("PreToolUse"), env
+            ),
+            "**service** PostToolUse (Write: files_touched)": timed(
+                hook, runs, payload("PostToolUse"), env
+            ),
+        }
+        sessions_table = claude_sessions(base_env, path, folder, sessions, calls)
+    env = {**base_env, "AFK_HOOK_SOCKET": "off"}
+    results |= {
+        "no service: PreToolUse, asking the database": timed(hook, runs, fresh("PreToolUse"), env),
+        "no service: PreToolUse, verdict cached (< 2 s old)": timed(
+            hook, runs, payload("PreToolUse"), env
         ),
-        "afk hook PreToolUse, asking the database": timed(
-            [AFK, "hook"], runs, fresh("PreToolUse"), env
-        ),
-        "afk hook PostToolUse (Write: files_touched)": timed(
-            [AFK, "hook"], runs, payload("PostToolUse"), env
+        "no service: PostToolUse (Write: files_touched)": timed(
+            hook, runs, payload("PostToolUse"), env
         ),
     }
     base = statistics.median(results["psql -c (the hook's statement)"])
     lines = ["| process start to exit | p50 ms | p95 ms | p50 / psql -c |", "|---|---|---|---|"]
     lines += [row(name, ms, base) for name, ms in results.items()]
     q.close()
-    return "\n".join(lines) + f"\n\n{runs} runs each, one after another, on one machine.\n"
+    shutil.rmtree(folder, ignore_errors=True)
+    return (
+        "\n".join(lines) + f"\n\n{runs} runs each, one after another, on one machine, with the "
+        "installed `afk` script.\n\n" + sessions_table
+    )
+
+
+def claude_sessions(
+    env: dict[str, str], socket_path: str, folder: Path, sessions: int, calls: int
+) -> str:
+    """Sessions of the real client, interleaved: no hooks, hooks through the
+    service, hooks with no service."""
+    sys.path.insert(0, str(ROOT / "tests"))  # the real-client tier's pin and scripted API
+    claude_code = importlib.import_module("claude_code")
+    MessagesAPI = importlib.import_module("messages_api").MessagesAPI
+    VERSION = claude_code.VERSION
+
+    claude = claude_code.binary()
+    if claude is None:
+        return (
+            f"Claude Code {VERSION} is not fetched (python3 tests/claude_code.py install): "
+            "no sessions measured.\n"
+        )
+    home = folder / "claude-home"
+    home.mkdir()
+    bare, hooked = folder / "bare", folder / "hooked"
+    bare.mkdir()
+    hooked.mkdir()
+    installed = subprocess.run(
+        [AFK, "hooks", "claude", "--install", str(hooked / ".claude" / "settings.json")],
+        env=env,
+        capture_output=True,
+    )
+    assert installed.returncode == 0, installed.stderr
+    variants = {
+        "without afk's hooks": (bare, {}),
+        "hooks, through the service": (hooked, {"AFK_HOOK_SOCKET": socket_path}),
+        "hooks, no service": (hooked, {"AFK_HOOK_SOCKET": "off"}),
+    }
+    took: dict[str, list[float]] = {name: [] for name in variants}
+    api = MessagesAPI()
+    try:
+        for _ in range(sessions):
+            for name, (cwd, extra) in variants.items():
+                api.script = [*["bash:true"] * calls, "text:done"]
+                client = {
+                    **env,
+                    **extra,
+                    "HOME": str(home),
+                    "ANTHROPIC_BASE_URL": api.url,
+                    "ANTHROPIC_API_KEY": "sk-ant-bench-not-a-key",
+                    "CLAUDE_CODE_MAX_RETRIES": "1",
+                    "DISABLE_AUTOUPDATER": "1",
+                    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+                }
+                started = time.perf_counter()
+                done = subprocess.run(
+                    [str(claude), "-p", "go", "--allowedTools", "Bash"],
+                    env=client,
+                    cwd=cwd,
+                    capture_output=True,
+                    timeout=600,
+                )
+                took[name].append(time.perf_counter() - started)
+                assert done.returncode == 0, done.stdout + done.stderr
+    finally:
+        api.close()
+    bare_s = statistics.median(took["without afk's hooks"])
+    lines = [
+        f"Real Claude Code {VERSION} sessions of {calls} Bash calls (median of {sessions}, "
+        "interleaved):",
+        "",
+        "| session | median s | added per tool call |",
+        "|---|---|---|",
+    ]
+    for name, seconds in took.items():
+        s = statistics.median(seconds)
+        added = "" if name == "without afk's hooks" else f"{(s - bare_s) / calls * 1000:.0f} ms"
+        lines.append(f"| {name} | {s:.2f} | {added} |")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

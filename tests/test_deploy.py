@@ -36,6 +36,15 @@ def test_systemd_units_verify(tmp_path):
     assert done.returncode == 0, done.stderr
     ours = [line for line in done.stderr.splitlines() if str(tmp_path) in line or "afk-" in line]
     assert ours == [], "systemd-analyze warned about our units"
+    # the user unit (verified as a system one: %h is then root's home)
+    user = tmp_path / "user"
+    user.mkdir()
+    unit = DEPLOY / "systemd" / "user" / "afk-watchdog.service"
+    (user / unit.name).write_text(unit.read_text().replace("/opt/afk-watchdog/bin/afk", afk))
+    done = subprocess.run(
+        [analyze, "verify", str(user / unit.name)], capture_output=True, text=True, cwd=user
+    )
+    assert done.returncode == 0 and "afk-" not in done.stderr, done.stderr
 
 
 def test_alert_rules_pass_promtool():

@@ -35,9 +35,10 @@ def test_a_healthy_setup_passes_every_check(afk, dsn, project):
     service = Service(dsn)
     try:
         assert poll(lambda: service.health() == 200)
+        afk.env["AFK_HOOK_SOCKET"] = service.socket
         assert poll(lambda: doctor(afk, project)[0] == 0), doctor(afk, project)[2]
         _, by, checks = doctor(afk, project)
-        assert {"database", "clock", "watchdog", "settings", "claude"} <= set(by)
+        assert {"database", "clock", "watchdog", "settings", "claude", "hook-service"} <= set(by)
         assert all(c["ok"] for c in checks)
         text = afk("doctor", "--project", str(project))
         assert text.returncode == 0 and text.stdout.startswith("ok   database")
@@ -49,6 +50,20 @@ def test_a_stopped_service_is_a_problem_with_its_fix(afk, project):
     code, by, _ = doctor(afk, project)
     assert code == 1
     assert not by["watchdog"]["ok"] and "afk watchdog run" in by["watchdog"]["fix"]
+    # and with no service, every hook goes to the database itself
+    assert not by["hook-service"]["ok"] and "afk watchdog run" in by["hook-service"]["fix"]
+    assert "no service answers hooks" in by["hook-service"]["detail"]
+
+
+def test_a_service_of_another_database_answers_no_hooks_and_doctor_says_so(afk, project, other_dsn):
+    service = Service(other_dsn)
+    try:
+        poll(lambda: "answering hooks on" in service.log())
+        _, by, _ = doctor(afk, project, AFK_HOOK_SOCKET=service.socket)
+        assert not by["hook-service"]["ok"]
+        assert "hands hooks back: another database" in by["hook-service"]["detail"]
+    finally:
+        service.cleanup()
 
 
 def test_a_wrong_dsn_is_a_problem_not_a_traceback(afk, project):

@@ -14,7 +14,7 @@ import pytest
 from claude_code import VERSION, binary
 from conftest import Afk, poll
 from messages_api import MessagesAPI
-from service_helpers import free_port
+from service_helpers import Service, free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -174,8 +174,30 @@ def test_a_real_session_asks_a_question_through_its_bash_tool(afk, claude, api, 
     assert [r["outcome"] for r in task["runs"]] == ["needs_input"]
 
 
+def hooks_through(through: str, afk: Afk, env: dict[str, str]) -> Service | None:
+    """With ``through`` the service: a real watchdog service answering the
+    session's hooks (logging each at DEBUG), its socket in ``env``."""
+    if through != "the service":
+        return None
+    service = Service(afk.env["AFK_DSN"], AFK_LOG_LEVEL="DEBUG")
+    poll(lambda: "answering hooks on" in service.log() or service.proc.poll() is not None)
+    env["AFK_HOOK_SOCKET"] = service.socket
+    return service
+
+
+def answered(service: Service | None, *events: str) -> bool:
+    """Whether the service (if any) answered each of ``events``; it is stopped."""
+    if service is None:
+        return True
+    service.stop()
+    log = service.log()
+    service.cleanup()
+    return all(f"answered {event}" in log for event in events)
+
+
+@pytest.mark.parametrize("through", ["direct", "the service"])
 def test_the_installed_hooks_stop_a_real_zombie_and_record_its_files(
-    afk, sql, claude, api, tmp_path
+    afk, sql, claude, api, tmp_path, through
 ):
     project = tmp_path / "project"
     project.mkdir()
@@ -188,6 +210,7 @@ def test_the_installed_hooks_stop_a_real_zombie_and_record_its_files(
         "AFK_TASK_ID": task["id"],
         "AFK_TASK_TOKEN": str(task["token"]),
     }
+    service = hooks_through(through, afk, env)
 
     def session() -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
@@ -214,9 +237,13 @@ def test_the_installed_hooks_stop_a_real_zombie_and_record_its_files(
     assert not (project / "zombie.txt").exists()
     asked = json.dumps([json.loads(r["body"]) for r in api.requests])
     assert "is no longer yours" in asked  # the deny reason reached the model
+    assert answered(service, "PreToolUse", "PostToolUse")
 
 
-def test_a_real_sessions_hooks_inject_the_brief_and_record_its_writes(afk, claude, api, tmp_path):
+@pytest.mark.parametrize("through", ["direct", "the service"])
+def test_a_real_sessions_hooks_inject_the_brief_and_record_its_writes(
+    afk, claude, api, tmp_path, through
+):
     project = tmp_path / "project"
     project.mkdir()
     assert (
@@ -229,6 +256,7 @@ def test_a_real_sessions_hooks_inject_the_brief_and_record_its_writes(afk, claud
         "AFK_TASK_ID": task["id"],
         "AFK_TASK_TOKEN": str(task["token"]),
     }
+    service = hooks_through(through, afk, env)
     target = project / "NOTES.md"
     write = {"file_path": str(target), "content": "# notes\n"}
     api.script = [f"tool:Write:{json.dumps(write)}", "text:written"]
@@ -246,3 +274,4 @@ def test_a_real_sessions_hooks_inject_the_brief_and_record_its_writes(afk, claud
     assert afk.json("show", task["id"])["checkpoint"]["files_touched"] == [str(target)]
     asked = json.dumps([json.loads(r["body"]) for r in api.requests])
     assert "# Resume: write the notes" in asked and "acme" in asked
+    assert answered(service, "SessionStart", "PostToolUse")

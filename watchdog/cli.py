@@ -723,7 +723,15 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
     settings = load_all(args.config)
     checks = doctor.run(
-        database_of(args, settings), settings, Path(args.project or os.getcwd()), Path.home()
+        database_of(args, settings),
+        settings,
+        Path(args.project or os.getcwd()),
+        Path.home(),
+        # as a hook of this command's database asks the service
+        hook_argv=[
+            *(["--config", str(Path(args.config).resolve())] if args.config else []),
+            *(["--dsn", args.dsn] if args.dsn else []),
+        ],
     )
     if args.json:
         emit([c.to_json() for c in checks])

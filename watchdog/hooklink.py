@@ -134,6 +134,18 @@ def ask(argv: list[str], payload: bytes, env: Mapping[str, str]) -> dict[str, st
     """The service's answer to one hook run: ``{"stdout": ..., "stderr": ...}``;
     None when there is no service to ask, it is not to be trusted, it hands
     the request back, or it does not answer in time."""
+    said = exchange(argv, payload, env)
+    if said is None or said.get("fallback") is not None:
+        return None
+    out, err = said.get("stdout"), said.get("stderr")
+    if not isinstance(out, str) or not isinstance(err, str):
+        return None
+    return {"stdout": out, "stderr": err}
+
+
+def exchange(argv: list[str], payload: bytes, env: Mapping[str, str]) -> dict[str, object] | None:
+    """The service's reply as it came (``{"fallback": why}`` included); None
+    when there is no trusted service to ask or it does not answer in time."""
     path = socket_path(env)
     if path is None or not trusted(path):
         return None
@@ -156,12 +168,7 @@ def ask(argv: list[str], payload: bytes, env: Mapping[str, str]) -> dict[str, st
         said = json.loads(answer)
     except ValueError:
         return None
-    if not isinstance(said, dict) or said.get("fallback") is not None:
-        return None
-    out, err = said.get("stdout"), said.get("stderr")
-    if not isinstance(out, str) or not isinstance(err, str):
-        return None
-    return {"stdout": out, "stderr": err}
+    return said if isinstance(said, dict) else None
 
 
 def receive(conn: socket.socket, deadline: float, limit: int = MAX_PAYLOAD) -> bytes | None:

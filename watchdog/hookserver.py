@@ -192,6 +192,12 @@ class HookServer:
         if ctx is None:
             return {"stdout": "", "stderr": "afk hook: ignored: not an event afk handles\n"}
         said, notes = hooks.respond(ctx, dsn, settings, db=self.db)
+        logger.debug(
+            "answered %s of session %s",
+            ctx.event,
+            ctx.session,
+            extra={"action": "hook", "event": ctx.event},
+        )
         out = json.dumps(said, ensure_ascii=False) + "\n" if said else ""
         return {"stdout": out, "stderr": "".join(f"{line}\n" for line in notes)}
 
