@@ -275,3 +275,52 @@ def test_a_real_sessions_hooks_inject_the_brief_and_record_its_writes(
     asked = json.dumps([json.loads(r["body"]) for r in api.requests])
     assert "# Resume: write the notes" in asked and "acme" in asked
     assert answered(service, "SessionStart", "PostToolUse")
+
+
+@pytest.mark.parametrize("through", ["direct", "the service"])
+def test_a_real_compaction_keeps_its_summary_for_the_next_brief(
+    afk, claude, api, tmp_path, through
+):
+    """`/compact` in the real client (2.1.332) fires PreCompact, then
+    SessionStart with source compact, then PostCompact with the summary: the
+    brief of that SessionStart comes before the summary, which the checkpoint
+    keeps for every brief after it (a resumed session's, another machine's)."""
+    project = tmp_path / "project"
+    project.mkdir()
+    installed = afk("hooks", "claude", "--install", str(project / ".claude/settings.json"))
+    assert installed.returncode == 0, installed.stderr
+    afk.json("enqueue", "--agent", "c", "--title", "port the parser")
+    task = afk.json("claim", "--agent", "c")
+    env = {
+        **tool_env(afk, tmp_path, api.url),
+        "AFK_TASK_ID": task["id"],
+        "AFK_TASK_TOKEN": str(task["token"]),
+    }
+    service = hooks_through(through, afk, env)
+
+    def session(*args: str) -> dict:
+        done = subprocess.run(
+            [claude, "-p", *args, "--output-format", "json"],
+            env=env,
+            cwd=project,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return json.loads(done.stdout)
+
+    api.script = ["text:started on the lexer"]
+    session_id = session("start")["session_id"]
+    summary = "Summary: the lexer is ported; next, the parser's error recovery."
+    api.script = [f"text:{summary}"]
+    session("/compact", "--resume", session_id)
+    checkpoint = afk.json("show", task["id"])["checkpoint"]
+    assert checkpoint["compact_summary"] == summary
+    # the next turn of the session carries the brief, and the brief the summary
+    api.script = ["text:carrying on"]
+    api.requests.clear()
+    session("carry on", "--resume", session_id)
+    asked = json.dumps([json.loads(r["body"]) for r in api.requests])
+    assert "**compact_summary**" in asked and "error recovery" in asked
+    assert answered(service, "PreCompact", "PostCompact", "SessionStart")
