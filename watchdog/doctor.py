@@ -207,6 +207,8 @@ def check_harness(project: Path, home: Path) -> list[Check]:
             out.append(Check(name, True, f"afk's hooks for {', '.join(sorted(ours))}"))
         if kind == "codex" and not any(c.name.startswith("codex trust") for c in out):
             out.append(check_codex_trust(home))
+        if kind == "codex" and path == project / ".codex" / "hooks.json":
+            out.append(check_codex_project(project, home))
     if not found_any:
         out.append(
             Check(
@@ -246,7 +248,7 @@ def check_codex_trust(home: Path) -> Check:
     to skip afk's."""
     import tomllib
 
-    config = Path(os.environ.get("CODEX_HOME") or home / ".codex") / "config.toml"
+    config = _codex_config(home)
     name = f"codex trust {config}"
     fix = (
         "run codex, open /hooks and trust afk's hooks (again after each `afk hooks codex "
@@ -265,6 +267,39 @@ def check_codex_trust(home: Path) -> Check:
         name,
         True,
         f"Codex trusts {len(trusted)} hook(s); it asks again when a hook's command changes",
+    )
+
+
+def _codex_config(home: Path) -> Path:
+    return Path(os.environ.get("CODEX_HOME") or home / ".codex") / "config.toml"
+
+
+def check_codex_project(project: Path, home: Path) -> Check:
+    """Codex loads a project's ``.codex/hooks.json`` only in a trusted project
+    (https://developers.openai.com/codex/hooks, "Where Codex looks for
+    hooks"); elsewhere it runs the user's hooks and skips the project's
+    without a word. The project is the nearest folder holding ``.git`` (what
+    ``codex exec --trust`` records; seen on 0.171.0), else the folder itself."""
+    import tomllib
+
+    root = next((p for p in (project, *project.parents) if (p / ".git").exists()), project)
+    config = _codex_config(home)
+    name = f"codex project {root}"
+    try:
+        projects = tomllib.loads(config.read_text("utf-8")).get("projects", {})
+    except FileNotFoundError:
+        projects = {}
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        return Check(name, False, f"{config} cannot be read as TOML ({exc})", "fix the file")
+    entry = projects.get(str(root.resolve())) if isinstance(projects, dict) else None
+    if isinstance(entry, dict) and entry.get("trust_level") == "trusted":
+        return Check(name, True, "trusted: Codex loads its .codex/hooks.json")
+    return Check(
+        name,
+        False,
+        f"not a trusted project in {config}: Codex skips its .codex/hooks.json without a word",
+        f"run `codex exec --trust` once in {root}, or install the hooks in "
+        f"{config.parent / 'hooks.json'}",
     )
 
 
