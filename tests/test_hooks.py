@@ -544,6 +544,20 @@ def test_gemini_gets_the_brief_at_start_and_again_after_a_compression(afk, queue
     assert gemini_hook(afk, turn, leased(task))[0] is None  # once
 
 
+def test_headless_gemini_gets_the_brief_at_its_first_turn(afk, queue):
+    """`gemini -p` (0.61.0) fires no SessionStart: the first BeforeAgent of a
+    session that was not briefed yet carries the brief, once."""
+    queue.enqueue("g", [NewTask("port the parser", {"repo": "acme"})])
+    task = queue.claim("g", runner="sup")
+    turn = gemini("BeforeAgent", prompt="go")
+    out, _ = gemini_hook(afk, turn, leased(task))
+    context = out["hookSpecificOutput"]["additionalContext"]
+    assert "# Resume: port the parser" in context and "acme" in context
+    assert "just compacted" not in context
+    assert out["hookSpecificOutput"]["hookEventName"] == "BeforeAgent"
+    assert gemini_hook(afk, turn, leased(task))[0] is None  # once
+
+
 # -- Cursor: its own names and shapes (https://cursor.com/docs/hooks) ---------
 
 

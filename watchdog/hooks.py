@@ -462,8 +462,16 @@ class Hook:
         found = self.look(renew=False)
         try:
             self._brief(found)  # the brief first: the export below is secondary
+            self._briefed()
         finally:
             self._export(found)
+
+    def _briefed(self) -> None:
+        """Remember that the session has its brief (Gemini's first turn then
+        adds none)."""
+        if self.ctx.out and not self.cache.data.get("briefed"):
+            self.cache.data["briefed"] = True
+            self.cache.save()
 
     def _export(self, found: Look | None) -> None:
         """The session's runner id (and its own claim) for its later Bash calls."""
@@ -576,12 +584,17 @@ class Hook:
 
     def before_agent(self) -> None:
         """Gemini's turn start (and Cursor's first tool call after a
-        compaction): after a compression, the brief again."""
-        if not self.cache.data.get("compressed"):
+        compaction): after a compression, the brief again; and in a session
+        with no brief yet, the brief (headless ``gemini -p``, 0.61.0, fires
+        no SessionStart)."""
+        compressed = bool(self.cache.data.get("compressed"))
+        first = self.ctx.harness == "gemini" and not self.cache.data.get("briefed")
+        if not compressed and not first:
             return
         self.cache.data["compressed"] = False
         self.cache.save()
-        self._brief(self.look(renew=False), compacted=True)
+        self._brief(self.look(renew=False), compacted=compressed)
+        self._briefed()
 
     def post_compact(self) -> None:
         """The summary a compaction left goes into the task's checkpoint, so
