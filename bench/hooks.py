@@ -37,7 +37,8 @@ import psycopg
 
 from watchdog import sql
 from watchdog.db import Database
-from watchdog.queue import NewTask, Queue
+from watchdog.models import NewTask
+from watchdog.queue import Queue
 
 ROOT = Path(__file__).parent.parent
 AFK = str(Path(sys.executable).parent / "afk")

@@ -149,7 +149,7 @@ def agents_of(cfg: Config) -> list[str]:
 
 
 def fill_afk(dsn: str, cfg: Config, extra: float = 1.0) -> None:
-    queue = Queue(dsn, pool_size=None)
+    queue = Queue.connect(dsn, pool_size=None)
     per_agent = int(cfg.tasks // cfg.agents * extra)
     for agent in agents_of(cfg):
         for lo in range(0, per_agent, 1000):
@@ -479,7 +479,7 @@ def bench_enqueue(server: Server, cfg: Config, results: Results) -> None:
 
     def api(batch: int) -> float:
         with server.database() as dsn:
-            q = Queue(dsn, pool_size=1)
+            q = Queue.connect(dsn, pool_size=1)
             began = time.perf_counter()
             for lo in range(0, rows, batch):
                 q.enqueue(
@@ -703,7 +703,7 @@ def bench_scale(server: Server, cfg: Config, results: Results, folder: Path) -> 
         with server.database() as dsn:
             log(f"scale: loading {size:,} rows")
             populate(dsn, size)
-            queue = Queue(dsn, pool_size=None)
+            queue = Queue.connect(dsn, pool_size=None)
             for pruned in (False, True):
                 if pruned:
                     jobs.prune(queue, retention=30 * 86400, batch=50_000)
@@ -755,7 +755,7 @@ def bench_long_transaction(server: Server, cfg: Config, results: Results) -> Non
 
 def bench_cli(server: Server, cfg: Config, results: Results) -> None:
     with server.database() as dsn:
-        Queue(dsn, pool_size=None).enqueue(
+        Queue.connect(dsn, pool_size=None).enqueue(
             "cli", [NewTask(f"t{i}") for i in range(cfg.cli_reps * 4)]
         )
         env = {**os.environ, "AFK_DSN": dsn}

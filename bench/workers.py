@@ -15,7 +15,7 @@ def _afk_queue(
     order (each worker starts at another agent), once the start is given."""
     from watchdog import Queue
 
-    queue = Queue(dsn, pool_size=1)
+    queue = Queue.connect(dsn, pool_size=1)
     queue.status()
     ready.release()
     start.wait()

@@ -171,7 +171,7 @@ SETTINGS = QueueSettings(backoff_base_seconds=30, backoff_cap_seconds=3600)
 
 @pytest.fixture
 def queue(dsn: str) -> Iterator[Queue]:
-    q = Queue(dsn, settings=SETTINGS)
+    q = Queue.connect(dsn, settings=SETTINGS)
     yield q
     q.close()
 

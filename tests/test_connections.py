@@ -27,7 +27,7 @@ def kill_others(dsn: str) -> int:
 
 
 def test_work_keeps_flowing_while_every_backend_is_killed_twice_a_second(dsn, sql):
-    q = Queue(dsn, pool_size=4)
+    q = Queue.connect(dsn, pool_size=4)
     q.enqueue("a", [NewTask(f"t{i}") for i in range(20_000)])
     finished: list[float] = []
     errors: list[BaseException] = []

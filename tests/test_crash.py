@@ -19,7 +19,7 @@ pytestmark = pytest.mark.e2e  # real processes, services and tools
 WORKER = textwrap.dedent("""
     import sys, time
     from watchdog import Queue
-    q = Queue(sys.argv[1], pool_size=None)
+    q = Queue.connect(sys.argv[1], pool_size=None)
     task = q.claim("agent", runner="doomed", lease_seconds=3600)
     q.checkpoint(task, {"files": ["a.py"], "step": 1})
     q.checkpoint(task, {"step": 2})

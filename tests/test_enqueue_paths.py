@@ -31,7 +31,7 @@ def test_keys_are_idempotent_and_duplicates_reported(queue, sql, n):
 def test_one_spec_over_the_cap_refuses_the_whole_batch(dsn, sql, n):
     from watchdog import QueueSettings
 
-    q = Queue(dsn, settings=QueueSettings(max_json_bytes=100))
+    q = Queue.connect(dsn, settings=QueueSettings(max_json_bytes=100))
     plan = [NewTask(f"t{i}") for i in range(n)]
     plan[n // 2] = NewTask("big", {"x": "y" * 200})
     before = sql.fingerprint()
@@ -71,7 +71,7 @@ def enqueue_at_once(dsn: str, plans: list[list[NewTask]]) -> list:
     errors: list[BaseException] = []
 
     def enqueue(i: int) -> None:
-        q = Queue(dsn, pool_size=1)
+        q = Queue.connect(dsn, pool_size=1)
         try:
             results.append(q.enqueue("a", plans[i]))
         except BaseException as exc:

@@ -32,7 +32,7 @@ def test_a_token_handed_out_by_a_lost_transaction_does_not_fence_in_a_zombie(clu
     it then handed out: the promoted standby hands them out again. A zombie
     holding one must still be refused on the new timeline."""
     Database(cluster.dsn("a")).migrate()
-    q = Queue(cluster.multi_dsn(), pool_size=1)
+    q = Queue.connect(cluster.multi_dsn(), pool_size=1)
     q.enqueue("a", [NewTask("T")])
     poll(cluster.caught_up)
     cluster.stop("b")  # from here on, nothing reaches the standby
@@ -45,7 +45,7 @@ def test_a_token_handed_out_by_a_lost_transaction_does_not_fence_in_a_zombie(clu
     cluster.start("b")
     cluster.promote("b")
 
-    fresh = Queue(cluster.dsn("b"), pool_size=1)
+    fresh = Queue.connect(cluster.dsn("b"), pool_size=1)
     # before anyone claims it again the task is todo: the zombie's token is
     # newer than any the new primary knows, and still a lost lease (exit 4),
     # not a token "never issued" (exit 2)
@@ -82,7 +82,7 @@ def test_workers_and_the_service_carry_on_across_a_failover_and_nothing_is_lost(
     Database(cluster.dsn("a")).migrate()
     multi = cluster.multi_dsn()
     total = 4000
-    q = Queue(multi, pool_size=1)
+    q = Queue.connect(multi, pool_size=1)
     q.enqueue("a", [NewTask(f"t{i}") for i in range(total)])
     poll(cluster.caught_up)
     service = Service(multi, AFK_RECLAIM_INTERVAL="1")
@@ -92,7 +92,7 @@ def test_workers_and_the_service_carry_on_across_a_failover_and_nothing_is_lost(
     stop = threading.Event()
 
     def work(n: int) -> None:
-        w = Queue(multi, pool_size=1)
+        w = Queue.connect(multi, pool_size=1)
         try:
             while not stop.is_set():
                 task = w.claim("a", runner=f"w{n}", lease_seconds=5)

@@ -100,7 +100,7 @@ def test_it_resumes_the_runners_other_in_flight_task_first(queue):
 
 
 def test_concurrent_loops_take_each_task_once(dsn, sql):
-    q = Queue(dsn, pool_size=4)
+    q = Queue.connect(dsn, pool_size=4)
     q.enqueue("a", [NewTask(f"t{i}") for i in range(400)])
     seen: list[str] = []
 

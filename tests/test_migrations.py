@@ -92,7 +92,7 @@ def test_upgrade_of_the_original_table_keeps_every_row(empty_dsn, template_dsn):
             " FROM afk_task ORDER BY id"
         ).fetchall()
 
-    q = Queue(empty_dsn)
+    q = Queue.connect(empty_dsn)
     assert q.migrate() == ALL
 
     with psycopg.connect(empty_dsn, row_factory=dict_row) as conn:
@@ -219,7 +219,7 @@ def test_an_install_by_an_earlier_version_gets_the_designs_name_back(empty_dsn):
     with psycopg.connect(empty_dsn) as conn:
         assert conn.execute("SELECT to_regtype('afk_state') IS NOT NULL").fetchone()[0]
         assert conn.execute("SELECT to_regtype('afk_task_state')").fetchone()[0] is None
-    q = Queue(empty_dsn)
+    q = Queue.connect(empty_dsn)
     q.enqueue("a", [NewTask("works")])
     assert q.claim("a", runner="r") is not None
     q.close()

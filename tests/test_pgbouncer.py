@@ -45,12 +45,12 @@ def test_the_python_api_through_transaction_pooling_many_workers(dsn, bouncer, s
     """Each worker runs every statement far past psycopg's prepare threshold,
     on client connections that share three server connections."""
     pooled = bouncer.for_database(dsn)
-    q = Queue(pooled, pool_size=4)
+    q = Queue.connect(pooled, pool_size=4)
     q.enqueue("a", [NewTask(f"t{i}") for i in range(300)])
     errors: list[BaseException] = []
 
     def work(n: int) -> None:
-        w = Queue(pooled, pool_size=2)
+        w = Queue.connect(pooled, pool_size=2)
         try:
             while (task := w.claim("a", runner=f"w{n}")) is not None:
                 w.checkpoint(task, {"step": 1, "by": n})
@@ -162,7 +162,7 @@ def test_two_service_replicas_through_pgbouncer_one_leader_once_only_jobs_once(
     env = digest_env(sql, receiver)
     first, second = replicas(pooled, **env), replicas(pooled, **env)
     # and a worker through the same pooler meanwhile
-    worker = Queue(pooled, pool_size=2)
+    worker = Queue.connect(pooled, pool_size=2)
     queue.enqueue("w", [NewTask(f"w{i}") for i in range(200)])
     drained = threading.Thread(
         target=lambda: [worker.done(t) for t in iter(lambda: worker.claim("w", runner="w"), None)]

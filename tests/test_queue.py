@@ -170,7 +170,7 @@ def test_failure_backs_off_then_fails_at_max_attempts(queue, sql):
 def test_backoff_is_capped(dsn, sql):
     from watchdog import QueueSettings
 
-    q = Queue(dsn, settings=QueueSettings(backoff_base_seconds=30, backoff_cap_seconds=50))
+    q = Queue.connect(dsn, settings=QueueSettings(backoff_base_seconds=30, backoff_cap_seconds=50))
     q.enqueue("a", [NewTask("t", max_attempts=9)])
     sql("UPDATE afk_task SET attempts = 6")
     q.fail(q.claim("a", runner="r"), "x")
@@ -353,7 +353,7 @@ def test_bad_input_changes_nothing(queue, sql, bad):
 def test_checkpoint_bad_input_changes_nothing(queue, sql, dsn):
     from watchdog import QueueSettings
 
-    small = Queue(dsn, settings=QueueSettings(max_json_bytes=100))
+    small = Queue.connect(dsn, settings=QueueSettings(max_json_bytes=100))
     small.enqueue("a", plan(1))
     task = small.claim("a", runner="r")
     small.checkpoint(task, {"a": "x" * 40})
@@ -378,3 +378,16 @@ def test_claim_many_and_done_many(queue, sql):
     assert queue.status("a") == {"todo": 0, "running": 2, "paused": 1, "done": 4, "failed": 0}
     with pytest.raises(BadInput):
         queue.claim_many("a", 0)
+
+
+def test_queue_takes_a_database_and_connect_is_the_door_from_a_dsn(dsn):
+    with pytest.raises(BadInput, match=r"Queue\.connect\(dsn\)"):
+        Queue(dsn)
+    from watchdog import QueueSettings
+
+    q = Queue.connect(dsn, settings=QueueSettings(lease_seconds=7), pool_size=None)
+    try:
+        q.enqueue("a", [NewTask("t")])
+        assert q.claim("a").lease_seconds == 7  # the settings given, not the environment's
+    finally:
+        q.close()

@@ -14,7 +14,7 @@ CTX = mp.get_context("spawn")
 
 
 def _drain(dsn: str, runner: str, start: mp.synchronize.Event, out: mp.Queue) -> None:
-    q = Queue(dsn, pool_size=None)
+    q = Queue.connect(dsn, pool_size=None)
     start.wait()
     got = []
     while (task := q.claim("agent", runner=runner, lease_seconds=300)) is not None:
@@ -43,7 +43,7 @@ def test_eight_processes_claim_500_tasks_each_exactly_once(queue, dsn, sql):
 
 
 def _enqueue(dsn: str, offset: int, start: mp.synchronize.Event, out: mp.Queue) -> None:
-    q = Queue(dsn, pool_size=None)
+    q = Queue.connect(dsn, pool_size=None)
     start.wait()
     new = 0
     # overlapping windows of keys, in small batches, so the batches interleave

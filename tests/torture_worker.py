@@ -18,7 +18,7 @@ STEPS = 3
 
 
 def main(dsn: str, agent: str, runner: str, folder: str) -> None:
-    queue = Queue(dsn, pool_size=None)
+    queue = Queue.connect(dsn, pool_size=None)
     log = open(os.path.join(folder, f"writes-{os.getpid()}.jsonl"), "a")  # noqa: SIM115
     effects = os.path.join(folder, "external-effects")
 

@@ -15,15 +15,15 @@ if TYPE_CHECKING:
 
     from .config import QueueSettings
     from .errors import AfkError, BadInput, DatabaseError, LeaseLost, NotRunning, TaskNotFound
-    from .queue import (
+    from .models import (
         BatchResult,
         EffectContext,
         EnqueueResult,
         NewTask,
-        Queue,
         ReclaimResult,
         Task,
     )
+    from .queue import Queue
 
 _EXPORTS = {
     "QueueSettings": "config",
@@ -33,13 +33,13 @@ _EXPORTS = {
     "LeaseLost": "errors",
     "NotRunning": "errors",
     "TaskNotFound": "errors",
-    "BatchResult": "queue",
-    "EffectContext": "queue",
-    "EnqueueResult": "queue",
-    "NewTask": "queue",
+    "BatchResult": "models",
+    "EffectContext": "models",
+    "EnqueueResult": "models",
+    "NewTask": "models",
     "Queue": "queue",
-    "ReclaimResult": "queue",
-    "Task": "queue",
+    "ReclaimResult": "models",
+    "Task": "models",
 }
 
 __all__ = [

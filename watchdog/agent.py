@@ -14,7 +14,8 @@ from .errors import BadInput, LeaseLost
 from .outcome import clean_text
 
 if TYPE_CHECKING:
-    from .queue import Queue, Task
+    from .models import Task
+    from .queue import Queue
 
 
 def resume_brief(queue: Queue, task_id: str) -> str:

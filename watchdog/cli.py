@@ -29,7 +29,8 @@ MAX_SINCE = 100 * 365 * 86400
 logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
-    from .queue import Queue, Task
+    from .models import Task
+    from .queue import Queue
 
 
 class Parser(argparse.ArgumentParser):
@@ -78,7 +79,7 @@ def parse_json(text: str, what: str) -> Any:
 def parse_object(text: str, what: str) -> dict[str, Any]:
     value = parse_json(text, what)
     if not isinstance(value, dict):
-        from .queue import json_type
+        from .checks import json_type
 
         raise BadInput(f"{what} must be a JSON object, not {json_type(value)}")
     return value
@@ -244,7 +245,7 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
 def account_of(args: argparse.Namespace) -> str | None:
     """--account, else AFK_ACCOUNT (unset or empty: none). A flag given but
     blank is refused, not read as "no account"."""
-    from .queue import check_id
+    from .checks import check_id
 
     if args.account is not None:
         return check_id("--account", args.account)
@@ -656,7 +657,8 @@ def cmd_loop(args: argparse.Namespace) -> int:
         env=dict(agent_variables(args.dsn, args.config)),
         day_zone=getattr(zone, "key", None) or str(zone),
     )
-    from .queue import Queue, check_id
+    from .checks import check_id
+    from .queue import Queue
 
     check_id("account", options.account)
     queue = Queue(Database(dsn, pool_size=2), settings=settings.queue)

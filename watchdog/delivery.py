@@ -25,7 +25,7 @@ from .destinations import (
 )
 from .digest import Digest, build, render
 from .errors import AfkError, redact
-from .queue import Task
+from .models import Task
 
 logger = logging.getLogger(__name__)
 

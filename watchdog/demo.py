@@ -12,7 +12,8 @@ import time
 import uuid
 
 from .db import Database
-from .queue import NewTask, Queue
+from .models import NewTask
+from .queue import Queue
 
 LEASE = 2.0
 STEPS = ["read the issue", "write the test", "fix the code", "open the PR"]
@@ -112,7 +113,7 @@ def run(dsn: str) -> int:
 
 def crash(dsn: str, agent: str) -> None:
     """A worker that checkpoints two steps of its task and then dies hard."""
-    queue = Queue(dsn, pool_size=None)
+    queue = Queue.connect(dsn, pool_size=None)
     task = queue.claim(agent, runner=f"{agent}-worker-1", lease_seconds=LEASE)
     assert task is not None
     queue.checkpoint(task, {"steps_done": STEPS[:1]})

@@ -25,7 +25,7 @@ from .digest import Digest, render, slack_escape
 from .errors import AfkError
 
 if TYPE_CHECKING:
-    from .queue import Task
+    from .models import Task
 
 USER_AGENT = "afk-watchdog"
 

@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from .config import Settings
     from .db import Database
     from .metrics import Metrics
-    from .queue import Queue, ReclaimResult, Task
+    from .models import ReclaimResult, Task
+    from .queue import Queue
 
 
 class Leader(Protocol):
@@ -123,7 +124,7 @@ def gauges(
 
 def poison(queue: Queue, *, window: float = 3600, limit: int = 1000) -> list[Task]:
     """Tasks that failed within ``window`` seconds: one structured log line each."""
-    from .queue import Task
+    from .models import Task
 
     rows = queue.db.all("poison", {"window": window, "limit": limit})
     pills = [Task.from_row(r) for r in rows]

@@ -43,6 +43,7 @@ from typing import IO, Any
 from .accounts import DEFAULT_ACCOUNT, Accounts, Parking
 from .config import LoopSettings
 from .errors import AccountParked, DatabaseError, LeaseLost
+from .models import Task
 from .outcome import (
     Outcome,
     OutputReader,
@@ -52,7 +53,7 @@ from .outcome import (
     compile_patterns,
     failure_text,
 )
-from .queue import Queue, Task
+from .queue import Queue
 
 EXIT_OK, EXIT_ERROR, EXIT_PARKED = 0, 1, 5
 #: outcomes that would retry a task: over its budget, it is held instead

@@ -3,203 +3,56 @@ runs one statement, and never keeps a transaction open while a task runs."""
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import re
 import socket
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, Literal, NoReturn, overload
 
-from .config import QueueSettings, is_utf8
+from .checks import (
+    MAX_ATTEMPTS,
+    MAX_ERROR,
+    check_budget,
+    check_id,
+    check_json_size,
+    check_text,
+    dumps_json,
+    json_type,
+)
+from .config import QueueSettings
 from .db import Connection, Database, Row, json_param
+from .effects import EffectLedger
 from .errors import (
     AccountParked,
     AfkError,
     BadInput,
     Conflict,
-    EffectInDoubt,
     LeaseLost,
     NotRunning,
     TaskNotFound,
 )
-from .states import FINISHED, STATES, State
+from .fence import explain_fence, fenced
+from .models import (
+    BatchResult,
+    Claimed,
+    EffectContext,
+    EnqueueResult,
+    NewTask,
+    ReclaimResult,
+    Task,
+    TaskRef,
+    task_ref,
+)
+from .states import STATES
 
 logger = logging.getLogger(__name__)
 
-MAX_TEXT = 10_000  # characters of a title, an agent id or a key
-MAX_ERROR = 100_000  # characters of last_error kept
-MAX_ATTEMPTS = 1_000  # the largest max_attempts a task may have
 #: a batch this large is copied into the table (COPY), not inserted by one
 #: statement: measured faster from here on (bench/reports/2026-11-30-speed)
 COPY_FROM = 100
-#: a token is the server's timeline above its low 40 bits (migration 0009)
-TOKEN_SEQ_BITS = 40
-
-
-@dataclass(frozen=True)
-class Task:
-    id: uuid.UUID
-    agent_id: str
-    ordinal: int
-    title: str
-    spec: dict[str, Any]
-    state: State
-    checkpoint: dict[str, Any]
-    idem_key: str | None
-    attempts: int
-    max_attempts: int
-    lease_until: datetime | None
-    lease_owner: str | None
-    token: int
-    last_error: str | None = None
-    run_after: datetime | None = None
-    result: Any = None
-    created_at: datetime | None = None
-    updated_at: datetime | None = None
-    #: the lease length of the claim: a heartbeat extends the lease by this much
-    lease_seconds: float | None = None
-    #: what the task's runs may cost together, in US dollars (None: no limit)
-    budget_usd: float | None = None
-
-    @classmethod
-    def from_row(cls, row: Row) -> Task:
-        return cls(
-            id=row["id"],
-            agent_id=row["agent_id"],
-            ordinal=row["ordinal"],
-            title=row["title"],
-            spec=row["spec"],
-            state=State(row["state"]),
-            checkpoint=row["checkpoint"],
-            idem_key=row["idem_key"],
-            attempts=row["attempts"],
-            max_attempts=row["max_attempts"],
-            lease_until=row["lease_until"],
-            lease_owner=row.get("lease_owner"),
-            token=row.get("lease_token") or 0,
-            last_error=row["last_error"],
-            run_after=row.get("run_after"),
-            result=row.get("result"),
-            created_at=row["created_at"],
-            updated_at=row["updated_at"],
-            lease_seconds=row.get("lease_seconds"),
-            budget_usd=None if row.get("budget_usd") is None else float(row["budget_usd"]),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        """The task as the CLI prints it."""
-        out: dict[str, Any] = {}
-        for key, value in self.__dict__.items():
-            if isinstance(value, datetime):
-                value = value.isoformat()
-            elif isinstance(value, uuid.UUID):
-                value = str(value)
-            out[key] = value
-        return out
-
-
-@dataclass(frozen=True)
-class NewTask:
-    title: str
-    spec: Mapping[str, Any] = field(default_factory=dict)
-    key: str | None = None
-    max_attempts: int | None = None
-    #: what its runs may cost together (US dollars); reached, it waits for a person
-    budget_usd: float | None = None
-
-
-@dataclass(frozen=True)
-class EnqueueResult:
-    #: ids of the rows inserted, in the order given
-    enqueued: list[uuid.UUID]
-    #: keys that were already taken (by an earlier batch or earlier in this one)
-    duplicates: list[str]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"enqueued": [str(i) for i in self.enqueued], "duplicates": self.duplicates}
-
-
-@dataclass(frozen=True)
-class Claimed:
-    """What a claim found: the task, or when the next one is due."""
-
-    task: Task | None
-    #: nothing claimed: when the agent's earliest task in backoff is due (None:
-    #: none is waiting)
-    next_at: datetime | None
-    #: the database's clock at the claim (to sleep until next_at by)
-    db_now: datetime
-
-
-@dataclass(frozen=True)
-class BatchResult:
-    done: list[uuid.UUID]
-    #: tasks whose lease was lost: not finished
-    lost: list[uuid.UUID]
-
-
-@dataclass(frozen=True)
-class ReclaimResult:
-    paused: int = 0
-    failed: int = 0
-    statements: int = 0
-
-    @property
-    def total(self) -> int:
-        return self.paused + self.failed
-
-
-TaskRef = Task | uuid.UUID | str
-
-
-@dataclass(frozen=True)
-class EffectContext:
-    """What an effect function is given."""
-
-    task_id: uuid.UUID
-    name: str
-    #: ``{idem_key}:{name}`` (the task id stands in for a missing key): pass it
-    #: to any API that accepts an idempotency key, to close the window between
-    #: the call and its record
-    key: str
-    #: the transaction of a transactional effect: write with it, and your rows
-    #: commit together with the effect's record (None for an external effect)
-    conn: Connection | None = None
-
-
-def effect_key(idem_key: str | None, task_id: uuid.UUID, name: str) -> str:
-    return f"{idem_key if idem_key is not None else task_id}:{name}"
-
-
-#: seconds between two looks at an effect another call is running
-EFFECT_POLL = 0.2
-
-
-def starter_id() -> str:
-    """Who starts an effect: this host and process."""
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def starter_alive(by: str | None) -> bool:
-    """Whether an effect's starter still runs: a process of this host that
-    exists (one of another host cannot be asked)."""
-    host, _, pid = (by or "").rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def default_runner_id() -> str:
@@ -214,7 +67,7 @@ def default_runner_id() -> str:
 class Queue:
     """A durable task queue in one PostgreSQL database.
 
-    >>> q = Queue("postgresql://localhost/afk")
+    >>> q = Queue.connect("postgresql://localhost/afk")
     >>> q.enqueue("agent-1", [NewTask("fix the flaky test", key="issue-12")])
     >>> task = q.claim("agent-1", runner="laptop-1")
     >>> q.checkpoint(task, {"files": ["tests/test_x.py"]})
@@ -224,42 +77,46 @@ class Queue:
     lease is lost they raise :class:`LeaseLost` and change nothing.
     """
 
-    def __init__(
-        self,
-        db: str | Database,
-        *,
-        settings: QueueSettings | None = None,
-        pool_size: int | None = 4,
-    ) -> None:
-        """A queue on ``db`` (a DSN or a :class:`Database`) with ``settings``
-        (the defaults if None). It reads no environment and starts no server:
-        :meth:`connect` is the entry point that does."""
-        if isinstance(db, Database):
-            self.db = db
-        elif isinstance(db, str) and db:
-            self.db = Database(db, pool_size=pool_size)
-        else:
+    def __init__(self, db: Database, *, settings: QueueSettings | None = None) -> None:
+        """A queue on ``db`` with ``settings`` (the defaults if None). It reads
+        no environment and starts no server: :meth:`connect` is the door from
+        a DSN, and the one that reads the environment."""
+        if not isinstance(db, Database):
             raise BadInput(
-                "Queue() needs a DSN or a Database; Queue.connect() resolves one "
-                "from AFK_DSN, the config file or the embedded server"
+                "Queue() takes a Database; Queue.connect(dsn) opens one from a DSN "
+                "(or from AFK_DSN, the config file or the embedded server)"
             )
+        self.db = db
         self.settings = settings or QueueSettings()
+
+    @property
+    def ledger(self) -> EffectLedger:
+        """The side-effect ledger (:mod:`watchdog.effects`)."""
+        return EffectLedger(self.db, self.settings, self._timeline)
 
     @classmethod
     def connect(
-        cls, dsn: str | None = None, *, config: str | None = None, pool_size: int | None = 4
+        cls,
+        dsn: str | None = None,
+        *,
+        config: str | None = None,
+        settings: QueueSettings | None = None,
+        pool_size: int | None = 4,
     ) -> Queue:
-        """The queue the environment points at, resolved the way the ``afk``
-        command resolves it: ``dsn``, else ``AFK_DSN``, the systemd credential,
-        the config file (``config`` or ``AFK_CONFIG``), else the embedded
-        server (started if need be); settings from defaults < TOML < ``AFK_*``."""
+        """The queue at ``dsn``, else where the environment points, resolved
+        the way the ``afk`` command resolves it: ``AFK_DSN``, the systemd
+        credential, the config file (``config`` or ``AFK_CONFIG``), else the
+        embedded server (started if need be). ``settings`` are given, or read
+        as defaults < TOML < ``AFK_*``. ``pool_size`` None: one connection."""
         from .config import load_all
         from .resolve import resolve_dsn
 
-        settings = load_all(config)
+        if settings is not None and dsn is not None:
+            return cls(Database(dsn, pool_size=pool_size), settings=settings)
+        loaded = load_all(config)
         return cls(
-            Database(resolve_dsn(dsn, settings=settings), pool_size=pool_size),
-            settings=settings.queue,
+            Database(resolve_dsn(dsn, settings=loaded), pool_size=pool_size),
+            settings=settings or loaded.queue,
         )
 
     def __enter__(self) -> Queue:
@@ -926,126 +783,23 @@ class Queue:
         token: int | None = None,
         transactional: bool = False,
     ) -> Any:
-        """Run a named side effect of a claimed task at most once per task.
-
-        On a later attempt of the same task (after a crash, a reclaim, a
-        restart) the recorded result is returned and ``fn`` is not called.
-        ``fn`` gets an :class:`EffectContext`; what it returns (JSON) is recorded.
-
-        External effect (default): the start is fenced and refreshes the lease,
-        ``fn`` runs with no transaction open, then the result is recorded
-        (fenced). If the process dies after the call and before the record,
-        the next attempt runs ``fn`` again: pass ``ctx.key`` to the remote
-        side as an idempotency key to make that harmless. If the lease was lost
-        meanwhile, the record raises :class:`LeaseLost`.
-
-        ``transactional=True``: ``fn`` runs inside a transaction that holds the
-        task row locked, writes through ``ctx.conn``, and its writes commit
-        together with the record: exactly once. Keep it short, and use only
-        ``ctx.conn`` inside it.
-        """
+        """Run a named side effect of a claimed task at most once per task
+        (:class:`watchdog.effects.EffectLedger` says how): on a later attempt
+        the recorded result is returned and ``fn`` is not called. With
+        ``transactional=True`` it writes through ``ctx.conn`` and commits with
+        its record: exactly once."""
         task_id, token = task_ref(task, token)
         name = check_text("effect name", name)
-        if transactional:
-            return self._effect_in_transaction(task_id, token, name, fn)
-        while True:
-            begin = self.db.one(
-                "effect_begin",
-                {
-                    "id": task_id,
-                    "token": token,
-                    "name": name,
-                    "lease_seconds": self.settings.lease_seconds,
-                    "by": starter_id(),
-                },
-            )
-            if begin is None:
-                raise TaskNotFound(f"no task with id {task_id}")
-            if begin["done"]:
-                return begin["result"]
-            if not begin["fenced"]:
-                explain_fence(begin, task_id, token, timeline=self._timeline, expired_ok=False)
-            if begin["runs"] is not None:
-                break  # started by this call
-            # started under this token already: never twice. Wait for it; if
-            # its call failed (abandoned), start it again
-            done, result = self._await_effect(task_id, name)
-            if done:
-                return result
-        try:
-            result = fn(EffectContext(task_id, name, effect_key(begin["idem_key"], task_id, name)))
-        except Exception:
-            # it failed, so it did not happen: the same token may run it again
-            self.db.execute("effect_abandon", {"id": task_id, "token": token, "name": name})
-            raise
-        check_json_size(f"result of effect {name!r}", result, self.settings.max_json_bytes)
-        recorded = self.db.one(
-            "effect_record",
-            {
-                "id": task_id,
-                "token": token,
-                "name": name,
-                "result": json_param(result),
-            },
-        )
-        if not recorded or recorded["runs"] is None:
-            raise LeaseLost(
-                f"lease lost: effect {name!r} of task {task_id} ran but could not "
-                "be recorded; the next attempt may run it again"
-            )
-        return result
+        return self.ledger.run(task_id, token, name, fn, transactional=transactional)
 
     def forget_effect(self, task: TaskRef, name: str) -> None:
         """An effect whose call raised before anything could happen (a
-        program that could not be executed): its failed first start is not
-        kept as "started, not recorded"."""
-        self.db.execute("effect_forget", {"id": task_ref(task, 0)[0], "name": name})
-
-    def _await_effect(self, task_id: uuid.UUID, name: str) -> tuple[bool, Any]:
-        """An effect another call started under the same token: wait while its
-        starter runs (on this host): (True, what it recorded), or (False, None)
-        when its call failed. A starter that is gone, or on another host,
-        leaves it in doubt."""
-        while True:
-            row = self.db.one("effect_state", {"id": task_id, "name": name})
-            if row is not None and row["done"]:
-                return True, row["result"]
-            if row is not None and row["started_token"] is None:
-                return False, None  # its call failed: it did not happen
-            by = row["started_by"] if row else None
-            if not starter_alive(by):
-                where = f"by {by}" if by else "by another call"
-                raise EffectInDoubt(
-                    f"effect {name!r} of task {task_id} was started under this token {where}, "
-                    "which is gone or on another host, and never recorded: the call may or "
-                    "may not have happened, so it is not run again under this token"
-                )
-            time.sleep(EFFECT_POLL)
-
-    def _effect_in_transaction(
-        self, task_id: uuid.UUID, token: int, name: str, fn: Callable[[EffectContext], Any]
-    ) -> Any:
-        with self.db.transaction() as conn:
-            lock = self.db.one("effect_lock", {"id": task_id, "token": token, "name": name}, conn)
-            if lock is None:
-                raise TaskNotFound(f"no task with id {task_id}")
-            if lock["done"]:
-                return lock["result"]
-            if not lock["fenced"]:
-                explain_fence(lock, task_id, token, timeline=self._timeline)
-            key = effect_key(lock["idem_key"], task_id, name)
-            result = fn(EffectContext(task_id, name, key, conn))
-            check_json_size(f"result of effect {name!r}", result, self.settings.max_json_bytes)
-            self.db.execute(
-                "effect_commit",
-                {"id": task_id, "token": token, "name": name, "result": json_param(result)},
-                conn,
-            )
-            return result
+        program that could not be executed) is not kept as "started"."""
+        self.ledger.forget(task_ref(task, 0)[0], name)
 
     def effects(self, task: TaskRef) -> list[dict[str, Any]]:
         """The effects recorded (or started) for a task."""
-        return self.db.all("effects", {"id": task_ref(task, 0)[0]})
+        return self.ledger.recorded(task_ref(task, 0)[0])
 
     # -- operators --------------------------------------------------------
 
@@ -1173,149 +927,3 @@ class Keepalive:
                     exc,
                     extra={"action": "heartbeat", "task_id": str(self._task.id)},
                 )
-
-
-def json_type(value: Any) -> str:
-    """What a value is, in JSON's words (for messages: "null", not "NoneType")."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list | tuple):
-        return "an array"
-    return type(value).__name__
-
-
-def check_text(what: str, value: Any) -> str:
-    if not isinstance(value, str) or not value or value.isspace():
-        raise BadInput(f"{what} must be a non-empty string")
-    if "\x00" in value:
-        raise BadInput(f"{what} must not contain a NUL character")
-    if not value.isascii() and not is_utf8(value):
-        raise BadInput(f"{what} is not valid UTF-8 (a lone surrogate)")
-    if len(value) > MAX_TEXT:
-        raise BadInput(f"{what} is longer than {MAX_TEXT} characters")
-    return value
-
-
-#: the largest budget a task may have, US dollars
-MAX_BUDGET = 1_000_000
-
-
-def check_budget(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= MAX_BUDGET:
-        raise BadInput(f"a budget must be a number of US dollars above 0, at most {MAX_BUDGET}")
-    return float(value)
-
-
-def check_id(what: str, value: Any) -> str:
-    """An id people type and read (an agent, a runner, an account, a key): text
-    as :func:`check_text`, with no control character (a newline, a tab) and
-    no space at either end, which would make two ids that read the same."""
-    text = check_text(what, value)
-    if text != text.strip() or any(ord(c) < 32 or ord(c) == 127 for c in text):
-        raise BadInput(f"{what} must not hold control characters or spaces at either end")
-    return text
-
-
-#: json.dumps(value, ensure_ascii=False, allow_nan=False), without building
-#: an encoder on every call
-_encode_json = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
-
-#: a JSON escape of NUL (an odd run of backslashes before u0000)
-_NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
-
-
-def dumps_json(what: str, value: Any) -> str:
-    """JSON text for the database: no NaN, no NUL (jsonb refuses both)."""
-    try:
-        text = _encode_json(value)
-    except (TypeError, ValueError) as exc:
-        raise BadInput(f"{what} is not JSON-serialisable: {exc}") from None
-    except RecursionError:
-        raise BadInput(f"{what} is nested too deeply") from None
-    if "\\u0000" in text and _NUL_ESCAPE.search(text):
-        raise BadInput(f"{what} must not contain a NUL character (\\u0000)")
-    if not text.isascii() and not is_utf8(text):
-        raise BadInput(f"{what} is not valid UTF-8 (a lone surrogate such as \\ud800)")
-    return text
-
-
-def check_json_size(what: str, value: Any, max_bytes: int) -> None:
-    size = len(dumps_json(what, value).encode())
-    if size > max_bytes:
-        raise BadInput(f"{what} is {size} bytes, over the limit of {max_bytes}")
-
-
-def parse_task_id(value: Any) -> uuid.UUID:
-    if isinstance(value, uuid.UUID):
-        return value
-    try:
-        return uuid.UUID(str(value).strip())
-    except ValueError:
-        raise BadInput(f"not a task id: {value!r}") from None
-
-
-def task_ref(task: TaskRef, token: int | None) -> tuple[uuid.UUID, int]:
-    if isinstance(task, Task):
-        return task.id, task.token if token is None else token
-    if token is None:
-        raise BadInput("a lease token is needed with a bare task id")
-    if isinstance(token, bool) or not isinstance(token, int):
-        raise BadInput(f"not a lease token: {token!r}")
-    return parse_task_id(task), token
-
-
-def fenced(
-    row: Row | None, task_id: uuid.UUID, token: int, timeline: Callable[[], int] | None = None
-) -> Task:
-    """Interpret a fenced write: the updated task, or why nothing changed."""
-    if row is None:
-        raise TaskNotFound(f"no task with id {task_id}")
-    if row["id"] is not None:
-        return Task.from_row(row)
-    explain_fence(row, task_id, token, timeline=timeline)
-
-
-def explain_fence(
-    row: Row,
-    task_id: uuid.UUID,
-    token: int,
-    expired_ok: bool = True,
-    timeline: Callable[[], int] | None = None,
-) -> NoReturn:
-    """Raise the reason a fenced statement did not apply, from the row as it
-    was (``cur_state``, ``cur_token``). ``timeline`` gives the server's
-    timeline, asked only when the token is newer than the task's."""
-    state, current = str(row["cur_state"]), row["cur_token"] or 0
-    issued_on = token >> TOKEN_SEQ_BITS
-    if token > current and issued_on and timeline is not None and issued_on < timeline():
-        # a claim lost in a failover issued it on an earlier timeline
-        raise LeaseLost(
-            f"lease lost: token {token} was issued for task {task_id} by a "
-            "claim that a database failover lost; nothing was changed"
-        )
-    if token <= 0 or token > current:
-        raise BadInput(f"token {token} was never issued for task {task_id}")
-    if token < current:
-        raise LeaseLost(
-            f"lease lost: task {task_id} was claimed again since "
-            f"(token {current} replaced {token}); nothing was changed"
-        )
-    if state in FINISHED:
-        raise LeaseLost(
-            f"lease lost: task {task_id} is {state}, no longer running; nothing was changed"
-        )
-    if state == "running" and not expired_ok:
-        raise LeaseLost(
-            f"lease lost: the lease of task {task_id} has run out; heartbeat or "
-            "checkpoint more often, or claim with a longer lease"
-        )
-    raise LeaseLost(
-        f"lease lost: task {task_id} is {state} (expired and reclaimed, "
-        "or paused); nothing was changed"
-    )

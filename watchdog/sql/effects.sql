@@ -1,5 +1,5 @@
--- owner: watchdog/queue.py
--- The side-effect ledger (Queue.effect).
+-- owner: watchdog/effects.py
+-- The side-effect ledger (EffectLedger, the door Queue.effect).
 -- Parameters are psycopg's %(name)s; times are always the database's now().
 
 -- name: effect_begin :one

@@ -1,0 +1,102 @@
+"""The checks every write makes before it reaches the database: text that a
+person typed or an agent wrote, ids, budgets, and JSON that PostgreSQL's
+jsonb will take. Each refusal is a :class:`BadInput` of one line."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from typing import Any
+
+from .config import is_utf8
+from .errors import BadInput
+
+MAX_TEXT = 10_000  # characters of a title, an agent id or a key
+MAX_ERROR = 100_000  # characters of last_error kept
+MAX_ATTEMPTS = 1_000  # the largest max_attempts a task may have
+
+
+def json_type(value: Any) -> str:
+    """What a value is, in JSON's words (for messages: "null", not "NoneType")."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "an array"
+    return type(value).__name__
+
+
+def check_text(what: str, value: Any) -> str:
+    if not isinstance(value, str) or not value or value.isspace():
+        raise BadInput(f"{what} must be a non-empty string")
+    if "\x00" in value:
+        raise BadInput(f"{what} must not contain a NUL character")
+    if not value.isascii() and not is_utf8(value):
+        raise BadInput(f"{what} is not valid UTF-8 (a lone surrogate)")
+    if len(value) > MAX_TEXT:
+        raise BadInput(f"{what} is longer than {MAX_TEXT} characters")
+    return value
+
+
+#: the largest budget a task may have, US dollars
+MAX_BUDGET = 1_000_000
+
+
+def check_budget(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= MAX_BUDGET:
+        raise BadInput(f"a budget must be a number of US dollars above 0, at most {MAX_BUDGET}")
+    return float(value)
+
+
+def check_id(what: str, value: Any) -> str:
+    """An id people type and read (an agent, a runner, an account, a key): text
+    as :func:`check_text`, with no control character (a newline, a tab) and
+    no space at either end, which would make two ids that read the same."""
+    text = check_text(what, value)
+    if text != text.strip() or any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise BadInput(f"{what} must not hold control characters or spaces at either end")
+    return text
+
+
+#: json.dumps(value, ensure_ascii=False, allow_nan=False), without building
+#: an encoder on every call
+_encode_json = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+
+#: a JSON escape of NUL (an odd run of backslashes before u0000)
+_NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+
+
+def dumps_json(what: str, value: Any) -> str:
+    """JSON text for the database: no NaN, no NUL (jsonb refuses both)."""
+    try:
+        text = _encode_json(value)
+    except (TypeError, ValueError) as exc:
+        raise BadInput(f"{what} is not JSON-serialisable: {exc}") from None
+    except RecursionError:
+        raise BadInput(f"{what} is nested too deeply") from None
+    if "\\u0000" in text and _NUL_ESCAPE.search(text):
+        raise BadInput(f"{what} must not contain a NUL character (\\u0000)")
+    if not text.isascii() and not is_utf8(text):
+        raise BadInput(f"{what} is not valid UTF-8 (a lone surrogate such as \\ud800)")
+    return text
+
+
+def check_json_size(what: str, value: Any, max_bytes: int) -> None:
+    size = len(dumps_json(what, value).encode())
+    if size > max_bytes:
+        raise BadInput(f"{what} is {size} bytes, over the limit of {max_bytes}")
+
+
+def parse_task_id(value: Any) -> uuid.UUID:
+    if isinstance(value, uuid.UUID):
+        return value
+    try:
+        return uuid.UUID(str(value).strip())
+    except ValueError:
+        raise BadInput(f"not a task id: {value!r}") from None

@@ -1,0 +1,68 @@
+"""The fence: a write carries the lease token of its claim, and a statement
+that changed nothing returns the task as it was; this module says why (the
+hooks' zombie check reads the same row)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import NoReturn
+
+from .db import Row
+from .errors import BadInput, LeaseLost, TaskNotFound
+from .models import Task
+from .states import FINISHED
+
+#: a token is the server's timeline above its low 40 bits (migration 0009)
+TOKEN_SEQ_BITS = 40
+
+
+def fenced(
+    row: Row | None, task_id: uuid.UUID, token: int, timeline: Callable[[], int] | None = None
+) -> Task:
+    """Interpret a fenced write: the updated task, or why nothing changed."""
+    if row is None:
+        raise TaskNotFound(f"no task with id {task_id}")
+    if row["id"] is not None:
+        return Task.from_row(row)
+    explain_fence(row, task_id, token, timeline=timeline)
+
+
+def explain_fence(
+    row: Row,
+    task_id: uuid.UUID,
+    token: int,
+    expired_ok: bool = True,
+    timeline: Callable[[], int] | None = None,
+) -> NoReturn:
+    """Raise the reason a fenced statement did not apply, from the row as it
+    was (``cur_state``, ``cur_token``). ``timeline`` gives the server's
+    timeline, asked only when the token is newer than the task's."""
+    state, current = str(row["cur_state"]), row["cur_token"] or 0
+    issued_on = token >> TOKEN_SEQ_BITS
+    if token > current and issued_on and timeline is not None and issued_on < timeline():
+        # a claim lost in a failover issued it on an earlier timeline
+        raise LeaseLost(
+            f"lease lost: token {token} was issued for task {task_id} by a "
+            "claim that a database failover lost; nothing was changed"
+        )
+    if token <= 0 or token > current:
+        raise BadInput(f"token {token} was never issued for task {task_id}")
+    if token < current:
+        raise LeaseLost(
+            f"lease lost: task {task_id} was claimed again since "
+            f"(token {current} replaced {token}); nothing was changed"
+        )
+    if state in FINISHED:
+        raise LeaseLost(
+            f"lease lost: task {task_id} is {state}, no longer running; nothing was changed"
+        )
+    if state == "running" and not expired_ok:
+        raise LeaseLost(
+            f"lease lost: the lease of task {task_id} has run out; heartbeat or "
+            "checkpoint more often, or claim with a longer lease"
+        )
+    raise LeaseLost(
+        f"lease lost: task {task_id} is {state} (expired and reclaimed, "
+        "or paused); nothing was changed"
+    )

@@ -1,0 +1,156 @@
+"""What the queue hands out and takes in: a task as a row of ``afk_task``,
+a new task, and the results of the batch, effect and reclaim calls."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from .checks import parse_task_id
+from .db import Connection, Row
+from .errors import BadInput
+from .states import State
+
+
+@dataclass(frozen=True)
+class Task:
+    id: uuid.UUID
+    agent_id: str
+    ordinal: int
+    title: str
+    spec: dict[str, Any]
+    state: State
+    checkpoint: dict[str, Any]
+    idem_key: str | None
+    attempts: int
+    max_attempts: int
+    lease_until: datetime | None
+    lease_owner: str | None
+    token: int
+    last_error: str | None = None
+    run_after: datetime | None = None
+    result: Any = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    #: the lease length of the claim: a heartbeat extends the lease by this much
+    lease_seconds: float | None = None
+    #: what the task's runs may cost together, in US dollars (None: no limit)
+    budget_usd: float | None = None
+
+    @classmethod
+    def from_row(cls, row: Row) -> Task:
+        return cls(
+            id=row["id"],
+            agent_id=row["agent_id"],
+            ordinal=row["ordinal"],
+            title=row["title"],
+            spec=row["spec"],
+            state=State(row["state"]),
+            checkpoint=row["checkpoint"],
+            idem_key=row["idem_key"],
+            attempts=row["attempts"],
+            max_attempts=row["max_attempts"],
+            lease_until=row["lease_until"],
+            lease_owner=row.get("lease_owner"),
+            token=row.get("lease_token") or 0,
+            last_error=row["last_error"],
+            run_after=row.get("run_after"),
+            result=row.get("result"),
+            created_at=row["created_at"],
+            updated_at=row["updated_at"],
+            lease_seconds=row.get("lease_seconds"),
+            budget_usd=None if row.get("budget_usd") is None else float(row["budget_usd"]),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The task as the CLI prints it."""
+        out: dict[str, Any] = {}
+        for key, value in self.__dict__.items():
+            if isinstance(value, datetime):
+                value = value.isoformat()
+            elif isinstance(value, uuid.UUID):
+                value = str(value)
+            out[key] = value
+        return out
+
+
+@dataclass(frozen=True)
+class NewTask:
+    title: str
+    spec: Mapping[str, Any] = field(default_factory=dict)
+    key: str | None = None
+    max_attempts: int | None = None
+    #: what its runs may cost together (US dollars); reached, it waits for a person
+    budget_usd: float | None = None
+
+
+@dataclass(frozen=True)
+class EnqueueResult:
+    #: ids of the rows inserted, in the order given
+    enqueued: list[uuid.UUID]
+    #: keys that were already taken (by an earlier batch or earlier in this one)
+    duplicates: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"enqueued": [str(i) for i in self.enqueued], "duplicates": self.duplicates}
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """What a claim found: the task, or when the next one is due."""
+
+    task: Task | None
+    #: nothing claimed: when the agent's earliest task in backoff is due (None:
+    #: none is waiting)
+    next_at: datetime | None
+    #: the database's clock at the claim (to sleep until next_at by)
+    db_now: datetime
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    done: list[uuid.UUID]
+    #: tasks whose lease was lost: not finished
+    lost: list[uuid.UUID]
+
+
+@dataclass(frozen=True)
+class ReclaimResult:
+    paused: int = 0
+    failed: int = 0
+    statements: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.paused + self.failed
+
+
+TaskRef = Task | uuid.UUID | str
+
+
+@dataclass(frozen=True)
+class EffectContext:
+    """What an effect function is given."""
+
+    task_id: uuid.UUID
+    name: str
+    #: ``{idem_key}:{name}`` (the task id stands in for a missing key): pass it
+    #: to any API that accepts an idempotency key, to close the window between
+    #: the call and its record
+    key: str
+    #: the transaction of a transactional effect: write with it, and your rows
+    #: commit together with the effect's record (None for an external effect)
+    conn: Connection | None = None
+
+
+def task_ref(task: TaskRef, token: int | None) -> tuple[uuid.UUID, int]:
+    if isinstance(task, Task):
+        return task.id, task.token if token is None else token
+    if token is None:
+        raise BadInput("a lease token is needed with a bare task id")
+    if isinstance(token, bool) or not isinstance(token, int):
+        raise BadInput(f"not a lease token: {token!r}")
+    return parse_task_id(task), token
