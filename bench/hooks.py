@@ -4,8 +4,8 @@
    and after every tool call: answered by the running watchdog service (the
    fast path), and straight against the database (no service: the fallback),
    beside `python -c pass` and beside `psql -c` running the hook's statement.
-2. What users feel: sessions of the real Claude Code CLI (tests/claude_code.py
-   pins it) against a scripted Messages API (tests/messages_api.py), each
+2. What users feel: sessions of the real Claude Code CLI (tests/helpers/claude_code.py
+   pins it) against a scripted Messages API (tests/helpers/messages_api.py), each
    making CALLS Bash calls, without afk's hooks, with them through the
    service, and with them and no service; the time each hook pair adds to a
    tool call. Skipped (and said) when the client is not fetched.
@@ -211,7 +211,7 @@ def claude_sessions(
 ) -> str:
     """Sessions of the real client, interleaved: no hooks, hooks through the
     service, hooks with no service."""
-    sys.path.insert(0, str(ROOT / "tests"))  # the real-client tier's pin and scripted API
+    sys.path.insert(0, str(ROOT / "tests" / "helpers"))  # the real client's pin, its API
     claude_code = importlib.import_module("claude_code")
     MessagesAPI = importlib.import_module("messages_api").MessagesAPI
     VERSION = claude_code.VERSION
@@ -219,7 +219,7 @@ def claude_sessions(
     claude = claude_code.binary()
     if claude is None:
         return (
-            f"Claude Code {VERSION} is not fetched (python3 tests/claude_code.py install): "
+            f"Claude Code {VERSION} is not fetched (python3 tests/helpers/claude_code.py install): "
             "no sessions measured.\n"
         )
     home = folder / "claude-home"

@@ -9,20 +9,16 @@ every test gets its own clone of it.
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import psycopg
 import pytest
+from helpers import Afk, Sql
 from psycopg.conninfo import make_conninfo
-from psycopg.rows import dict_row
 
 from watchdog import Queue, QueueSettings, embedded
 from watchdog.db import Database
@@ -176,107 +172,11 @@ def queue(dsn: str) -> Iterator[Queue]:
     q.close()
 
 
-class Sql:
-    """Plain SQL on the test's database, for setting up and checking."""
-
-    def __init__(self, dsn: str) -> None:
-        self.conn = psycopg.connect(dsn, autocommit=True, row_factory=dict_row)
-
-    def __call__(self, statement: str, *params: Any) -> list[dict[str, Any]]:
-        cur = self.conn.execute(statement, params or None)
-        return cur.fetchall() if cur.description else []
-
-    def one(self, statement: str, *params: Any) -> Any:
-        rows = self(statement, *params)
-        assert len(rows) == 1, rows
-        return next(iter(rows[0].values()))
-
-    def fingerprint(self) -> str:
-        """A digest of every queue table, to prove that a call changed nothing."""
-        return str(
-            self.one(
-                "SELECT md5(concat_ws('|',"
-                " (SELECT string_agg(t::text, ',' ORDER BY t.id) FROM afk_task t),"
-                " (SELECT string_agg(e::text, ',' ORDER BY e.id) FROM afk_task_event e),"
-                " (SELECT string_agg(a::text, ',' ORDER BY a.agent_id) FROM afk_agent a)))"
-            )
-        )
-
-    def expire(self, task_id: Any) -> None:
-        """Back-date a lease instead of sleeping past it."""
-        self("UPDATE afk_task SET lease_until = now() - interval '1 second' WHERE id = %s", task_id)
-
-
 @pytest.fixture
 def sql(dsn: str) -> Iterator[Sql]:
     s = Sql(dsn)
     yield s
     s.conn.close()
-
-
-class Afk:
-    """The afk CLI as a real subprocess against the test's database."""
-
-    def __init__(self, dsn: str, tmp: Path | None = None) -> None:
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("AFK_", "CLAUDE_"))}
-        self.env["AFK_DSN"] = dsn
-        if tmp is not None:  # what the hooks keep per session stays with the test
-            self.env["TMPDIR"] = str(tmp)
-
-    @staticmethod
-    def command(*args: str) -> list[str]:
-        return [sys.executable, "-m", "watchdog.cli", *args]
-
-    def __call__(
-        self, *args: str, input: str | None = None, env: dict[str, str] | None = None
-    ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            self.command(*args),
-            input=input,
-            text=True,
-            capture_output=True,
-            env={**self.env, **(env or {})},
-            timeout=60,
-        )
-
-    def json(self, *args: str, **kw: Any) -> Any:
-        proc = self(*args, **kw)
-        assert proc.returncode == 0, (proc.returncode, proc.stderr)
-        return json.loads(proc.stdout)
-
-    #: the watchdog service's hook socket, when the hooks go through it
-    socket: str | None = None
-
-    def hook(
-        self, *args: str, input: bytes, env: dict[str, str] | None = None
-    ) -> subprocess.CompletedProcess[bytes]:
-        """`afk hook` as an agent runs it: the entry point of the ``afk``
-        script. With the service answering hooks (:func:`afk_through`), each
-        run meant for its database must be answered by it: the process must
-        not have loaded the command line (and with it the database driver)."""
-        full = {**self.env, **(env or {})}
-        command = [sys.executable, "-m", "watchdog", "hook", *args]
-        if self.socket is None:
-            return subprocess.run(command, input=input, capture_output=True, env=full, timeout=30)
-        command[1:1] = ["-X", "importtime"]
-        proc = subprocess.run(command, input=input, capture_output=True, env=full, timeout=30)
-        lines = proc.stderr.decode(errors="replace").splitlines(keepends=True)
-        loaded = {
-            line.rsplit("|", 1)[-1].strip() for line in lines if line.startswith("import time:")
-        }
-        proc.stderr = "".join(
-            line for line in lines if not line.startswith("import time:")
-        ).encode()
-        ours = (
-            full.get("AFK_DSN") == self.env["AFK_DSN"]
-            and full.get("AFK_HOOK_SOCKET") == self.socket
-        )
-        if ours:
-            assert "watchdog.cli" not in loaded and "psycopg" not in loaded, (
-                "the service did not answer this hook",
-                proc.stderr,
-            )
-        return proc
 
 
 @pytest.fixture
@@ -292,15 +192,10 @@ def afk_through(request: pytest.FixtureRequest, dsn: str, tmp_path: Path) -> Ite
     if request.param == "direct":
         yield a
         return
-    from service_helpers import Service
+    from helpers.service import answering_hooks
 
-    service = Service(dsn)
+    service = answering_hooks(dsn)
     try:
-        poll(
-            lambda: Path(service.socket).is_socket() or service.proc.poll() is not None,
-            timeout=60,
-        )
-        assert Path(service.socket).is_socket(), service.log()
         a.socket = a.env["AFK_HOOK_SOCKET"] = service.socket
         yield a
     finally:
@@ -309,47 +204,9 @@ def afk_through(request: pytest.FixtureRequest, dsn: str, tmp_path: Path) -> Ite
 
 @pytest.fixture
 def receiver():
-    """A real HTTP server on 127.0.0.1 recording what it is sent (tests/receiver.py)."""
-    from receiver import Receiver
+    """A real HTTP server on 127.0.0.1 recording what it is sent (tests/helpers/receiver.py)."""
+    from helpers.receiver import Receiver
 
     r = Receiver()
     yield r
     r.close()
-
-
-def require_tool(name: str) -> str:
-    """The path of a system tool a test needs. Missing in CI is a failure
-    (.ci/run installs it); missing on a developer's machine, a skip."""
-    import shutil
-
-    path = shutil.which(name)
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail(f"{name} is missing in CI: .ci/run must install it")
-        pytest.skip(f"{name} is not installed here")
-    return path
-
-
-def run_threads(target: Callable[[int], Any], n: int, timeout: float = 60) -> None:
-    """Run target(0) … target(n-1) in threads at once; wait for them all."""
-    import threading
-
-    threads = [threading.Thread(target=target, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout)
-
-
-def poll(condition: Callable[[], Any], timeout: float = 30, interval: float = 0.05) -> Any:
-    """Wait until condition() is truthy; return its value."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        time.sleep(interval)

@@ -137,7 +137,7 @@ def test_db_unreachable_exits_1_with_a_one_line_reason_and_no_password(afk):
 
 
 def test_schema_missing_says_to_migrate(empty_dsn):
-    from conftest import Afk
+    from helpers import Afk
 
     proc = Afk(empty_dsn)("status")
     assert proc.returncode == 1 and "afk migrate" in proc.stderr

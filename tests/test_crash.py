@@ -10,7 +10,7 @@ import sys
 import textwrap
 
 import pytest
-from conftest import poll
+from helpers import poll
 
 from watchdog import NewTask
 

@@ -14,9 +14,9 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from browser import Browser
-from conftest import require_tool
-from service_helpers import free_port
+from helpers import require_tool
+from helpers.browser import Browser
+from helpers.service import free_port
 
 from watchdog import NewTask
 from watchdog.config import DigestSettings

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import require_tool
+from helpers import require_tool
 
 from watchdog.metrics import Metrics
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import poll
+from helpers import poll
 from helpers.digests import digest_env
-from service_helpers import Service, run
+from helpers.service import Service, run
 
 from watchdog import NewTask
 

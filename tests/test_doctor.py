@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import poll
-from service_helpers import Service
+from helpers import poll
+from helpers.service import Service
 
 pytestmark = pytest.mark.e2e
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-from conftest import run_threads
+from helpers import run_threads
 
 from watchdog import BadInput, NewTask, Queue
 

@@ -9,9 +9,9 @@ import time
 
 import psycopg
 import pytest
-from conftest import poll
-from service_helpers import Service
-from topology import Cluster
+from helpers import poll
+from helpers.service import Service
+from helpers.topology import Cluster
 
 from watchdog import LeaseLost, NewTask, Queue
 from watchdog.db import Database

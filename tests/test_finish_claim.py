@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import run_threads
+from helpers import run_threads
 
 from watchdog import LeaseLost, NewTask, Queue
 

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import poll
+from helpers import poll
 
 from watchdog import NewTask
 

@@ -1,4 +1,4 @@
-"""The harness end to end: a stand-in Claude Code (tests/standin_claude.py) runs
+"""The harness end to end: a stand-in Claude Code (tests/helpers/standin_claude.py) runs
 the hooks exactly as `afk hooks claude --install` wrote them, under the real
 supervisors (examples/ralph.sh, examples/worker.py), against the real watchdog
 service's reclaim."""
@@ -15,15 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import poll
-from service_helpers import Service
+from helpers import HELPERS, poll
+from helpers.service import Service
 
 from watchdog import NewTask
 
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).parent.parent
-STANDIN = Path(__file__).parent / "standin_claude.py"
+STANDIN = HELPERS / "standin_claude.py"
 BIN = str(Path(sys.executable).parent)
 LEASE = "3"  # seconds: every task below outlives it several times over
 #: the shell loop's lease: it heartbeats through the CLI, a new Python process

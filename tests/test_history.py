@@ -3,7 +3,7 @@ reason each statement passes in: every change of state or token gets its
 row, with the reason, runner, token and error the statement meant."""
 
 import pytest
-from conftest import poll
+from helpers import poll
 
 from watchdog import NewTask, Queue
 

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import poll
-from service_helpers import Service
+from helpers import poll
+from helpers.service import Service, answering_hooks
 
 from watchdog import NewTask
 
@@ -33,16 +33,9 @@ AFK = str(Path(sys.executable).parent / "afk")
 SESSION = "5a0c7e1d-2b3f-4e6a-8c9d-1e2f3a4b5c6d"
 
 
-def started(dsn: str, **env: str) -> Service:
-    service = Service(dsn, **env)
-    poll(lambda: "answering hooks on" in service.log() or service.proc.poll() is not None, 60)
-    assert "answering hooks on" in service.log(), service.log()
-    return service
-
-
 @pytest.fixture
 def service(dsn):
-    s = started(dsn)
+    s = answering_hooks(dsn)
     yield s
     s.cleanup()
 
@@ -118,7 +111,7 @@ def test_a_service_of_another_database_hands_the_hook_back(afk, queue, sql, othe
     settings name its own DSN (and libpq environment); the others go to their
     database themselves."""
     task = lost_task(queue, sql)
-    other = started(other_dsn)
+    other = answering_hooks(other_dsn)
     try:
         for extra in ({}, {"PGCONNECT_TIMEOUT": "7"}):
             env = {**supervised(task), "AFK_HOOK_SOCKET": other.socket, **extra}
@@ -186,7 +179,7 @@ def test_a_service_killed_while_the_hook_waits_for_it_leaves_the_hook_its_answer
 
 def test_a_dead_services_socket_is_passed_over_and_taken_by_the_next(afk, queue, sql, dsn):
     task = lost_task(queue, sql)
-    first = started(dsn)
+    first = answering_hooks(dsn)
     try:
         first.proc.kill()
         first.proc.wait()
@@ -194,7 +187,7 @@ def test_a_dead_services_socket_is_passed_over_and_taken_by_the_next(afk, queue,
         env = {**supervised(task), "AFK_HOOK_SOCKET": first.socket}
         proc, took = run_hook(afk, payload("PreToolUse"), env)
         assert denied(proc) and took < HOOK_TIMEOUT
-        second = started(dsn, AFK_HOOK_SOCKET=first.socket)
+        second = answering_hooks(dsn, AFK_HOOK_SOCKET=first.socket)
         try:
             proc, _ = run_hook(afk, payload("PreToolUse"), env, "-X", "importtime")
             assert denied(proc)

@@ -1,6 +1,6 @@
 """`afk loop` through a real night: usage limits, outages, a logged-out
 agent and real failures, each handled as what it is. The agent is a stand-in
-(tests/standin_agent.py) that prints exactly what Claude Code prints and exits
+(tests/helpers/standin_agent.py) that prints exactly what Claude Code prints and exits
 as it does; the loop, the CLI and the database are the real ones."""
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
-from conftest import Afk, poll
+from helpers import HELPERS, Afk, poll
 
 pytestmark = pytest.mark.e2e
 
-STANDIN = [sys.executable, str(Path(__file__).with_name("standin_agent.py"))]
+STANDIN = [sys.executable, str(HELPERS / "standin_agent.py")]
 #: short settings for a night compressed into seconds (the behaviour is the same)
 FAST = {
     "AFK_TRANSIENT_BACKOFF_SECONDS": "1",

@@ -9,9 +9,9 @@ import subprocess
 import threading
 
 import pytest
-from conftest import Afk, poll, require_tool, run_threads
-from service_helpers import Service
-from topology import PgBouncer
+from helpers import Afk, poll, require_tool, run_threads
+from helpers.service import Service
+from helpers.topology import PgBouncer
 
 from watchdog import NewTask, Queue
 from watchdog.db import Database

@@ -1,5 +1,5 @@
-"""The real Claude Code CLI (tests/claude_code.py pins its version), pointed at
-a scripted Messages API on localhost (tests/messages_api.py): what `afk loop`
+"""The real Claude Code CLI (tests/helpers/claude_code.py pins its version), pointed at
+a scripted Messages API on localhost (tests/helpers/messages_api.py): what `afk loop`
 and the StopFailure hook make of the messages the client itself prints for a
 429, a 529, a refused connection and a 401. No model, no network."""
 
@@ -11,22 +11,17 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from claude_code import VERSION, binary
-from conftest import Afk, poll
-from messages_api import MessagesAPI
-from service_helpers import Service, free_port
+from helpers import Afk, poll, require_cli
+from helpers.claude_code import VERSION, binary
+from helpers.messages_api import MessagesAPI
+from helpers.service import Service, answering_hooks, free_port, last_words
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
 def claude() -> str:
-    path = binary()
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail(f"Claude Code {VERSION} is missing in CI: .ci/run must fetch it")
-        pytest.skip(f"Claude Code {VERSION} is not fetched: python3 tests/claude_code.py install")
-    return str(path)
+    return require_cli("Claude Code", VERSION, binary(), "claude_code")
 
 
 @pytest.fixture
@@ -179,8 +174,7 @@ def hooks_through(through: str, afk: Afk, env: dict[str, str]) -> Service | None
     session's hooks (logging each at DEBUG), its socket in ``env``."""
     if through != "the service":
         return None
-    service = Service(afk.env["AFK_DSN"], AFK_LOG_LEVEL="DEBUG")
-    poll(lambda: "answering hooks on" in service.log() or service.proc.poll() is not None)
+    service = answering_hooks(afk.env["AFK_DSN"], AFK_LOG_LEVEL="DEBUG")
     env["AFK_HOOK_SOCKET"] = service.socket
     return service
 
@@ -189,9 +183,7 @@ def answered(service: Service | None, *events: str) -> bool:
     """Whether the service (if any) answered each of ``events``; it is stopped."""
     if service is None:
         return True
-    service.stop()
-    log = service.log()
-    service.cleanup()
+    log = last_words(service)
     return all(f"answered {event}" in log for event in events)
 
 

@@ -1,6 +1,6 @@
-"""The real Codex CLI (tests/codex_cli.py pins its version) as a loop runs it,
+"""The real Codex CLI (tests/helpers/codex_cli.py pins its version) as a loop runs it,
 `codex exec`, pointed at a scripted Responses API on localhost
-(tests/responses_api.py): afk's installed hooks brief it and stop a zombie's
+(tests/helpers/responses_api.py): afk's installed hooks brief it and stop a zombie's
 shell command, directly and through the watchdog service, and the two ways
 Codex skips hooks without a word (an untrusted hook, an untrusted project)
 are real and `afk doctor` names them. No model, no network."""
@@ -13,10 +13,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from codex_cli import VERSION, binary
-from conftest import Afk, poll
-from responses_api import ResponsesAPI
-from service_helpers import Service
+from helpers import Afk, require_cli
+from helpers.codex_cli import VERSION, binary
+from helpers.responses_api import ResponsesAPI
+from helpers.service import answering_hooks, last_words
 
 pytestmark = pytest.mark.e2e
 
@@ -25,12 +25,7 @@ DENIED = "is no longer yours"
 
 @pytest.fixture
 def codex() -> str:
-    path = binary()
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail(f"Codex CLI {VERSION} is missing in CI: .ci/run must fetch it")
-        pytest.skip(f"Codex CLI {VERSION} is not fetched: python3 tests/codex_cli.py install")
-    return str(path)
+    return require_cli("Codex CLI", VERSION, binary(), "codex_cli")
 
 
 @pytest.fixture
@@ -134,8 +129,7 @@ def test_codex_runs_afks_hooks_brief_and_a_zombies_command_denied(client, sql, t
     task = supervise(client, sql)
     service = None
     if through == "the service":
-        service = Service(client.afk.env["AFK_DSN"], AFK_LOG_LEVEL="DEBUG")
-        poll(lambda: "answering hooks on" in service.log() or service.proc.poll() is not None)
+        service = answering_hooks(client.afk.env["AFK_DSN"], AFK_LOG_LEVEL="DEBUG")
         client.env["AFK_HOOK_SOCKET"] = service.socket
     try:
         # held: the brief reaches the model, the command runs
@@ -149,10 +143,7 @@ def test_codex_runs_afks_hooks_brief_and_a_zombies_command_denied(client, sql, t
         assert not (client.project / "zombie.txt").exists()
         assert DENIED in client.api.seen()  # the deny reason reached the model
     finally:
-        if service is not None:
-            service.stop()
-            log = service.log()
-            service.cleanup()
+        log = last_words(service) if service is not None else ""
     if service is not None:
         assert "answered SessionStart" in log and "answered PreToolUse" in log
 

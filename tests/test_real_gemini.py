@@ -1,6 +1,6 @@
-"""The real Gemini CLI (tests/gemini_cli.py pins its version), headless as a
+"""The real Gemini CLI (tests/helpers/gemini_cli.py pins its version), headless as a
 loop runs it (`gemini -p`), pointed at a scripted Gemini API on localhost
-(tests/gemini_api.py): afk's installed hooks brief it at its first turn (it
+(tests/helpers/gemini_api.py): afk's installed hooks brief it at its first turn (it
 fires no SessionStart headless) and deny a zombie's shell command, directly
 and through the watchdog service; and with its environment redaction on it
 really drops AFK_TASK_TOKEN from a hook's environment, which AFK_TASK_LEASE
@@ -14,10 +14,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import Afk, poll
-from gemini_api import GeminiAPI
-from gemini_cli import VERSION, binary
-from service_helpers import Service
+from helpers import Afk, require_cli
+from helpers.gemini_api import GeminiAPI
+from helpers.gemini_cli import VERSION, binary
+from helpers.service import answering_hooks, last_words
 
 pytestmark = pytest.mark.e2e
 
@@ -26,12 +26,7 @@ DENIED = "is no longer yours"
 
 @pytest.fixture
 def gemini() -> str:
-    path = binary()
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail(f"Gemini CLI {VERSION} is missing in CI: .ci/run must fetch it")
-        pytest.skip(f"Gemini CLI {VERSION} is not fetched: python3 tests/gemini_cli.py install")
-    return str(path)
+    return require_cli("Gemini CLI", VERSION, binary(), "gemini_cli")
 
 
 @pytest.fixture
@@ -108,8 +103,7 @@ def test_gemini_runs_afks_hooks_brief_and_a_zombies_command_denied(client, sql, 
     task = claim(client, "AFK_TASK_TOKEN", "AFK_TASK_LEASE")  # as `afk loop` exports it
     service = None
     if through == "the service":
-        service = Service(client.afk.env["AFK_DSN"], AFK_LOG_LEVEL="DEBUG")
-        poll(lambda: "answering hooks on" in service.log() or service.proc.poll() is not None)
+        service = answering_hooks(client.afk.env["AFK_DSN"], AFK_LOG_LEVEL="DEBUG")
         client.env["AFK_HOOK_SOCKET"] = service.socket
     try:
         # held: the brief reaches the model at the first turn, the command runs
@@ -124,10 +118,7 @@ def test_gemini_runs_afks_hooks_brief_and_a_zombies_command_denied(client, sql, 
         assert not (client.project / "zombie.txt").exists()
         assert DENIED in client.api.seen()  # the deny reason reached the model
     finally:
-        if service is not None:
-            service.stop()
-            log = service.log()
-            service.cleanup()
+        log = last_words(service) if service is not None else ""
     if service is not None:
         assert "answered BeforeAgent" in log and "answered PreToolUse" in log
 

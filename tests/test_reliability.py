@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from service_helpers import run
+from helpers.service import run
 
 from watchdog import NewTask, embedded
 
@@ -232,7 +232,7 @@ def test_agent_text_cannot_forge_a_text_log_line(dsn, queue, sql):
 
 @pytest.fixture
 def sql_factory():
-    from conftest import Sql
+    from helpers import Sql
 
     made = []
 
@@ -297,11 +297,11 @@ def test_small_things_a_user_trips_over(afk, dsn, tmp_path):
 
 
 def test_unknown_paths_are_404_and_the_root_is_the_status_page(dsn):
-    from service_helpers import Service
+    from helpers.service import Service
 
     service = Service(dsn)
     try:
-        from conftest import poll
+        from helpers import poll
 
         poll(lambda: service.health() == 200)
         assert service.get("/metrics").status_code == 200

@@ -13,8 +13,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from conftest import poll, require_tool
-from service_helpers import Service, run
+from helpers import poll, require_tool
+from helpers.service import Service, run
 
 from watchdog import NewTask, embedded
 

@@ -12,17 +12,17 @@ import subprocess
 import sys
 import time
 from datetime import datetime
-from pathlib import Path
 
 import pytest
-from service_helpers import Service
+from helpers import HELPERS
+from helpers.service import Service
 
 from watchdog import NewTask
 
 pytestmark = pytest.mark.e2e  # real processes, services and tools
 
 TASKS, WORKERS = 300, 4
-WORKER = str(Path(__file__).parent / "torture_worker.py")
+WORKER = str(HELPERS / "torture_worker.py")
 
 
 def test_crash_torture(queue, sql, dsn, tmp_path):

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from browser import Browser
-from conftest import Afk, poll, require_tool
+from helpers import HELPERS, Afk, poll, require_tool
+from helpers.browser import Browser
+from helpers.service import Service
 from psycopg.conninfo import make_conninfo
-from service_helpers import Service
 
 pytestmark = pytest.mark.e2e
 
@@ -171,7 +171,7 @@ def test_pages_are_read_only_and_bad_paths_are_one_line_errors(afk, service, tmp
 
 def test_a_non_loopback_address_needs_the_token(dsn, afk):
     afk.json("enqueue", "--agent", "a", "--title", "t")
-    from service_helpers import free_port
+    from helpers.service import free_port
 
     port = free_port()
     bare = Service(dsn, AFK_METRICS_ADDR=f"0.0.0.0:{port}")
@@ -260,7 +260,7 @@ def test_parked_accounts_and_a_tasks_runs_are_shown(afk, service, tmp_path, brow
     script.write_text(
         json.dumps({"stdout": ["Not logged in · Please run /login"], "exit": 1}) + "\n"
     )
-    standin = [sys.executable, str(Path(__file__).with_name("standin_agent.py"))]
+    standin = [sys.executable, str(HELPERS / "standin_agent.py")]
     env = {**afk.env, "STANDIN_SCRIPT": str(script), "STANDIN_LOG": str(tmp_path / "log")}
     loop = [*Afk.command("loop", "--agent", "night", "--account", "laptop", "--"), *standin]
     assert subprocess.run(loop, env=env, capture_output=True, timeout=60).returncode == 5

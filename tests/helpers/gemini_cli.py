@@ -2,10 +2,10 @@
 purpose), fetched from the npm registry into a cache (.ci/run does it). It
 runs on Node.js 20 or later.
 
-    python3 tests/gemini_cli.py install    # prints the command's path
+    python3 tests/helpers/gemini_cli.py install    # prints the command's path
 
 It talks to whatever ``GOOGLE_GEMINI_BASE_URL`` names (plain HTTP is allowed
-for localhost), so a scripted Gemini API on localhost (tests/gemini_api.py)
+for localhost), so a scripted Gemini API on localhost (tests/helpers/gemini_api.py)
 makes it run with no model and no network.
 """
 
@@ -65,5 +65,5 @@ def install() -> Path:
 
 if __name__ == "__main__":
     if sys.argv[1:] != ["install"]:
-        raise SystemExit("usage: python3 tests/gemini_cli.py install")
+        raise SystemExit("usage: python3 tests/helpers/gemini_cli.py install")
     print(install())

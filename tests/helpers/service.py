@@ -136,3 +136,22 @@ def run(*args: str, **env: Any) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         timeout=60,
     )
+
+
+def answering_hooks(dsn: str, **env: str) -> Service:
+    """A service that answers `afk hook` on its socket (``Service.socket``),
+    started and listening."""
+    from helpers import poll
+
+    service = Service(dsn, **env)
+    poll(lambda: "answering hooks on" in service.log() or service.proc.poll() is not None, 60)
+    assert "answering hooks on" in service.log(), service.log()
+    return service
+
+
+def last_words(service: Service) -> str:
+    """Stop the service, clean up, and return its log."""
+    service.stop()
+    log = service.log()
+    service.cleanup()
+    return log

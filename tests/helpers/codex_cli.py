@@ -1,12 +1,12 @@
 """The real Codex CLI for the tests: its version pinned here (bump it on
 purpose), fetched from the npm registry into a cache (.ci/run does it).
 
-    python3 tests/codex_cli.py install    # prints the binary's path
+    python3 tests/helpers/codex_cli.py install    # prints the binary's path
 
 The npm package ``@openai/codex`` ships each platform's build as a version of
 its own (``0.171.0-linux-x64``); its single binary talks to whatever model
 provider ``-c model_providers.NAME.base_url=...`` names, so a scripted
-Responses API on localhost (tests/responses_api.py) makes it run with no
+Responses API on localhost (tests/helpers/responses_api.py) makes it run with no
 model and no network.
 """
 
@@ -73,5 +73,5 @@ def install() -> Path:
 
 if __name__ == "__main__":
     if sys.argv[1:] != ["install"]:
-        raise SystemExit("usage: python3 tests/codex_cli.py install")
+        raise SystemExit("usage: python3 tests/helpers/codex_cli.py install")
     print(install())

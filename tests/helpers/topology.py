@@ -18,7 +18,8 @@ from pathlib import Path
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
-from service_helpers import free_port
+
+from helpers.service import free_port
 
 PGBIN = Path("/usr/lib/postgresql/15/bin")
 

@@ -1,10 +1,10 @@
 """The real Claude Code CLI for the tests: its version pinned here (bump it on
 purpose), fetched from the npm registry into a cache (.ci/run does it).
 
-    python3 tests/claude_code.py install    # prints the binary's path
+    python3 tests/helpers/claude_code.py install    # prints the binary's path
 
 The single-binary Linux build talks to whatever ANTHROPIC_BASE_URL names, so a
-scripted Messages API on localhost (tests/messages_api.py) makes it run with
+scripted Messages API on localhost (tests/helpers/messages_api.py) makes it run with
 no model and no network.
 """
 
@@ -70,5 +70,5 @@ def install() -> Path:
 
 if __name__ == "__main__":
     if sys.argv[1:] != ["install"]:
-        raise SystemExit("usage: python3 tests/claude_code.py install")
+        raise SystemExit("usage: python3 tests/helpers/claude_code.py install")
     print(install())
