@@ -21,7 +21,7 @@ the agent's log, against the targets:
 
 The real Claude Code CLI cannot be made to ask a question, crash its
 supervisor or compact on cue against a scripted API, so the night's agent is
-a stand-in printing Claude Code's own messages (tests/test_real_claude.py
+a stand-in printing Claude Code's own messages (tests/e2e/test_real_claude.py
 runs the real client's classes).
 """
 

@@ -110,3 +110,12 @@ def digest_env(sql: Any, receiver: Any, **extra: str) -> dict[str, str]:
         "AFK_DIGEST_RETRY_CAP": "0.5",
         **extra,
     }
+
+
+#: a Python traceback with its last frame and error to fill in
+TRACEBACK = """Traceback (most recent call last):
+  File "/w/app.py", line 12, in <module>
+    main()
+  File "/w/app.py", line 9, in main
+    {}
+{}"""

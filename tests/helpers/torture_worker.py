@@ -1,4 +1,4 @@
-"""A worker of the crash torture test (tests/test_torture.py), run as a real
+"""A worker of the crash torture test (tests/e2e/test_torture.py), run as a real
 process and SIGKILLed at random moments. Each task: three checkpointed steps,
 a same-database effect (transactional: exactly once), an external effect (an
 append to a file, standing in for a PR comment), done. Every successful write

@@ -1,0 +1,47 @@
+"""The benchmark in its tiny configuration, so that it cannot rot: every
+section runs end to end and the report holds its rows and ratios."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from helpers import ROOT
+
+
+def test_quick_benchmark_runs_and_reports(server_dsn, tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.run", "--quick", "--dsn", server_dsn, "--out", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "MPLBACKEND": "Agg"},
+    )
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    (folder,) = tmp_path.iterdir()
+    report = (folder / "results.md").read_text()
+    for heading in (
+        "Claim + done throughput",
+        "Enqueue",
+        "Cost as the table grows",
+        "Under a long transaction",
+        "CLI start-up",
+    ):
+        assert heading in report
+    data = json.loads((folder / "results.json").read_text())
+    for label in (
+        "afk (API, claim+done)",
+        "raw SQL limit (pgbench, same statements)",
+        "afk (API, done + claim next in one statement)",
+        "raw SQL limit (pgbench, combined statement)",
+    ):
+        rates = [r for runs in data["throughput"][label].values() for r in runs]
+        assert rates and all(r > 0 for r in rates)
+    assert {"API, batches of 1000", "COPY", "one INSERT per row"} <= set(data["enqueue"])
+    assert all(r > 0 for runs in data["enqueue"].values() for r in runs)
+    assert {"as shipped plain", "as shipped held"} <= set(data["long_txn"])
+    assert (folder / "chart.png").stat().st_size > 1000
+    assert list(folder.glob("explain-*-step.txt"))

@@ -1,0 +1,464 @@
+"""`afk loop` through a real night: usage limits, outages, a logged-out
+agent and real failures, each handled as what it is. The agent is a stand-in
+(tests/helpers/standin_agent.py) that prints exactly what Claude Code prints and exits
+as it does; the loop, the CLI and the database are the real ones."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+from helpers import HELPERS, ROOT, Afk, poll
+
+STANDIN = [sys.executable, str(HELPERS / "standin_agent.py")]
+#: short settings for a night compressed into seconds (the behaviour is the same)
+FAST = {
+    "AFK_TRANSIENT_BACKOFF_SECONDS": "1",
+    "AFK_TRANSIENT_BACKOFF_CAP_SECONDS": "2",
+    "AFK_BACKOFF_BASE_SECONDS": "1",
+    "AFK_BACKOFF_CAP_SECONDS": "2",
+    "AFK_LIMIT_PROBE_SECONDS": "900",
+    "AFK_AGENT_GRACE_SECONDS": "5",
+}
+
+
+class Night:
+    """A backlog, a script for the stand-in agent, and `afk loop` over them."""
+
+    def __init__(self, afk: Afk, tmp: Path, agent: str = "night") -> None:
+        self.afk, self.agent = afk, agent
+        self.script, self.log = tmp / "script.jsonl", tmp / "runs.jsonl"
+        self.out, self.err = tmp / "loop.out", tmp / "loop.err"
+        self.script.write_text("")
+        self.log.write_text("")
+        self.env = {**FAST, "STANDIN_SCRIPT": str(self.script), "STANDIN_LOG": str(self.log)}
+
+    def backlog(self, n: int, **task: Any) -> list[str]:
+        lines = "".join(json.dumps({"title": f"task {i}", **task}) + "\n" for i in range(n))
+        enqueued = self.afk.json("enqueue", "--agent", self.agent, "--file", "-", input=lines)
+        return list(enqueued["enqueued"])
+
+    def then(self, **step: Any) -> None:
+        with self.script.open("a") as out:
+            out.write(json.dumps(step) + "\n")
+
+    def loop(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        """`afk loop` started; what it says goes to files (``said()``)."""
+        with self.out.open("wb") as out, self.err.open("wb") as err:
+            return subprocess.Popen(
+                Afk.command("loop", "--agent", self.agent, *args, "--", *STANDIN),
+                env={**self.afk.env, **self.env, **(env or {})},
+                stdout=out,
+                stderr=err,
+            )
+
+    def said(self) -> str:
+        return self.err.read_text()
+
+    def run(
+        self, *args: str, env: dict[str, str] | None = None, timeout: float = 120
+    ) -> tuple[int, str, str]:
+        proc = self.loop(*args, env=env)
+        status = proc.wait(timeout=timeout)
+        return status, self.out.read_text(), self.said()
+
+    def runs(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.log.read_text().splitlines() if line]
+
+    def show(self, task_id: str) -> dict[str, Any]:
+        return dict(self.afk.json("show", task_id))
+
+
+@pytest.fixture
+def night(afk: Afk, tmp_path: Path) -> Night:
+    return Night(afk, tmp_path)
+
+
+def test_a_usage_limit_parks_the_account_until_its_reset_and_spends_nothing(night, sql):
+    ids = night.backlog(3, max_attempts=1)
+    night.then(stdout=["Claude AI usage limit reached|{epoch+3}"], exit=1)
+    status, out, err = night.run("--account", "max-1")
+    assert status == 0, err
+    runs = night.runs()
+    # the limited run, then the three tasks after the reset: no session in between
+    assert len(runs) == 4, err
+    parked = sql("SELECT kind, account, until FROM afk_account_park")
+    assert [(p["kind"], p["account"]) for p in parked] == [("usage_limit", "max-1")]
+    reset = parked[0]["until"].timestamp()
+    assert all(r["at"] >= reset for r in runs[1:]), (reset, runs)
+    for task_id in ids:
+        task = night.show(task_id)
+        assert task["state"] == "done", task
+        assert task["attempts"] == 1  # max_attempts 1, and still done
+    first = night.show(ids[0])
+    assert [r["outcome"] for r in first["runs"]] == ["usage_limit", "done"]
+    assert [r["attempt_spent"] for r in first["runs"]] == [False, True]
+    reasons = [h["reason"] for h in first["history"]]
+    assert any(r.startswith("usage limit: Claude AI usage limit reached") for r in reasons)
+    assert "parked until" in err and "usage limit" in err
+    assert "Claude AI usage limit reached" in out  # the agent's output passed through
+    # the agent had its task and account in its environment
+    env = runs[1]["env"]
+    assert env["AFK_ACCOUNT"] == "max-1" and env["AFK_AGENT_ID"] == "night"
+    assert env["AFK_TASK_ID"] in ids and env["AFK_TASK_TOKEN"] == env["AFK_TASK_LEASE"]
+    assert runs[1]["argv"][-1].startswith("task ")  # the prompt: title, then the brief
+    assert "# Resume: task" in runs[1]["argv"][-1]
+    # the morning digest tells the night's limit, and that it cost no attempt
+    digest = night.afk("digest", "--dry-run", "--format", "text").stdout
+    (line,) = [x for x in digest.splitlines() if x.startswith("  - max-1: parked")]
+    assert line.endswith("(usage limit), 1 task(s) waited, 0 attempt(s) spent on limits")
+
+
+def test_a_clock_time_reset_is_read_in_the_loops_zone_and_sigterm_while_parked_pauses(
+    night, afk, sql
+):
+    (task_id,) = night.backlog(1)
+    night.then(stdout=["You've hit your session limit · resets 3:45am"], exit=1)
+    proc = night.loop(env={"TZ": "America/New_York"})
+    parked = poll(lambda: sql("SELECT until, reason FROM afk_account_park"), timeout=60)
+    until = parked[0]["until"].astimezone(ZoneInfo("America/New_York"))
+    assert (until.hour, until.minute) == (3, 45)
+    now = sql.one("SELECT now()")
+    assert now < until <= now + timedelta(days=1)
+    poll(lambda: "waiting" in night.said())
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 143, night.said()
+    task = night.show(task_id)
+    assert task["state"] == "paused" and task["attempts"] == 0
+    assert len(night.runs()) == 1
+    # claim under that account is refused with the reset; another account goes on
+    refused = afk("claim", "--agent", "night", "--account", "default")
+    assert refused.returncode == 5
+    body = json.loads(refused.stdout)
+    assert set(body) >= {"account", "limited_until", "reason"}
+    assert body["account"] == "default"
+    assert datetime.fromisoformat(body["limited_until"]) == until
+    other = afk("claim", "--agent", "night", "--account", "team-2")
+    assert other.returncode == 0, other.stderr
+
+
+def test_outages_are_retried_without_spending_an_attempt_and_trip_the_breaker(night, sql):
+    (task_id,) = night.backlog(1, max_attempts=1)
+    overloaded = "API Error: 529 Overloaded. This is a server-side issue, usually temporary"
+    night.then(stdout=[overloaded], exit=1)
+    refused = (
+        "API Error: Connection refused — a firewall or proxy may be blocking it (ECONNREFUSED)"
+    )
+    night.then(stdout=[refused], exit=1)
+    night.then(stderr=["API Error: Repeated 529 Overloaded errors"], exit=1)
+    status, _, err = night.run(env={"AFK_OUTAGE_BREAKER": "3"})
+    assert status == 0, err
+    task = night.show(task_id)
+    assert task["state"] == "done" and task["attempts"] == 1, task
+    outcomes = [r["outcome"] for r in task["runs"]]
+    assert outcomes == ["outage", "outage", "outage", "done"]
+    assert not any(r["attempt_spent"] for r in task["runs"][:3])
+    # each retry waited out its backoff (1 s, then 2 s), by the database's clock
+    starts = [datetime.fromisoformat(r["started_at"]) for r in task["runs"]]
+    gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(starts)]
+    assert gaps[0] >= 1 and gaps[1] >= 2, gaps
+    # the third in a row parked the account for the backoff (a circuit breaker)
+    parked = sql("SELECT kind, reason FROM afk_account_park")
+    assert [p["kind"] for p in parked] == ["outage"] and "Repeated 529" in parked[0]["reason"]
+    assert "provider outage" in err
+
+
+def test_a_logged_out_agent_stops_the_loop_with_one_line_and_spends_nothing(night, afk, receiver):
+    ids = night.backlog(3)
+    night.then(stdout=["Not logged in · Please run /login"], exit=1)
+    status, _, err = night.run(
+        "--account",
+        "laptop",
+        env={"AFK_DIGEST_WEBHOOK_URL": receiver.url(), "AFK_DIGEST_WEBHOOK_SECRET": "s3cret"},
+    )
+    assert status == 5, err
+    assert len(night.runs()) == 1  # no second session
+    loop_lines = [line for line in err.splitlines() if line.startswith("afk loop:")]
+    assert len(loop_lines) == 1 and "'laptop' needs a person: Not logged in" in loop_lines[0]
+    first = night.show(ids[0])
+    assert first["state"] == "paused" and first["attempts"] == 0
+    assert [night.show(i)["state"] for i in ids[1:]] == ["todo", "todo"]
+    # the alert went out through the alert destination
+    (alert,) = poll(lambda: receiver.received)
+    body = json.loads(alert.body)
+    assert body["type"] == "afk.account_parked" and body["account"] == "laptop"
+    # claims under that account are refused until a person clears it
+    refused = afk("claim", "--agent", "night", "--account", "laptop")
+    assert refused.returncode == 5
+    assert json.loads(refused.stdout)["limited_until"] is None
+    assert afk.json("limit") == [
+        {**afk.json("limit")[0], "account": "laptop", "limited_until": None, "kind": "needs_human"}
+    ]
+    status, _, err = night.run("--account", "laptop")
+    assert status == 5 and len(night.runs()) == 1, err
+    cleared = afk.json("limit", "--account", "laptop", "--clear")
+    assert [c["account"] for c in cleared["cleared"]] == ["laptop"]
+    status, _, err = night.run("--account", "laptop")
+    assert status == 0, err
+    assert [night.show(i)["state"] for i in ids] == ["done"] * 3
+
+
+def test_a_real_failure_records_what_the_agent_said_and_the_loop_waits_for_the_retry(night, afk):
+    (task_id,) = night.backlog(1, max_attempts=2)
+    said = [
+        "Running the tests…",
+        "FAILED tests/test_api.py::test_login - AssertionError: 401 != 200",
+        "postgresql://app:hunter2@db.internal/app refused the migration",
+    ]
+    night.then(stdout=said, exit=1)
+    status, _, err = night.run(env={"AFK_DSN": afk.env["AFK_DSN"]})
+    assert status == 0, err
+    task = night.show(task_id)
+    assert task["state"] == "done" and task["attempts"] == 2
+    failed = [h for h in task["history"] if h["reason"] == "failed with error"]
+    assert len(failed) == 1
+    error = failed[0]["error"]
+    assert "FAILED tests/test_api.py::test_login" in error and "agent exited 1" in error
+    assert "hunter2" not in error and "***" in error  # a DSN's password is scrubbed
+    assert task["last_error"] == error
+    assert [r["outcome"] for r in task["runs"]] == ["task_failure", "done"]
+    assert "due at" in err  # it waited for the backoff instead of ending
+
+
+def test_the_digest_groups_a_failure_by_what_the_agent_said(night, afk):
+    (task_id,) = night.backlog(1, max_attempts=1)
+    night.then(stderr=["Error: ENOSPC: no space left on device, write"], exit=1)
+    status, _, err = night.run()
+    assert status == 0, err
+    assert night.show(task_id)["state"] == "failed"
+    digest = afk("digest", "--dry-run", "--format", "text")
+    assert digest.returncode == 0, digest.stderr
+    (group,) = [line for line in digest.stdout.splitlines() if line.startswith("== night:")]
+    assert group == "== night: 1 x Error: ENOSPC: no space left on device, write", group
+
+
+def test_claim_says_when_the_next_task_is_due_and_why_an_account_is_parked(afk, sql):
+    (task_id,) = afk.json("enqueue", "--agent", "a", "--title", "t")["enqueued"]
+    empty = afk("claim", "--agent", "nobody")
+    assert empty.returncode == 3 and json.loads(empty.stdout) == {"next_at": None}
+    task = afk.json("claim", "--agent", "a")
+    afk("fail", task_id, "--token", str(task["token"]), "--error", "boom")
+    waiting = afk("claim", "--agent", "a")
+    assert waiting.returncode == 3
+    next_at = json.loads(waiting.stdout)["next_at"]
+    assert next_at is not None
+    assert sql.one("SELECT run_after FROM afk_task").isoformat() == next_at
+    until = "2099-01-01T05:00:00+00:00"
+    parked = afk.json("limit", "--account", "k1", "--until", until, "--reason", "by hand")
+    assert parked["limited_until"] == "2099-01-01T05:00:00+00:00"
+    refused = afk("claim", "--agent", "a", "--account", "k1")
+    assert refused.returncode == 5
+    assert json.loads(refused.stdout) == {
+        "account": "k1",
+        "limited_until": "2099-01-01T05:00:00+00:00",
+        "reason": "by hand",
+    }
+    assert afk("claim", "--agent", "a", env={"AFK_ACCOUNT": "k1"}).returncode == 5
+    assert [p["account"] for p in afk.json("limit")] == ["k1"]
+    assert afk.json("limit", "--account", "k2") == []
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--account", "k", "--until", "tomorrow"], "not an ISO 8601 time"),
+        (["--account", "k", "--until", "2099-13-01T05:00"], "not an ISO 8601 time"),
+        (["--account", "k", "--until", ""], "not an ISO 8601 time"),
+        (["--until", "2099-01-01T05:00Z"], "--account is needed"),
+        (["--account", "k", "--clear", "--until", "2099-01-01T05:00Z"], "cannot be combined"),
+        (["--clear"], "--account is needed"),
+        (["--account", "k", "--reason", "x"], "--reason goes with --until"),
+        (["--account", " ", "--until", "2099-01-01T05:00Z"], "account must be a non-empty"),
+    ],
+)
+def test_limit_refuses_bad_input_with_one_line_and_changes_nothing(afk, sql, args, message):
+    before = sql("SELECT count(*) AS n FROM afk_account_park")
+    proc = afk("limit", *args)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in proc.stderr
+    assert sql("SELECT count(*) AS n FROM afk_account_park") == before
+
+
+def test_loop_refuses_bad_input_with_one_line(afk):
+    for args, message in (
+        (["loop", "--agent", "a"], "no agent command"),
+        (["loop", "--agent", "a", "--max-tasks", "0", "--", "true"], "--max-tasks"),
+        (["loop", "--agent", "a", "--account", "", "--", "true"], "--account must be"),
+    ):
+        proc = afk(*args)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_the_shell_ralph_loop_waits_for_a_retry_instead_of_ending(night, afk):
+    """examples/ralph.sh, the minimal loop: a failed task waits out its backoff
+    and is run again, where the loop used to say the backlog was empty."""
+    (task_id,) = night.backlog(1)
+    night.then(stdout=["flaky: connection reset by peer"], exit=1)
+    ralph = ROOT / "examples" / "ralph.sh"
+    env = {
+        **afk.env,
+        **night.env,
+        "AFK_AGENT_ID": "night",
+        "AGENT_CMD": " ".join(STANDIN),
+        "RALPH_POLL_SECONDS": "0.5",
+        # a backoff longer than a CLI call, even on a loaded machine: the
+        # claim after the failure finds the task waiting, not due
+        "AFK_BACKOFF_BASE_SECONDS": "3",
+        "AFK_BACKOFF_CAP_SECONDS": "3",
+        "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"],
+    }
+    proc = subprocess.run(
+        ["bash", str(ralph)], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    task = night.show(task_id)
+    assert (task["state"], task["attempts"]) == ("done", 2), (task, proc.stderr)
+    assert len(night.runs()) == 2
+
+
+# -- what the night cost and what the agents asked ------------------------------------
+
+
+def result(cost: float, session: str, is_error: bool = False, text: str = "ok") -> dict:
+    """Claude Code's --output-format json result object."""
+    return {
+        "type": "result",
+        "subtype": "success",
+        "is_error": is_error,
+        "result": text,
+        "total_cost_usd": cost,
+        "num_turns": 3,
+        "session_id": session,
+        "usage": {"input_tokens": 1200, "output_tokens": 340},
+    }
+
+
+def test_a_question_holds_the_task_until_a_person_answers(night, afk, receiver):
+    ids = night.backlog(2)
+    night.then(afk=["ask", "Which database should the migration target: staging or prod?"])
+    status, _, err = night.run()
+    assert status == 0, err
+    asked, other = night.show(ids[0]), night.show(ids[1])
+    assert (asked["state"], asked["attempts"]) == ("paused", 0)
+    assert other["state"] == "done"  # the loop went on with the next task
+    assert len(night.runs()) == 2  # and did not run the asked one again
+    (question,) = afk.json("questions")
+    assert question["id"] == ids[0] and question["agent_id"] == "night"
+    assert question["title"] == "task 0" and "staging or prod" in question["question"]
+    assert question["asked_at"]
+    assert afk.json("questions", "--agent", "other") == []
+    assert [r["outcome"] for r in asked["runs"]] == ["needs_input"]
+    digest = afk("digest", "--dry-run", "--format", "text").stdout
+    assert "staging or prod" in digest
+    # the watchdog tells the alert destinations of a new question, once
+    hook_env = {"AFK_DIGEST_WEBHOOK_URL": receiver.url(), "AFK_DIGEST_WEBHOOK_SECRET": "s"}
+    for _ in range(2):
+        tick = afk("watchdog", "tick", "questions", env=hook_env)
+        assert tick.returncode == 0, tick.stderr
+    (alert,) = [json.loads(r.body) for r in receiver.received]
+    assert alert["type"] == "afk.question" and alert["task_id"] == ids[0]
+    assert "staging or prod" in alert["question"]
+    # answered: back to todo, off the list, and the answer in the next prompt
+    assert afk.json("answer", ids[0], "staging, never prod")["state"] == "todo"
+    assert afk.json("questions") == []
+    status, _, err = night.run()
+    assert status == 0, err
+    prompt = night.runs()[-1]["argv"][-1]
+    assert "staging or prod" in prompt and "staging, never prod" in prompt
+    assert night.show(ids[0])["state"] == "done"
+    again = afk("answer", ids[0], "more")
+    assert again.returncode == 2 and "no open question" in again.stderr
+
+
+def test_the_cost_and_session_of_every_run_are_recorded_and_summed(night):
+    (task_id,) = night.backlog(1, max_attempts=3)
+    night.then(stdout=[json.dumps(result(0.25, "sess-1", True, "tests fail"))], exit=1)
+    night.then(stdout=[json.dumps(result(0.27, "sess-2"))])
+    status, _, err = night.run()
+    assert status == 0, err
+    task = night.show(task_id)
+    assert task["cost_usd"] == pytest.approx(0.52)
+    assert [(r["session_id"], r["cost_usd"]) for r in task["runs"]] == [
+        ("sess-1", 0.25),
+        ("sess-2", 0.27),
+    ]
+    assert task["runs"][0]["usage"]["output_tokens"] == 340 and task["runs"][0]["turns"] == 3
+    # the second prompt offers the first session to resume
+    assert "sess-1" in night.runs()[1]["argv"][-1]
+
+
+def test_a_task_over_its_budget_is_held_not_run_again(night, afk):
+    (task_id,) = night.backlog(1, max_attempts=5, budget_usd=0.5)
+    night.then(stdout=[json.dumps(result(0.3, "s1", True, "still failing"))], exit=1)
+    night.then(stdout=[json.dumps(result(0.3, "s2", True, "still failing"))], exit=1)
+    status, _, err = night.run()
+    assert status == 0, err
+    runs = night.runs()
+    assert len(runs) == 2  # not a third time
+    assert runs[0]["env"]["AFK_TASK_BUDGET_USD"] == "0.50"
+    assert runs[1]["env"]["AFK_TASK_BUDGET_USD"] == "0.20"
+    task = night.show(task_id)
+    assert task["state"] == "paused" and task["cost_usd"] == pytest.approx(0.6)
+    assert any(h["reason"].startswith("over budget: $0.60 spent of $0.50") for h in task["history"])
+    assert afk("claim", "--agent", "night").returncode == 3  # held: no claim takes it
+    # a person raises it, and it runs again
+    assert afk.json("retry", task_id, "--budget-usd", "2")["retried"] == [task_id]
+    status, _, err = night.run()
+    assert status == 0 and night.show(task_id)["state"] == "done", err
+
+
+def test_an_account_over_its_daily_budget_is_parked_until_midnight(night, afk, sql):
+    night.backlog(3)
+    for session in ("a", "b"):
+        night.then(stdout=[json.dumps(result(0.6, session))])
+    proc = night.loop(
+        "--account", "team", env={"AFK_DAILY_BUDGET_USD": "1", "AFK_DIGEST_TZ": "Europe/Berlin"}
+    )
+    poll(lambda: "daily budget" in night.said())  # parked: the loop waits for midnight
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 143, night.said()
+    assert len(night.runs()) == 2  # the third task waits for midnight
+    refused = afk("claim", "--agent", "night", "--account", "team")
+    assert refused.returncode == 5
+    body = json.loads(refused.stdout)
+    assert "daily budget: $1.20 spent of $1.00" in body["reason"]
+    until = datetime.fromisoformat(body["limited_until"]).astimezone(ZoneInfo("Europe/Berlin"))
+    assert (until.hour, until.minute) == (0, 0)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["enqueue", "--agent", "a", "--title", "t", "--budget-usd", "0"], "budget"),
+        (["enqueue", "--agent", "a", "--title", "t", "--budget-usd", "nan"], "budget"),
+        (["answer", "00000000-0000-0000-0000-000000000000", "x"], "no task"),
+        (["ask", "?"], "task id"),
+        (["retry", "00000000-0000-0000-0000-000000000000", "--budget-usd", "-1"], "budget"),
+    ],
+)
+def test_questions_and_budgets_refuse_bad_input_in_one_line(afk, sql, args, message):
+    before = sql.fingerprint()
+    proc = afk(*args)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert sql.fingerprint() == before
+
+
+def test_limit_reads_a_time_without_an_offset_in_this_machines_zone(afk):
+    parked = afk.json(
+        "limit", "--account", "k", "--until", "2099-01-01T05:00", env={"TZ": "Asia/Tokyo"}
+    )
+    assert datetime.fromisoformat(parked["limited_until"]) == datetime(
+        2099, 1, 1, 5, 0, tzinfo=ZoneInfo("Asia/Tokyo")
+    )

@@ -1,0 +1,37 @@
+"""The simulated night, short (bench/night.py --quick): a minute of several
+`afk loop` supervisors on two accounts, a stand-in agent that works, fails,
+hits usage limits, meets outages, asks questions, SIGKILLs its supervisor and
+outlives its lease, Ctrl-C'd and SIGKILLed supervisors, the watchdog's
+reclaim, and one database restart. The targets are the night's promises."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from helpers import ROOT
+
+
+def test_a_short_night_loses_nothing_and_spends_no_attempt_on_limits():
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.night", "--quick"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    report = json.loads(proc.stdout)
+    assert report["lost"] == 0, report
+    assert report["attempts_on_limits_and_outages"] == 0, report
+    # a task whose supervisor was SIGKILLed while its agent worked on may be
+    # completed twice (the orphan's work, then the retry): the documented
+    # crash window, never more often than supervisors were killed
+    kills = report["runs_by_kind"].get("crash", 0) + 1
+    assert report["done_more_than_once"] <= kills, report
+    assert report["questions"]["asked"] == report["questions"]["resumed"], report
+    assert report["states"].get("done", 0) + report["states"].get("failed", 0) == report["tasks"]
+    assert any("database restarted" in e for e in report["events"]), report["events"]
+    assert any("SIGKILLed" in e for e in report["events"]), report["events"]
+    assert report["wasted_share_excluding_crashes"] < 0.02, report
+    assert proc.returncode == 0, proc.stderr[-2000:]

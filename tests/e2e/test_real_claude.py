@@ -1,0 +1,316 @@
+"""The real Claude Code CLI (tests/helpers/claude_code.py pins its version), pointed at
+a scripted Messages API on localhost (tests/helpers/messages_api.py): what `afk loop`
+and the StopFailure hook make of the messages the client itself prints for a
+429, a 529, a refused connection and a 401. No model, no network."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from helpers import Afk, poll, require_cli
+from helpers.claude_code import VERSION, binary
+from helpers.messages_api import MessagesAPI
+from helpers.service import Service, answering_hooks, free_port, last_words
+
+
+@pytest.fixture
+def claude() -> str:
+    return require_cli("Claude Code", VERSION, binary(), "claude_code")
+
+
+@pytest.fixture
+def api():
+    server = MessagesAPI()
+    yield server
+    server.close()
+
+
+def client_env(afk: Afk, tmp_path: Path, base_url: str) -> dict[str, str]:
+    """The client's environment: a home of its own, the scripted API, one
+    retry (its default waits minutes on a 529 or a 401), no other traffic."""
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    return {
+        **afk.env,
+        "HOME": str(home),
+        "ANTHROPIC_BASE_URL": base_url,
+        "ANTHROPIC_API_KEY": "sk-ant-test-not-a-key",
+        "CLAUDE_CODE_MAX_RETRIES": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    }
+
+
+def loop_once(
+    afk: Afk, claude: str, env: dict[str, str], cwd: Path
+) -> subprocess.CompletedProcess[str]:
+    command = Afk.command(
+        "loop",
+        "--agent",
+        "real",
+        "--account",
+        "acct",
+        "--max-tasks",
+        "1",
+        "--",
+        claude,
+        "-p",
+        "--output-format",
+        "json",
+    )
+    return subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize(
+    "answer, outcome, state",
+    [
+        (429, "usage_limit", "paused"),
+        (529, "outage", "todo"),
+        ("refused", "outage", "todo"),
+        (401, "needs_human", "paused"),
+    ],
+)
+def test_afk_loop_reads_the_real_clients_own_messages(
+    afk, sql, claude, api, tmp_path, answer, outcome, state
+):
+    (task_id,) = afk.json("enqueue", "--agent", "real", "--title", "say hello")["enqueued"]
+    if answer == "refused":
+        url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    else:
+        api.script = [answer]
+        url = api.url
+    proc = loop_once(afk, claude, client_env(afk, tmp_path, url), tmp_path)
+    assert proc.returncode == (5 if outcome == "needs_human" else 0), proc.stderr
+    task = afk.json("show", task_id)
+    (run,) = task["runs"]
+    assert (run["outcome"], run["exit_status"], run["attempt_spent"]) == (outcome, 1, False)
+    assert run["session_id"]  # read from the client's JSON result
+    assert (task["state"], task["attempts"]) == (state, 0), task
+    parked = sql("SELECT kind, until FROM afk_account_park WHERE account = 'acct'")
+    if outcome == "usage_limit":
+        assert [p["kind"] for p in parked] == ["usage_limit"]  # no reset said: probe later
+    elif outcome == "needs_human":
+        assert [(p["kind"], p["until"]) for p in parked] == [("needs_human", None)]
+        assert "Invalid API key" in proc.stderr
+    else:
+        assert parked == []  # one outage parks nothing: the breaker needs several
+        assert task["run_after"] is not None
+
+
+def test_a_successful_run_is_done_with_its_session_and_cost(afk, claude, api, tmp_path):
+    (task_id,) = afk.json("enqueue", "--agent", "real", "--title", "say hello")["enqueued"]
+    api.script = ["text:hello"]
+    proc = loop_once(afk, claude, client_env(afk, tmp_path, api.url), tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    task = afk.json("show", task_id)
+    assert task["state"] == "done"
+    (run,) = task["runs"]
+    assert run["outcome"] == "done" and run["session_id"] and run["turns"] == 1
+    assert run["cost_usd"] is not None and run["usage"]["output_tokens"] == 5
+    # the prompt the client was given: the title, then the resume brief
+    (request,) = [json.loads(r["body"]) for r in api.requests]
+    asked = json.dumps(request["messages"])
+    assert "say hello" in asked and "# Resume: say hello" in asked
+
+
+def test_the_stop_failure_hook_parks_the_sessions_account(afk, sql, claude, api, tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    installed = afk("hooks", "claude", "--install", str(project / ".claude/settings.json"))
+    assert installed.returncode == 0, installed.stderr
+    api.script = [429]
+    env = {**client_env(afk, tmp_path, api.url), "AFK_ACCOUNT": "team-7"}
+    env["PATH"] = str(Path(Afk.command()[0]).parent) + os.pathsep + env["PATH"]
+    proc = subprocess.run(
+        [claude, "-p", "hi"], env=env, cwd=project, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 1 and "Request rejected (429)" in proc.stdout
+    # (the client ends a StopFailure hook with SIGTERM as it exits: the hook
+    # parks from a process of its own)
+    (parked,) = poll(lambda: sql("SELECT account, kind, reason FROM afk_account_park"))
+    assert (parked["account"], parked["kind"]) == ("team-7", "usage_limit")
+    assert "Request rejected (429)" in parked["reason"]
+
+
+def tool_env(afk: Afk, tmp_path: Path, url: str) -> dict[str, str]:
+    """The client's environment with `afk` on its PATH (for its Bash tool)."""
+    env = client_env(afk, tmp_path, url)
+    env["PATH"] = str(Path(Afk.command()[0]).parent) + os.pathsep + env["PATH"]
+    return env
+
+
+def test_a_real_session_asks_a_question_through_its_bash_tool(afk, claude, api, tmp_path):
+    (task_id,) = afk.json("enqueue", "--agent", "real", "--title", "migrate")["enqueued"]
+    api.script = ["bash:afk ask 'Staging or prod?'", "text:I asked; waiting for the answer."]
+    options = ["--agent", "real", "--account", "acct", "--max-tasks", "1"]
+    # (a variadic flag such as --allowedTools takes the prompt for a tool name
+    # unless a `--` ends the flags: the loop appends the prompt last)
+    agent = [claude, "-p", "--output-format", "json", "--allowedTools", "Bash", "--"]
+    command = Afk.command("loop", *options, "--", *agent)
+    proc = subprocess.run(
+        command,
+        env=tool_env(afk, tmp_path, api.url),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    task = afk.json("show", task_id)
+    assert (task["state"], task["attempts"]) == ("paused", 0), task
+    (question,) = afk.json("questions")
+    assert question["id"] == task_id and question["question"] == "Staging or prod?"
+    assert [r["outcome"] for r in task["runs"]] == ["needs_input"]
+
+
+def hooks_through(through: str, afk: Afk, env: dict[str, str]) -> Service | None:
+    """With ``through`` the service: a real watchdog service answering the
+    session's hooks (logging each at DEBUG), its socket in ``env``."""
+    if through != "the service":
+        return None
+    service = answering_hooks(afk.env["AFK_DSN"], AFK_LOG_LEVEL="DEBUG")
+    env["AFK_HOOK_SOCKET"] = service.socket
+    return service
+
+
+def answered(service: Service | None, *events: str) -> bool:
+    """Whether the service (if any) answered each of ``events``; it is stopped."""
+    if service is None:
+        return True
+    log = last_words(service)
+    return all(f"answered {event}" in log for event in events)
+
+
+@pytest.mark.parametrize("through", ["direct", "the service"])
+def test_the_installed_hooks_stop_a_real_zombie_and_record_its_files(
+    afk, sql, claude, api, tmp_path, through
+):
+    project = tmp_path / "project"
+    project.mkdir()
+    installed = afk("hooks", "claude", "--install", str(project / ".claude/settings.json"))
+    assert installed.returncode == 0, installed.stderr
+    afk.json("enqueue", "--agent", "z", "--title", "zombie")
+    task = afk.json("claim", "--agent", "z")
+    env = {
+        **tool_env(afk, tmp_path, api.url),
+        "AFK_TASK_ID": task["id"],
+        "AFK_TASK_TOKEN": str(task["token"]),
+    }
+    service = hooks_through(through, afk, env)
+
+    def session() -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [claude, "-p", "go", "--allowedTools", "Bash"],
+            env=env,
+            cwd=project,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done
+
+    # held: the Bash call runs
+    api.script = ["bash:touch held.txt", "text:done"]
+    session()
+    assert (project / "held.txt").exists()
+    # reclaimed: the next session's Bash call is denied by the installed PreToolUse hook
+    sql.expire(task["id"])
+    afk("reclaim")
+    api.script = ["bash:touch zombie.txt", "text:stopped"]
+    api.requests.clear()
+    session()
+    assert not (project / "zombie.txt").exists()
+    asked = json.dumps([json.loads(r["body"]) for r in api.requests])
+    assert "is no longer yours" in asked  # the deny reason reached the model
+    assert answered(service, "PreToolUse", "PostToolUse")
+
+
+@pytest.mark.parametrize("through", ["direct", "the service"])
+def test_a_real_sessions_hooks_inject_the_brief_and_record_its_writes(
+    afk, claude, api, tmp_path, through
+):
+    project = tmp_path / "project"
+    project.mkdir()
+    assert (
+        afk("hooks", "claude", "--install", str(project / ".claude/settings.json")).returncode == 0
+    )
+    afk.json("enqueue", "--agent", "w", "--title", "write the notes", "--spec", '{"repo": "acme"}')
+    task = afk.json("claim", "--agent", "w")
+    env = {
+        **tool_env(afk, tmp_path, api.url),
+        "AFK_TASK_ID": task["id"],
+        "AFK_TASK_TOKEN": str(task["token"]),
+    }
+    service = hooks_through(through, afk, env)
+    target = project / "NOTES.md"
+    write = {"file_path": str(target), "content": "# notes\n"}
+    api.script = [f"tool:Write:{json.dumps(write)}", "text:written"]
+    proc = subprocess.run(
+        [claude, "-p", "go", "--allowedTools", "Write"],
+        env=env,
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert target.read_text() == "# notes\n"
+    # PostToolUse recorded the file; SessionStart gave the model the brief
+    assert afk.json("show", task["id"])["checkpoint"]["files_touched"] == [str(target)]
+    asked = json.dumps([json.loads(r["body"]) for r in api.requests])
+    assert "# Resume: write the notes" in asked and "acme" in asked
+    assert answered(service, "SessionStart", "PostToolUse")
+
+
+@pytest.mark.parametrize("through", ["direct", "the service"])
+def test_a_real_compaction_keeps_its_summary_for_the_next_brief(
+    afk, claude, api, tmp_path, through
+):
+    """`/compact` in the real client (2.1.332) fires PreCompact, then
+    SessionStart with source compact, then PostCompact with the summary: the
+    brief of that SessionStart comes before the summary, which the checkpoint
+    keeps for every brief after it (a resumed session's, another machine's)."""
+    project = tmp_path / "project"
+    project.mkdir()
+    installed = afk("hooks", "claude", "--install", str(project / ".claude/settings.json"))
+    assert installed.returncode == 0, installed.stderr
+    afk.json("enqueue", "--agent", "c", "--title", "port the parser")
+    task = afk.json("claim", "--agent", "c")
+    env = {
+        **tool_env(afk, tmp_path, api.url),
+        "AFK_TASK_ID": task["id"],
+        "AFK_TASK_TOKEN": str(task["token"]),
+    }
+    service = hooks_through(through, afk, env)
+
+    def session(*args: str) -> dict:
+        done = subprocess.run(
+            [claude, "-p", *args, "--output-format", "json"],
+            env=env,
+            cwd=project,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return json.loads(done.stdout)
+
+    api.script = ["text:started on the lexer"]
+    session_id = session("start")["session_id"]
+    summary = "Summary: the lexer is ported; next, the parser's error recovery."
+    api.script = [f"text:{summary}"]
+    session("/compact", "--resume", session_id)
+    checkpoint = afk.json("show", task["id"])["checkpoint"]
+    assert checkpoint["compact_summary"] == summary
+    # the next turn of the session carries the brief, and the brief the summary
+    api.script = ["text:carrying on"]
+    api.requests.clear()
+    session("carry on", "--resume", session_id)
+    asked = json.dumps([json.loads(r["body"]) for r in api.requests])
+    assert "**compact_summary**" in asked and "error recovery" in asked
+    assert answered(service, "PreCompact", "PostCompact", "SessionStart")

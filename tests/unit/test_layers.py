@@ -1,0 +1,92 @@
+"""The house keeps its shape: every import of a module of the package goes to
+a floor below its own (in-function and TYPE_CHECKING imports count), so
+there is no circle; and what `afk --help` and a hook answered from its cache
+import is pinned (no database driver, no templates, no HTTP, no scheduler
+before they are needed: a hook runs on every tool call of an agent)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from helpers import ROOT, TESTS
+
+PACKAGE = ROOT / "watchdog"
+
+#: each module's floor; a module imports only from floors below its own.
+#: (CONTRIBUTING.md draws this picture.)
+FLOORS = {
+    0: ["errors", "states", "hooklink"],
+    1: ["outcome", "logs", "systemd", "sql", "harnesses"],
+    2: ["config"],
+    3: ["db", "checks"],
+    4: ["embedded", "models"],
+    5: ["resolve", "fence"],
+    6: ["effects"],
+    7: ["queue"],
+    8: ["accounts", "agent", "digest", "metrics"],
+    9: ["destinations", "hooks", "loop"],
+    10: ["delivery", "doctor", "hookserver"],
+    11: ["jobs", "web"],
+    12: ["service"],
+    13: ["demo"],
+    14: ["cli"],
+    15: ["__init__", "__main__"],
+}
+FLOOR = {module: floor for floor, modules in FLOORS.items() for module in modules}
+
+
+def modules() -> dict[str, Path]:
+    found = {p.stem: p for p in PACKAGE.glob("*.py")}
+    found["sql"] = PACKAGE / "sql" / "__init__.py"
+    return found
+
+
+def imports(path: Path) -> set[str]:
+    """The package's modules a file imports, anywhere in it."""
+    inside_sql = path.parent.name == "sql"
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            level = node.level - (1 if inside_sql else 0)
+            if level == 1 or (node.module or "").startswith("watchdog"):
+                name = (node.module or "").removeprefix("watchdog").lstrip(".")
+                if name:
+                    out.add(name.split(".")[0])
+                else:
+                    out.update(a.name for a in node.names)
+        elif isinstance(node, ast.Import):
+            out.update(a.name.split(".")[1] for a in node.names if a.name.startswith("watchdog."))
+    return out
+
+
+def test_every_module_has_a_floor():
+    assert set(modules()) == set(FLOOR), "give the new module a floor in FLOORS"
+
+
+def test_every_import_goes_down_a_floor():
+    climbs = []
+    for name, path in modules().items():
+        for target in imports(path) - {name}:
+            if target in FLOOR and FLOOR[target] >= FLOOR[name]:
+                climbs.append(
+                    f"{name} (floor {FLOOR[name]}) imports {target} (floor {FLOOR[target]})"
+                )
+    assert climbs == []
+
+
+def test_no_test_imports_another_test():
+    """Shared helpers live in tests/helpers/, never in a test module."""
+    tests = TESTS
+    found = []
+    for path in sorted(tests.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            found += [
+                f"{path.name} imports {n}" for n in names if n.split(".")[0].startswith("test_")
+            ]
+    assert found == []

@@ -1,0 +1,51 @@
+"""The settings: read from the environment and TOML, refused with one clear
+line when bad, consistent by default."""
+
+from __future__ import annotations
+
+import pytest
+
+from watchdog import BadInput
+from watchdog.config import QueueSettings, ServiceSettings, load_all
+
+
+def test_settings_from_env_and_toml(tmp_path):
+    config = tmp_path / "afk.toml"
+    config.write_text(
+        'reclaim_interval = "30s"\nretention = "7d"\nlease_seconds = 900\nmetrics_agents = 3\n'
+    )
+    settings = load_all(str(config), env={"AFK_GAUGES_INTERVAL": "5", "AFK_RETENTION": "2d"})
+    queue, service = settings.queue, settings.service
+    assert queue.lease_seconds == 900
+    assert service.reclaim_interval == 30 and service.gauges_interval == 5
+    assert service.retention == 2 * 86400  # the env var wins over the file
+    assert service.metrics_agents == 3 and service.poison_alert is False
+
+
+@pytest.mark.parametrize(
+    ("env", "toml", "message"),
+    [
+        ({"AFK_RECLAIM_INTERVAL": "20m"}, "", "longer than the default lease"),
+        ({"AFK_GAUGES_INTERVAL": "soon"}, "", "AFK_GAUGES_INTERVAL"),
+        ({"AFK_PRUNE_BATCH": "0"}, "", "prune_batch"),
+        ({"AFK_METRICS_ADDR": "nowhere"}, "", "host:port"),
+        ({"AFK_LOG_FORMAT": "xml"}, "", "log_format"),
+        ({"AFK_BACKOFF_CAP_SECONDS": "1"}, "", "backoff_cap_seconds"),
+        ({}, "reclaim_intervall = 5\n", "unknown setting"),
+        ({}, "reclaim_interval = [1]\n", "reclaim_interval"),
+        ({}, "not toml at all =\n", "not valid TOML"),
+        ({"AFK_POISON_ALERT": "yes"}, "", "no digest destination"),
+        ({"AFK_POISON_ALERT": "maybe"}, "", "AFK_POISON_ALERT"),
+    ],
+)
+def test_bad_settings_are_refused_with_a_clear_message(tmp_path, env, toml, message):
+    path = None
+    if toml:
+        path = tmp_path / "afk.toml"
+        path.write_text(toml)
+    with pytest.raises(BadInput, match=message):
+        load_all(str(path) if path else None, env=env).check_service()
+
+
+def test_defaults_are_consistent():
+    ServiceSettings().check_against(QueueSettings())
