@@ -778,10 +778,9 @@ def cmd_digest(args: argparse.Namespace) -> int:
             emit(delivery.status(db))
             return EXIT_OK
         if not settings.digest.destinations():
-            raise BadInput(
-                "no digest destination is configured (AFK_DIGEST_SLACK_URL, "
-                "AFK_DIGEST_WEBHOOK_URL or AFK_DIGEST_SMTP_URL)"
-            )
+            from .config import no_destination
+
+            raise BadInput(no_destination())
         outcomes = delivery.run_once(db, settings.digest, force=args.force)
         emit({"deliveries": [o.to_json() for o in outcomes]})
         if not outcomes:
@@ -998,9 +997,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.usage = "afk once [ID] [--token T] --name NAME -- COMMAND [ARG...]"
 
     p = add("hooks", cmd_hooks, "print (or install) agent hook settings")
-    p.add_argument(
-        "agent_kind", choices=["claude", "codex", "gemini", "cursor", "copilot"], help="the agent"
-    )
+    p.add_argument("agent_kind", choices=HARNESSES, help="the agent")
     p.add_argument(
         "--install",
         metavar="PATH",

@@ -400,14 +400,25 @@ class DigestSettings:
             raise BadInput("invalid digest settings: " + "; ".join(problems))
 
     def destinations(self) -> list[str]:
-        out = []
-        if self.slack_url:
-            out.append("slack")
-        if self.webhook_url:
-            out.append("webhook")
-        if self.smtp_url:
-            out.append("email")
-        return out
+        """The destinations these settings turn on, in :data:`DESTINATIONS`' order."""
+        return [name for name, switch in DESTINATIONS if getattr(self, switch)]
+
+
+#: the digest's destinations: each one's name and the setting that turns it on.
+#: Its class is ``destinations.KINDS[name]`` (tests/unit/test_settings.py
+#: checks that the two name the same destinations).
+DESTINATIONS: tuple[tuple[str, str], ...] = (
+    ("slack", "slack_url"),
+    ("webhook", "webhook_url"),
+    ("email", "smtp_url"),
+)
+
+
+def no_destination() -> str:
+    """What to say when no destination is configured: the variables that
+    configure one."""
+    names = [env_name(switch, DigestSettings.ENV_PREFIX) for _, switch in DESTINATIONS]
+    return f"no digest destination is configured ({', '.join(names[:-1])} or {names[-1]})"
 
 
 #: the fields a digest link may name
@@ -463,11 +474,7 @@ class Settings:
         for the sake of a service it does not run."""
         self.service.check_against(self.queue)
         if self.service.poison_alert and not self.digest.destinations():
-            raise BadInput(
-                "invalid settings: poison_alert is on but no digest destination "
-                "is configured (AFK_DIGEST_SLACK_URL, AFK_DIGEST_WEBHOOK_URL or "
-                "AFK_DIGEST_SMTP_URL)"
-            )
+            raise BadInput(f"invalid settings: poison_alert is on but {no_destination()}")
 
 
 def load_all(config_path: str | None = None, env: Mapping[str, str] | None = None) -> Settings:

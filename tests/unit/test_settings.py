@@ -49,3 +49,21 @@ def test_bad_settings_are_refused_with_a_clear_message(tmp_path, env, toml, mess
 
 def test_defaults_are_consistent():
     ServiceSettings().check_against(QueueSettings())
+
+
+def test_every_destination_has_its_switch_and_its_class():
+    """One list of destinations (config.DESTINATIONS): the settings, the
+    classes, the CLI's and the service's "no destination" message read it."""
+    from dataclasses import fields
+
+    from watchdog.config import DESTINATIONS, DigestSettings, no_destination
+    from watchdog.destinations import KINDS
+
+    assert [name for name, _ in DESTINATIONS] == list(KINDS)
+    assert {switch for _, switch in DESTINATIONS} <= {f.name for f in fields(DigestSettings)}
+    assert no_destination() == (
+        "no digest destination is configured "
+        "(AFK_DIGEST_SLACK_URL, AFK_DIGEST_WEBHOOK_URL or AFK_DIGEST_SMTP_URL)"
+    )
+    on = DigestSettings(webhook_url="https://h/x", webhook_secret="s" * 16)
+    assert on.destinations() == ["webhook"]
