@@ -39,6 +39,45 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"afk: error: {message}\n")
 
 
+# -- options several commands share ---------------------------------------------
+
+
+def agent_option(p: Parser, help: str = "agent id (env AFK_AGENT_ID)") -> None:
+    p.add_argument("--agent", help=help)
+
+
+def runner_option(p: Parser) -> None:
+    p.add_argument(
+        "--runner",
+        help="runner id (env AFK_RUNNER_ID): names one concurrent "
+        "worker, since a claim first resumes that runner's own in-flight task. "
+        "Two workers must never share one. Default: host:pid of this command",
+    )
+
+
+def account_option(p: Parser) -> None:
+    p.add_argument(
+        "--account",
+        help="the account a usage limit applies to (env AFK_ACCOUNT; default: default)",
+    )
+
+
+def lease_option(p: Parser) -> None:
+    p.add_argument("--lease", type=float, help="lease length in seconds (env AFK_LEASE_SECONDS)")
+
+
+def fenced_options(p: Parser) -> None:
+    """The task and the token of a fenced write."""
+    p.add_argument("id", nargs="?", help="task id (env AFK_TASK_ID)")
+    p.add_argument("--token", type=int, help="the lease token of the claim (env AFK_TASK_TOKEN)")
+
+
+NEXT_HELP = (
+    "and, in the same statement, claim the same runner's next task of the agent "
+    "and print it (exit 3 if there is none)"
+)
+
+
 def _json_default(value: Any) -> Any:
     from datetime import datetime
 
@@ -205,6 +244,29 @@ def read_jsonl(path: str) -> list[dict[str, Any]]:
     return tasks
 
 
+def configure_enqueue(p: Parser) -> None:
+    agent_option(p)
+    p.add_argument("--title", help="what the task is, as the agent will read it")
+    p.add_argument("--spec", help="JSON object, or @FILE")
+    p.add_argument("--key", help="idempotency key: enqueueing it again is a no-op")
+    p.add_argument(
+        "--max-attempts",
+        type=int,
+        dest="max_attempts",
+        help="attempts before the task is failed for good (env AFK_MAX_ATTEMPTS)",
+    )
+    p.add_argument(
+        "--budget-usd",
+        type=float,
+        dest="budget_usd",
+        help="what the task's runs may cost together, US dollars; reached, it waits for a person",
+    )
+    p.add_argument(
+        "--file",
+        help='JSON Lines, each {"title", "spec", "key", "max_attempts", "budget_usd"}; - for stdin',
+    )
+
+
 def cmd_enqueue(args: argparse.Namespace) -> int:
     agent = agent_of(args)
     if args.file is not None:
@@ -252,6 +314,13 @@ def account_of(args: argparse.Namespace) -> str | None:
     return os.environ.get("AFK_ACCOUNT") or None
 
 
+def configure_claim(p: Parser) -> None:
+    agent_option(p)
+    runner_option(p)
+    lease_option(p)
+    account_option(p)
+
+
 def cmd_claim(args: argparse.Namespace) -> int:
     from .errors import AccountParked
 
@@ -274,6 +343,11 @@ def cmd_claim(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def configure_checkpoint(p: Parser) -> None:
+    fenced_options(p)
+    p.add_argument("--patch", required=True, help="JSON object, or @FILE")
+
+
 def cmd_checkpoint(args: argparse.Namespace) -> int:
     patch = parse_object(args.patch, "--patch")
     task_id, token = task_of(args)
@@ -282,11 +356,21 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def configure_heartbeat(p: Parser) -> None:
+    fenced_options(p)
+
+
 def cmd_heartbeat(args: argparse.Namespace) -> int:
     task_id, token = task_of(args)
     with open_queue(args) as q:
         emit(q.heartbeat(task_id, token=token).to_json())
     return EXIT_OK
+
+
+def configure_done(p: Parser) -> None:
+    fenced_options(p)
+    p.add_argument("--result", help="JSON, or @FILE")
+    p.add_argument("--next", action="store_true", help=NEXT_HELP)
 
 
 def cmd_done(args: argparse.Namespace) -> int:
@@ -297,6 +381,12 @@ def cmd_done(args: argparse.Namespace) -> int:
             return emit_next(q.done(task_id, result, token=token, claim_next=True))
         emit(q.done(task_id, result, token=token).to_json())
     return EXIT_OK
+
+
+def configure_fail(p: Parser) -> None:
+    fenced_options(p)
+    p.add_argument("--error", required=True, help="what went wrong, as the digest will show it")
+    p.add_argument("--next", action="store_true", help=NEXT_HELP)
 
 
 def cmd_fail(args: argparse.Namespace) -> int:
@@ -316,6 +406,18 @@ def emit_next(task: Task | None) -> int:
         return EXIT_EMPTY
     emit(task.to_json())
     return EXIT_OK
+
+
+def configure_pause(p: Parser) -> None:
+    agent_option(p)
+    runner_option(p)
+    p.add_argument(
+        "id",
+        nargs="?",
+        help="pause only this task (needs --token; with no "
+        "id, --agent or --runner: AFK_TASK_ID and AFK_TASK_TOKEN)",
+    )
+    p.add_argument("--token", type=int, help="the lease token of the claim (env AFK_TASK_TOKEN)")
 
 
 def cmd_pause(args: argparse.Namespace) -> int:
@@ -338,10 +440,18 @@ def cmd_pause(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def configure_status(p: Parser) -> None:
+    agent_option(p)
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     with open_queue(args) as q:
         emit(q.status(agent_of(args, required=False)))
     return EXIT_OK
+
+
+def configure_show(p: Parser) -> None:
+    p.add_argument("id")
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -361,6 +471,11 @@ def cmd_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def configure_dead(p: Parser) -> None:
+    agent_option(p)
+    p.add_argument("--since", help="e.g. 1h, 30m, 7d")
+
+
 def cmd_dead(args: argparse.Namespace) -> int:
     since = parse_duration(args.since) if args.since is not None else None
     if since is not None and since > MAX_SINCE:
@@ -368,6 +483,16 @@ def cmd_dead(args: argparse.Namespace) -> int:
     with open_queue(args) as q:
         emit([t.to_json() for t in q.dead(agent_of(args, required=False), since_seconds=since)])
     return EXIT_OK
+
+
+def configure_retry(p: Parser) -> None:
+    p.add_argument("ids", nargs="+", metavar="ID")
+    p.add_argument(
+        "--budget-usd",
+        type=float,
+        dest="budget_usd",
+        help="a new budget: also puts back tasks held because they reached theirs",
+    )
 
 
 def cmd_retry(args: argparse.Namespace) -> int:
@@ -379,6 +504,12 @@ def cmd_retry(args: argparse.Namespace) -> int:
             ids = q.retry(args.ids, who=who)
         emit({"retried": [str(i) for i in ids]})
     return EXIT_OK
+
+
+def configure_ask(p: Parser) -> None:
+    p.add_argument("question", help="the question, as a person will read it")
+    p.add_argument("id", nargs="?", help="task id (env AFK_TASK_ID)")
+    p.add_argument("--token", type=int, help="the lease token of the claim (env AFK_TASK_TOKEN)")
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
@@ -395,11 +526,20 @@ def cmd_ask(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def configure_answer(p: Parser) -> None:
+    p.add_argument("id", help="the task id")
+    p.add_argument("answer", help="the answer, as the agent will read it")
+
+
 def cmd_answer(args: argparse.Namespace) -> int:
     with open_queue(args) as q:
         task = q.answer(args.id, args.answer, who=os.environ.get("USER") or None)
         emit({"answered": str(task.id), "state": task.state})
     return EXIT_OK
+
+
+def configure_questions(p: Parser) -> None:
+    agent_option(p)
 
 
 def cmd_questions(args: argparse.Namespace) -> int:
@@ -413,6 +553,10 @@ def cmd_reclaim(args: argparse.Namespace) -> int:
         r = q.reclaim()
         emit({"paused": r.paused, "failed": r.failed})
     return EXIT_OK
+
+
+def configure_db(p: Parser) -> None:
+    p.add_argument("action", choices=["status", "start", "stop"])
 
 
 def cmd_db(args: argparse.Namespace) -> int:
@@ -436,6 +580,48 @@ def cmd_db(args: argparse.Namespace) -> int:
         }
     )
     return EXIT_OK
+
+
+def configure_watchdog(p: Parser) -> None:
+    p.description = (
+        "The watchdog service: reclaim, gauges, poison pills, prune, and Prometheus metrics."
+    )
+    p.epilog = settings_help()
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    wsub = p.add_subparsers(dest="action", required=True, parser_class=Parser)
+    wsub.add_parser(
+        "run",
+        parents=[common_options()],
+        help="run the service (until SIGTERM)",
+        epilog=settings_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    tick = wsub.add_parser(
+        "tick",
+        parents=[common_options()],
+        help="run one job once and exit (non-zero if it failed)",
+    )
+    from .jobs import JOBS
+
+    tick.add_argument("job", choices=[job.name for job in JOBS if job.tick])
+
+
+def settings_help() -> str:
+    """Every setting with its variable and default, for `afk watchdog --help`."""
+    from .config import DigestSettings, LoopSettings, QueueSettings, ServiceSettings, describe
+
+    lines = ["settings (env var, default):"]
+    for cls in (ServiceSettings, QueueSettings, LoopSettings, DigestSettings):
+        for env, default, text in describe(cls):
+            lines.append(f"  {env:<28} {default!s:<16} {text}")
+    lines += [
+        "  AFK_CONFIG                   -                a TOML file of the same settings "
+        "(lower-case names; env vars win)",
+        "  AFK_DSN                      embedded         PostgreSQL connection string",
+        "  AFK_LOG_LEVEL                INFO/WARNING     log level (the service: INFO; "
+        "other commands: WARNING)",
+    ]
+    return "\n".join(lines)
 
 
 def cmd_watchdog(args: argparse.Namespace) -> int:
@@ -467,6 +653,13 @@ def cmd_watchdog(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def configure_once(p: Parser) -> None:
+    fenced_options(p)
+    p.add_argument("--name", required=True, help="the effect's name, unique within the task")
+    p.set_defaults(command=[])
+    p.usage = "afk once [ID] [--token T] --name NAME -- COMMAND [ARG...]"
+
+
 def cmd_once(args: argparse.Namespace) -> int:
     from .agent import run_once
     from .errors import LeaseLost
@@ -486,6 +679,22 @@ def cmd_once(args: argparse.Namespace) -> int:
     if note:
         print(f"afk: {note}", file=sys.stderr)
     return status
+
+
+def configure_hooks(p: Parser) -> None:
+    p.add_argument("agent_kind", choices=HARNESSES, help="the agent")
+    p.add_argument(
+        "--install",
+        metavar="PATH",
+        help="merge into this settings file (e.g. .claude/settings.json, .codex/hooks.json, "
+        ".gemini/settings.json, .cursor/hooks.json, .github/hooks/afk.json)",
+    )
+    p.add_argument(
+        "--gate",
+        action="store_true",
+        help="Stop blocks (a few times at most) a "
+        "session that still holds a task it claimed itself",
+    )
 
 
 def cmd_hooks(args: argparse.Namespace) -> int:
@@ -533,6 +742,20 @@ def hook_database_args(args: argparse.Namespace) -> tuple[str, ...]:
             )
         out += ("--dsn", args.dsn)
     return out
+
+
+def configure_hook(p: Parser) -> None:
+    p.add_argument(
+        "event", nargs="?", choices=["stop"], help="accepted for settings written by older versions"
+    )
+    p.add_argument("--gate", action="store_true", help="the Stop completion gate")
+    p.add_argument(
+        "--harness",
+        choices=HARNESSES,
+        default="claude",
+        help="whose payloads (claude: Claude Code and Codex CLI; gemini: Gemini CLI; "
+        "cursor: Cursor; copilot: GitHub Copilot CLI)",
+    )
 
 
 def cmd_hook(args: argparse.Namespace) -> int:
@@ -602,6 +825,13 @@ def parse_when(text: str) -> Any:
     return when
 
 
+def configure_limit(p: Parser) -> None:
+    p.add_argument("--account", help="the account (an agent login, an API key)")
+    p.add_argument("--until", help="park until this ISO 8601 time")
+    p.add_argument("--reason", help="why, with --until")
+    p.add_argument("--clear", action="store_true", help="unpark the account")
+
+
 def cmd_limit(args: argparse.Namespace) -> int:
     from .accounts import Accounts
 
@@ -626,6 +856,22 @@ def cmd_limit(args: argparse.Namespace) -> int:
             return EXIT_OK
         emit([p.to_json() for p in accounts.parked(args.account)])
     return EXIT_OK
+
+
+def configure_loop(p: Parser) -> None:
+    agent_option(p)
+    runner_option(p)
+    account_option(p)
+    lease_option(p)
+    p.add_argument("--wait", action="store_true", help="keep running, waiting for new tasks")
+    p.add_argument("--max-tasks", type=int, dest="max_tasks", help="stop after this many runs")
+    p.set_defaults(command=[])
+    p.usage = (
+        "afk loop --agent A [--account NAME] [--lease S] [--wait] [--max-tasks N] -- CMD [ARG...]"
+    )
+    p.epilog = (
+        "exit 0 when nothing is left, 5 when the account needs a person, 130/143 when stopped"
+    )
 
 
 def cmd_loop(args: argparse.Namespace) -> int:
@@ -719,6 +965,11 @@ def _detach() -> bool:
     return False
 
 
+def configure_doctor(p: Parser) -> None:
+    p.add_argument("--json", action="store_true", help="the checks as a JSON list")
+    p.add_argument("--project", help="the project folder to look in (default: here)")
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     from . import doctor
     from .config import load_all
@@ -743,6 +994,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return EXIT_OK if all(c.ok for c in checks) else EXIT_ERROR
 
 
+def configure_resume_brief(p: Parser) -> None:
+    p.add_argument("id", nargs="?", help="task id (env AFK_TASK_ID)")
+
+
 def cmd_resume_brief(args: argparse.Namespace) -> int:
     from .agent import resume_brief
 
@@ -752,6 +1007,26 @@ def cmd_resume_brief(args: argparse.Namespace) -> int:
     with open_queue(args) as q:
         sys.stdout.write(resume_brief(q, task_id))
     return EXIT_OK
+
+
+def configure_digest(p: Parser) -> None:
+    p.add_argument(
+        "action",
+        nargs="?",
+        choices=["send", "status"],
+        help="send: deliver the due digest now; status: recent deliveries",
+    )
+    p.add_argument("--dry-run", action="store_true", help="print what would be sent now")
+    p.add_argument(
+        "--format",
+        choices=["slack", "html", "text", "webhook"],
+        help="of the printed digest (default text)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="with send: send even if this period's digest was delivered",
+    )
 
 
 def cmd_digest(args: argparse.Namespace) -> int:
@@ -814,7 +1089,8 @@ def package_version() -> str:
         return "unknown"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def common_options() -> Parser:
+    """--dsn and --config, which every command takes."""
     common = Parser(add_help=False)
     common.add_argument(
         "--dsn",
@@ -825,6 +1101,160 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--config", default=argparse.SUPPRESS, help="TOML file of settings (env AFK_CONFIG)"
     )
+    return common
+
+
+#: every command: its function, its one-line help, and what adds its own
+#: arguments (``configure_<command>``, beside the command)
+COMMANDS: dict[
+    str,
+    tuple[Callable[[argparse.Namespace], int], str, Callable[[Parser], None] | None],
+] = {
+    "migrate": (
+        cmd_migrate,
+        "create or upgrade the schema (safe to repeat)",
+        None,
+    ),
+    "enqueue": (
+        cmd_enqueue,
+        "add tasks to an agent's backlog",
+        configure_enqueue,
+    ),
+    "claim": (
+        cmd_claim,
+        "take the agent's next task (exit 3 if none, with next_at; exit 5 if the "
+        "account is parked)",
+        configure_claim,
+    ),
+    "loop": (
+        cmd_loop,
+        "drain the agent's backlog: run CMD ARG... PROMPT per task, reading "
+        "usage limits, outages and logins from what it says",
+        configure_loop,
+    ),
+    "limit": (
+        cmd_limit,
+        "parked accounts: list them, park one by hand, or clear one",
+        configure_limit,
+    ),
+    "checkpoint": (
+        cmd_checkpoint,
+        "merge a JSON object into the checkpoint",
+        configure_checkpoint,
+    ),
+    "heartbeat": (
+        cmd_heartbeat,
+        "refresh the lease",
+        configure_heartbeat,
+    ),
+    "done": (
+        cmd_done,
+        "finish the task",
+        configure_done,
+    ),
+    "fail": (
+        cmd_fail,
+        "report a failure (retried after a backoff)",
+        configure_fail,
+    ),
+    "pause": (
+        cmd_pause,
+        "pause running tasks (a clean stop spends no attempt)",
+        configure_pause,
+    ),
+    "status": (
+        cmd_status,
+        "task counts per state",
+        configure_status,
+    ),
+    "show": (
+        cmd_show,
+        "one task with its history",
+        configure_show,
+    ),
+    "dead": (
+        cmd_dead,
+        "failed tasks",
+        configure_dead,
+    ),
+    "retry": (
+        cmd_retry,
+        "put failed tasks back to todo",
+        configure_retry,
+    ),
+    "ask": (
+        cmd_ask,
+        "inside the agent: ask a person; the task waits for the answer",
+        configure_ask,
+    ),
+    "answer": (
+        cmd_answer,
+        "answer a task's question: it goes back to todo",
+        configure_answer,
+    ),
+    "questions": (
+        cmd_questions,
+        "the open questions of the agents",
+        configure_questions,
+    ),
+    "reclaim": (
+        cmd_reclaim,
+        "reclaim expired leases once",
+        None,
+    ),
+    "db": (
+        cmd_db,
+        "the embedded PostgreSQL server",
+        configure_db,
+    ),
+    "demo": (
+        cmd_demo,
+        "a crash and a resume on a small backlog, end to end",
+        None,
+    ),
+    "once": (
+        cmd_once,
+        "run a command as a side effect of the task, at most once: "
+        "later runs replay its recorded stdout and exit status",
+        configure_once,
+    ),
+    "hooks": (
+        cmd_hooks,
+        "print (or install) agent hook settings",
+        configure_hooks,
+    ),
+    "hook": (
+        cmd_hook,
+        "run as an agent hook: reads one hook payload on stdin and "
+        "acts on its hook_event_name; always exits 0",
+        configure_hook,
+    ),
+    "doctor": (
+        cmd_doctor,
+        "check the setup: the database, the watchdog service, the clock, the settings, "
+        "and the agents' hook settings (exit 1 with a line per problem)",
+        configure_doctor,
+    ),
+    "resume-brief": (
+        cmd_resume_brief,
+        "a Markdown note for the next session",
+        configure_resume_brief,
+    ),
+    "digest": (
+        cmd_digest,
+        "the morning digest: print it, send it, or show deliveries",
+        configure_digest,
+    ),
+    "watchdog": (
+        cmd_watchdog,
+        "the watchdog service",
+        configure_watchdog,
+    ),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = common_options()
     parser = Parser(
         prog="afk",
         description="A durable task queue on PostgreSQL for unattended coding agents.",
@@ -837,263 +1267,11 @@ def build_parser() -> argparse.ArgumentParser:
         dest="command", required=True, metavar="COMMAND", parser_class=Parser
     )
     parser.commands = sub.choices  # type: ignore[attr-defined]
-
-    def add(name: str, func: Callable[[argparse.Namespace], int], help: str) -> Any:
+    for name, (func, help, configure) in COMMANDS.items():
         p = sub.add_parser(name, parents=[common], help=help, description=help)
         p.set_defaults(func=func)
-        return p
-
-    def agent_opt(p: Any, help: str = "agent id (env AFK_AGENT_ID)") -> None:
-        p.add_argument("--agent", help=help)
-
-    def runner_opt(p: Any) -> None:
-        p.add_argument(
-            "--runner",
-            help="runner id (env AFK_RUNNER_ID): names one concurrent "
-            "worker, since a claim first resumes that runner's own in-flight task. "
-            "Two workers must never share one. Default: host:pid of this command",
-        )
-
-    def account_opt(p: Any) -> None:
-        p.add_argument(
-            "--account",
-            help="the account a usage limit applies to (env AFK_ACCOUNT; default: default)",
-        )
-
-    def fenced(name: str, func: Callable[[argparse.Namespace], int], help: str) -> Any:
-        p = add(name, func, help)
-        p.add_argument("id", nargs="?", help="task id (env AFK_TASK_ID)")
-        p.add_argument(
-            "--token", type=int, help="the lease token of the claim (env AFK_TASK_TOKEN)"
-        )
-        return p
-
-    add("migrate", cmd_migrate, "create or upgrade the schema (safe to repeat)")
-
-    p = add("enqueue", cmd_enqueue, "add tasks to an agent's backlog")
-    agent_opt(p)
-    p.add_argument("--title", help="what the task is, as the agent will read it")
-    p.add_argument("--spec", help="JSON object, or @FILE")
-    p.add_argument("--key", help="idempotency key: enqueueing it again is a no-op")
-    p.add_argument(
-        "--max-attempts",
-        type=int,
-        dest="max_attempts",
-        help="attempts before the task is failed for good (env AFK_MAX_ATTEMPTS)",
-    )
-    p.add_argument(
-        "--budget-usd",
-        type=float,
-        dest="budget_usd",
-        help="what the task's runs may cost together, US dollars; reached, it waits for a person",
-    )
-    p.add_argument(
-        "--file",
-        help='JSON Lines, each {"title", "spec", "key", "max_attempts", "budget_usd"}; - for stdin',
-    )
-
-    p = add(
-        "claim",
-        cmd_claim,
-        "take the agent's next task (exit 3 if none, with next_at; exit 5 if the "
-        "account is parked)",
-    )
-    agent_opt(p)
-    runner_opt(p)
-    p.add_argument("--lease", type=float, help="lease length in seconds (env AFK_LEASE_SECONDS)")
-    account_opt(p)
-
-    p = add(
-        "loop",
-        cmd_loop,
-        "drain the agent's backlog: run CMD ARG... PROMPT per task, reading "
-        "usage limits, outages and logins from what it says",
-    )
-    agent_opt(p)
-    runner_opt(p)
-    account_opt(p)
-    p.add_argument("--lease", type=float, help="lease length in seconds (env AFK_LEASE_SECONDS)")
-    p.add_argument("--wait", action="store_true", help="keep running, waiting for new tasks")
-    p.add_argument("--max-tasks", type=int, dest="max_tasks", help="stop after this many runs")
-    p.set_defaults(command=[])
-    p.usage = (
-        "afk loop --agent A [--account NAME] [--lease S] [--wait] [--max-tasks N] -- CMD [ARG...]"
-    )
-    p.epilog = (
-        "exit 0 when nothing is left, 5 when the account needs a person, 130/143 when stopped"
-    )
-
-    p = add("limit", cmd_limit, "parked accounts: list them, park one by hand, or clear one")
-    p.add_argument("--account", help="the account (an agent login, an API key)")
-    p.add_argument("--until", help="park until this ISO 8601 time")
-    p.add_argument("--reason", help="why, with --until")
-    p.add_argument("--clear", action="store_true", help="unpark the account")
-
-    p = fenced("checkpoint", cmd_checkpoint, "merge a JSON object into the checkpoint")
-    p.add_argument("--patch", required=True, help="JSON object, or @FILE")
-    fenced("heartbeat", cmd_heartbeat, "refresh the lease")
-    next_help = (
-        "and, in the same statement, claim the same runner's next task of the agent "
-        "and print it (exit 3 if there is none)"
-    )
-    p = fenced("done", cmd_done, "finish the task")
-    p.add_argument("--result", help="JSON, or @FILE")
-    p.add_argument("--next", action="store_true", help=next_help)
-    p = fenced("fail", cmd_fail, "report a failure (retried after a backoff)")
-    p.add_argument("--error", required=True, help="what went wrong, as the digest will show it")
-    p.add_argument("--next", action="store_true", help=next_help)
-
-    p = add("pause", cmd_pause, "pause running tasks (a clean stop spends no attempt)")
-    agent_opt(p)
-    runner_opt(p)
-    p.add_argument(
-        "id",
-        nargs="?",
-        help="pause only this task (needs --token; with no "
-        "id, --agent or --runner: AFK_TASK_ID and AFK_TASK_TOKEN)",
-    )
-    p.add_argument("--token", type=int, help="the lease token of the claim (env AFK_TASK_TOKEN)")
-
-    p = add("status", cmd_status, "task counts per state")
-    agent_opt(p)
-    p = add("show", cmd_show, "one task with its history")
-    p.add_argument("id")
-    p = add("dead", cmd_dead, "failed tasks")
-    agent_opt(p)
-    p.add_argument("--since", help="e.g. 1h, 30m, 7d")
-    p = add("retry", cmd_retry, "put failed tasks back to todo")
-    p.add_argument("ids", nargs="+", metavar="ID")
-    p.add_argument(
-        "--budget-usd",
-        type=float,
-        dest="budget_usd",
-        help="a new budget: also puts back tasks held because they reached theirs",
-    )
-
-    p = add("ask", cmd_ask, "inside the agent: ask a person; the task waits for the answer")
-    p.add_argument("question", help="the question, as a person will read it")
-    p.add_argument("id", nargs="?", help="task id (env AFK_TASK_ID)")
-    p.add_argument("--token", type=int, help="the lease token of the claim (env AFK_TASK_TOKEN)")
-    p = add("answer", cmd_answer, "answer a task's question: it goes back to todo")
-    p.add_argument("id", help="the task id")
-    p.add_argument("answer", help="the answer, as the agent will read it")
-    p = add("questions", cmd_questions, "the open questions of the agents")
-    agent_opt(p)
-    add("reclaim", cmd_reclaim, "reclaim expired leases once")
-
-    p = add("db", cmd_db, "the embedded PostgreSQL server")
-    p.add_argument("action", choices=["status", "start", "stop"])
-
-    add("demo", cmd_demo, "a crash and a resume on a small backlog, end to end")
-
-    p = fenced(
-        "once",
-        cmd_once,
-        "run a command as a side effect of the task, at most once: "
-        "later runs replay its recorded stdout and exit status",
-    )
-    p.add_argument("--name", required=True, help="the effect's name, unique within the task")
-    p.set_defaults(command=[])
-    p.usage = "afk once [ID] [--token T] --name NAME -- COMMAND [ARG...]"
-
-    p = add("hooks", cmd_hooks, "print (or install) agent hook settings")
-    p.add_argument("agent_kind", choices=HARNESSES, help="the agent")
-    p.add_argument(
-        "--install",
-        metavar="PATH",
-        help="merge into this settings file (e.g. .claude/settings.json, .codex/hooks.json, "
-        ".gemini/settings.json, .cursor/hooks.json, .github/hooks/afk.json)",
-    )
-    p.add_argument(
-        "--gate",
-        action="store_true",
-        help="Stop blocks (a few times at most) a "
-        "session that still holds a task it claimed itself",
-    )
-    p = add(
-        "hook",
-        cmd_hook,
-        "run as an agent hook: reads one hook payload on stdin and "
-        "acts on its hook_event_name; always exits 0",
-    )
-    p.add_argument(
-        "event", nargs="?", choices=["stop"], help="accepted for settings written by older versions"
-    )
-    p.add_argument("--gate", action="store_true", help="the Stop completion gate")
-    p.add_argument(
-        "--harness",
-        choices=HARNESSES,
-        default="claude",
-        help="whose payloads (claude: Claude Code and Codex CLI; gemini: Gemini CLI; "
-        "cursor: Cursor; copilot: GitHub Copilot CLI)",
-    )
-    p = add(
-        "doctor",
-        cmd_doctor,
-        "check the setup: the database, the watchdog service, the clock, the settings, "
-        "and the agents' hook settings (exit 1 with a line per problem)",
-    )
-    p.add_argument("--json", action="store_true", help="the checks as a JSON list")
-    p.add_argument("--project", help="the project folder to look in (default: here)")
-    p = add("resume-brief", cmd_resume_brief, "a Markdown note for the next session")
-    p.add_argument("id", nargs="?", help="task id (env AFK_TASK_ID)")
-
-    from .config import DigestSettings, LoopSettings, QueueSettings, ServiceSettings, describe
-
-    lines = ["settings (env var, default):"]
-    for cls in (ServiceSettings, QueueSettings, LoopSettings, DigestSettings):
-        for env, default, text in describe(cls):
-            lines.append(f"  {env:<28} {default!s:<16} {text}")
-    lines += [
-        "  AFK_CONFIG                   -                a TOML file of the same settings "
-        "(lower-case names; env vars win)",
-        "  AFK_DSN                      embedded         PostgreSQL connection string",
-        "  AFK_LOG_LEVEL                INFO/WARNING     log level (the service: INFO; "
-        "other commands: WARNING)",
-    ]
-    p = add("digest", cmd_digest, "the morning digest: print it, send it, or show deliveries")
-    p.add_argument(
-        "action",
-        nargs="?",
-        choices=["send", "status"],
-        help="send: deliver the due digest now; status: recent deliveries",
-    )
-    p.add_argument("--dry-run", action="store_true", help="print what would be sent now")
-    p.add_argument(
-        "--format",
-        choices=["slack", "html", "text", "webhook"],
-        help="of the printed digest (default text)",
-    )
-    p.add_argument(
-        "--force",
-        action="store_true",
-        help="with send: send even if this period's digest was delivered",
-    )
-
-    p = sub.add_parser(
-        "watchdog",
-        parents=[common],
-        help="the watchdog service",
-        description="The watchdog service: reclaim, gauges, poison pills, "
-        "prune, and Prometheus metrics.",
-        epilog="\n".join(lines),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.set_defaults(func=cmd_watchdog)
-    wsub = p.add_subparsers(dest="action", required=True, parser_class=Parser)
-    wsub.add_parser(
-        "run",
-        parents=[common],
-        help="run the service (until SIGTERM)",
-        epilog="\n".join(lines),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    tick = wsub.add_parser(
-        "tick", parents=[common], help="run one job once and exit (non-zero if it failed)"
-    )
-    from .jobs import JOBS
-
-    tick.add_argument("job", choices=[job.name for job in JOBS if job.tick])
+        if configure is not None:
+            configure(p)
     return parser
 
 
