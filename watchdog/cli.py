@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from .config import is_utf8, parse_duration
 from .errors import AfkError, BadInput
-from .harnesses import HARNESSES
+from .harnesses import HARNESSES, SETTINGS
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_EMPTY, EXIT_LEASE_LOST, EXIT_PARKED = 0, 1, 2, 3, 4, 5
 MAX_SINCE = 100 * 365 * 86400
@@ -682,7 +682,7 @@ def cmd_once(args: argparse.Namespace) -> int:
 
 
 def configure_hooks(p: Parser) -> None:
-    p.add_argument("agent_kind", choices=HARNESSES, help="the agent")
+    p.add_argument("agent_kind", choices=list(SETTINGS), help="the agent")
     p.add_argument(
         "--install",
         metavar="PATH",
@@ -704,14 +704,7 @@ def cmd_hooks(args: argparse.Namespace) -> int:
 
     found = shutil.which("afk") or str(Path(sys.executable).parent / "afk")
     afk = os.path.abspath(found)
-    build = {
-        "claude": harnesses.claude_settings,
-        "codex": harnesses.codex_settings,
-        "gemini": harnesses.gemini_settings,
-        "cursor": harnesses.cursor_settings,
-        "copilot": harnesses.copilot_settings,
-    }[args.agent_kind]
-    ours = build(afk, args.gate, hook_database_args(args))
+    ours = harnesses.SETTINGS[args.agent_kind](afk, args.gate, hook_database_args(args))
     if args.install is None:
         emit(ours)
         return EXIT_OK

@@ -48,21 +48,24 @@ def explain_fence(
         )
     if token <= 0 or token > current:
         raise BadInput(f"token {token} was never issued for task {task_id}")
-    if token < current:
-        raise LeaseLost(
-            f"lease lost: task {task_id} was claimed again since "
-            f"(token {current} replaced {token}); nothing was changed"
-        )
-    if state in FINISHED:
-        raise LeaseLost(
-            f"lease lost: task {task_id} is {state}, no longer running; nothing was changed"
-        )
-    if state == "running" and not expired_ok:
+    if state == "running" and token == current and not expired_ok:
         raise LeaseLost(
             f"lease lost: the lease of task {task_id} has run out; heartbeat or "
             "checkpoint more often, or claim with a longer lease"
         )
     raise LeaseLost(
-        f"lease lost: task {task_id} is {state} (expired and reclaimed, "
-        "or paused); nothing was changed"
+        f"lease lost: task {task_id} {lost_clause(state, current, token)}; nothing was changed"
     )
+
+
+def lost_clause(state: str, current: int, token: int) -> str:
+    """Why a task is no longer held under ``token`` (``current`` is its
+    token now), as a clause after its name: the one wording of the fence,
+    for the API's errors and for the hooks' deny."""
+    if current != token:
+        return f"was claimed again since (token {current} replaced {token})"
+    if state in FINISHED:
+        return f"is {state}, no longer running"
+    if state == "running":
+        return "has run out of its lease"
+    return f"is {state} (its lease ran out and it was reclaimed, or it was paused)"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -186,6 +187,17 @@ def codex_settings(afk: str, gate: bool = False, extra: tuple[str, ...] = ()) ->
     (https://developers.openai.com/codex/hooks; SessionEnd since 0.145)."""
     ours = claude_settings(afk, gate, extra)["hooks"]
     return {"hooks": {e.name: ours[e.name] for e in EVENT_TABLE if e.codex and e.name in ours}}
+
+
+#: each agent's hook settings, by the name `afk hooks` takes (Codex CLI reads
+#: Claude Code's payloads, so it has settings of its own but no --harness)
+SETTINGS: dict[str, Callable[[str, bool, tuple[str, ...]], dict[str, Any]]] = {
+    "claude": claude_settings,
+    "codex": codex_settings,
+    "gemini": gemini_settings,
+    "cursor": cursor_settings,
+    "copilot": copilot_settings,
+}
 
 
 def is_ours(command: Any) -> bool:

@@ -310,13 +310,12 @@ class Look:
         return self.state in FINISHED and self.current_token == self.token
 
     def why_lost(self) -> str:
-        if self.current_token != self.token:
-            return f"it was claimed again since (token {self.current_token} replaced {self.token})"
-        if self.state == "running":
-            return "its lease ran out: your supervisor is gone, and it will be reclaimed"
-        if self.state in FINISHED:
-            return f"it is {self.state}"
-        return f"it is {self.state} (its lease ran out and it was reclaimed, or it was paused)"
+        from .fence import lost_clause
+
+        clause = f"it {lost_clause(self.state, self.current_token, self.token)}"
+        if self.state == "running" and self.current_token == self.token:
+            return f"{clause}: your supervisor is gone, and it will be reclaimed"
+        return clause
 
 
 class Hook:
