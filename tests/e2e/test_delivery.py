@@ -14,7 +14,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from helpers import require_tool
+from helpers import poll, require_tool
 from helpers.browser import Browser
 from helpers.service import free_port
 
@@ -70,11 +70,12 @@ def test_slack_503_several_times_then_200_delivers_one_message(queue, sql, recei
     receiver.script = [(503, {}), (503, {}), (502, {}), (200, {})]
     settings = due_now(sql, slack_url=receiver.url("/services/T000/B000/XXXX"))
     states = []
-    deadline = time.monotonic() + 30
-    while not receiver.received:
-        assert time.monotonic() < deadline
-        states += [o.state for o in run_once(queue.db, settings)]
-        time.sleep(0.05)
+
+    def attempt() -> bool:
+        states.extend(o.state for o in run_once(queue.db, settings))
+        return bool(receiver.received)
+
+    poll(attempt, timeout=30)
     time.sleep(0.3)
     states += [o.state for o in run_once(queue.db, settings)]
     assert states == ["pending", "pending", "pending", "delivered"]

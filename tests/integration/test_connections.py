@@ -9,6 +9,7 @@ import time
 import psycopg
 import psycopg.conninfo
 import pytest
+from helpers import poll
 
 from watchdog import NewTask, Queue
 from watchdog.db import Database
@@ -26,7 +27,7 @@ def kill_others(dsn: str) -> int:
         return int(row[0]) if row else 0
 
 
-def test_work_keeps_flowing_while_every_backend_is_killed_twice_a_second(dsn, sql):
+def test_work_keeps_flowing_after_every_kill_of_every_backend(dsn, sql):
     q = Queue.connect(dsn, pool_size=4)
     q.enqueue("a", [NewTask(f"t{i}") for i in range(20_000)])
     finished: list[float] = []
@@ -50,21 +51,24 @@ def test_work_keeps_flowing_while_every_backend_is_killed_twice_a_second(dsn, sq
     workers = [threading.Thread(target=work, args=(n,)) for n in range(3)]
     for w in workers:
         w.start()
-    started = time.monotonic()
-    killed = 0
-    while time.monotonic() - started < 8:
-        killed += kill_others(dsn)
-        time.sleep(0.5)
-    stop.set()
-    for w in workers:
-        w.join(30)
-    q.close()
+    killed, rounds = 0, 0
+    try:
+        # kill every backend, then wait for work to finish again; until the
+        # kills have landed sixteen times (no wall-clock buckets: a loaded
+        # machine may take longer, never fail it)
+        while killed < 16:
+            rounds += 1
+            assert rounds <= 200, f"the kills landed {killed} times in {rounds} rounds"
+            killed += kill_others(dsn)
+            before = len(finished)
+            poll(lambda before=before: len(finished) > before or errors, timeout=60)
+            assert not errors, errors
+    finally:
+        stop.set()
+        for w in workers:
+            w.join(30)
+        q.close()
     assert not errors, errors
-    assert killed >= 16  # the kills really landed, again and again
-    # every second of the kill loop saw work finish
-    for second in range(8):
-        lo, hi = started + second, started + second + 1
-        assert any(lo <= t < hi for t in finished), (second, len(finished))
     # nothing is left half-claimed, and each finish is a done row
     assert sql.one("SELECT count(*) FROM afk_task WHERE state = 'running'") == 0
     assert sql.one("SELECT count(*) FROM afk_task WHERE state = 'done'") == len(finished)
