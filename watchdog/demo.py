@@ -106,7 +106,7 @@ def run(dsn: str) -> int:
         return 0 if status["done"] == len(BACKLOG) else 1
     finally:
         # the demo's tasks are not the user's: leave the queue as it was
-        db.execute("forget_agent", {"agent_id": agent})
+        queue.forget_agent(agent)
         say(f"   (the demo's tasks, agent {agent}, were deleted again)")
         queue.close()
 

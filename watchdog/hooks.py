@@ -382,18 +382,13 @@ class Hook:
             task_id, token = uuid.UUID(self.cache.data["task"]), int(self.cache.data["token"])
         else:
             task_id, token = None, None
-        row = self.db.one(
-            "hook_touch",
-            {
-                "id": task_id,
-                "token": token,
-                "runner": self.ctx.session,
-                "renew": self.ctx.supervised is None if renew is None else renew,
-                "files": files or [],
-                "max_files": MAX_FILES,
-                "max_bytes": self.settings.max_json_bytes,
-                "lease_seconds": self.settings.lease_seconds,
-            },
+        row = self.q.touch_session(
+            task_id,
+            token,
+            self.ctx.session,
+            renew=self.ctx.supervised is None if renew is None else renew,
+            files=files or [],
+            max_files=MAX_FILES,
         )
         if row is None:
             if self.ctx.supervised is not None:

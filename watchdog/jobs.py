@@ -154,8 +154,7 @@ def prune(queue: Queue, *, retention: float, batch: int = 1000) -> PruneResult:
     ``batch`` rows per statement, until none are left."""
     deleted = statements = 0
     while True:
-        row = queue.db.one("prune", {"retention": retention, "batch": batch})
-        n = int(row["n"]) if row else 0
+        n = queue.prune_done(retention, batch)
         statements += 1
         deleted += n
         if n < batch:

@@ -801,6 +801,35 @@ class Queue:
         """The effects recorded (or started) for a task."""
         return self.ledger.recorded(task_ref(task, 0)[0])
 
+    def touch_session(
+        self,
+        task_id: uuid.UUID | None,
+        token: int | None,
+        runner: str,
+        *,
+        renew: bool,
+        files: list[str],
+        max_files: int,
+    ) -> Row | None:
+        """An agent hook's look at its session's task, in one round trip: the
+        task given (a supervisor's claim) or the one ``runner`` holds, its
+        lease refreshed when ``renew`` and ``files`` added to
+        ``checkpoint.files_touched`` (fenced by the token), and the row as it
+        is now (``cur_state``, ``cur_token``, ``lease_left``)."""
+        return self.db.one(
+            "hook_touch",
+            {
+                "id": task_id,
+                "token": token,
+                "runner": runner,
+                "renew": renew,
+                "files": files,
+                "max_files": max_files,
+                "max_bytes": self.settings.max_json_bytes,
+                "lease_seconds": self.settings.lease_seconds,
+            },
+        )
+
     # -- operators --------------------------------------------------------
 
     def retry(self, task_ids: Iterable[TaskRef], *, who: str | None = None) -> list[uuid.UUID]:
@@ -822,6 +851,17 @@ class Queue:
                 f"only failed tasks can be retried: {', '.join(not_failed)}; nothing was retried"
             )
         return list(dict.fromkeys(ids))
+
+    def prune_done(self, retention: float, batch: int) -> int:
+        """Delete up to ``batch`` done tasks (and their history) older than
+        ``retention`` seconds; how many went."""
+        row = self.db.one("prune", {"retention": retention, "batch": batch})
+        return int(row["n"]) if row else 0
+
+    def forget_agent(self, agent_id: str) -> None:
+        """Delete an agent's whole backlog and its ordinal counter (what
+        `afk demo` leaves behind)."""
+        self.db.execute("forget_agent", {"agent_id": check_id("agent id", agent_id)})
 
     def reclaim(self, *, batch: int | None = None) -> ReclaimResult:
         """Expired leases: running -> paused (or failed once attempts are spent).

@@ -55,17 +55,3 @@ SELECT * FROM afk_task
  WHERE state = 'failed' AND updated_at >= now() - make_interval(secs => %(window)s)
  ORDER BY updated_at, id
  LIMIT %(limit)s;
-
--- name: prune :one retry
--- Done rows older than the retention, a batch at a time; their history goes
--- with them (ON DELETE CASCADE).
-WITH old AS (
-    SELECT id FROM afk_task
-     WHERE state = 'done' AND updated_at < now() - make_interval(secs => %(retention)s)
-     ORDER BY updated_at
-     LIMIT %(batch)s
-       FOR UPDATE SKIP LOCKED
-), gone AS (
-    DELETE FROM afk_task t USING old WHERE t.id = old.id RETURNING 1
-)
-SELECT count(*) AS n FROM gone;
