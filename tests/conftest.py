@@ -11,11 +11,9 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
-import subprocess
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import psycopg
 import pytest
@@ -62,8 +60,8 @@ def _is_tmpfs(path: Path) -> bool:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Each test is marked with its folder's tier, so that ``-m unit`` runs
-    tests/unit and nothing else. What a tier may do is guarded (below), not
-    guessed from the fixtures a test asks for."""
+    tests/unit and nothing else. What a tier may do is guarded by its own
+    folder's conftest.py, not guessed from the fixtures a test asks for."""
     for item in items:
         tier = Path(str(item.fspath)).parent.name
         if tier not in TIERS:
@@ -71,33 +69,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 f"{item.nodeid}: a test lives in tests/unit, integration or e2e"
             )
         item.add_marker(getattr(pytest.mark, tier))
-
-
-@pytest.fixture(autouse=True)
-def tier_guard(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A unit test starts no process, opens no socket and no database
-    connection; an integration test starts no process (its database server
-    is the session's, started before it). A test that does fails, naming
-    what it did: it belongs a tier up."""
-    tier = Path(str(request.node.fspath)).parent.name
-    if tier == "e2e":
-        return
-
-    def refuse(what: str) -> Callable[..., Any]:
-        def refused(*_: Any, **__: Any) -> Any:
-            pytest.fail(f"this {tier} test {what}: move it to a tier that may", pytrace=False)
-
-        return refused
-
-    monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse("started a process"))
-    monkeypatch.setattr(os, "fork", refuse("forked"))
-    if tier == "unit":
-        import socket
-
-        monkeypatch.setattr(socket.socket, "connect", refuse("opened a connection"))
-        monkeypatch.setattr(socket.socket, "bind", refuse("listened on a socket"))
-        monkeypatch.setattr(psycopg.Connection, "connect", refuse("connected to a database"))
-        monkeypatch.setattr(psycopg, "connect", refuse("connected to a database"))
 
 
 def with_db(dsn: str, dbname: str) -> str:

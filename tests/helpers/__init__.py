@@ -168,3 +168,24 @@ def require_cli(name: str, version: str, found: Path | None, module: str) -> str
             pytest.fail(f"{name} {version} is missing in CI: .ci/run must fetch it")
         pytest.skip(f"{name} {version} is not fetched: python3 tests/helpers/{module}.py install")
     return str(found)
+
+
+def forbid(monkeypatch: pytest.MonkeyPatch, tier: str, *, sockets: bool) -> None:
+    """Make a test of ``tier`` fail when it starts a process (and, with
+    ``sockets``, when it opens a socket or connects to a database), naming
+    what it did: such a test belongs a tier up."""
+    import socket
+
+    def refuse(what: str) -> Callable[..., Any]:
+        def refused(*_: Any, **__: Any) -> Any:
+            pytest.fail(f"this {tier} test {what}: move it to a tier that may", pytrace=False)
+
+        return refused
+
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse("started a process"))
+    monkeypatch.setattr(os, "fork", refuse("forked"))
+    if sockets:
+        monkeypatch.setattr(socket.socket, "connect", refuse("opened a connection"))
+        monkeypatch.setattr(socket.socket, "bind", refuse("listened on a socket"))
+        monkeypatch.setattr(psycopg.Connection, "connect", refuse("connected to a database"))
+        monkeypatch.setattr(psycopg, "connect", refuse("connected to a database"))
