@@ -144,8 +144,12 @@ def answering_hooks(dsn: str, **env: str) -> Service:
     from helpers import poll
 
     service = Service(dsn, **env)
-    poll(lambda: "answering hooks on" in service.log() or service.proc.poll() is not None, 60)
-    assert "answering hooks on" in service.log(), service.log()
+    try:
+        poll(lambda: "answering hooks on" in service.log() or service.proc.poll() is not None, 60)
+        assert "answering hooks on" in service.log(), service.log()
+    except BaseException:
+        service.cleanup()  # a service that never listened is not left running
+        raise
     return service
 
 
