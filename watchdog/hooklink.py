@@ -130,6 +130,21 @@ def read_stdin(wait: float = STDIN_WAIT) -> bytes:
     return b"".join(chunks)
 
 
+def unattended(payload: bytes) -> bool:
+    """A StopFailure: its agent reads no answer and kills the hook about 1.5 s
+    after starting it (Claude Code 2.1.332, ``-p``), so it does not wait on a
+    service that may be slow; the command line parks the account from a
+    process of its own. (The bytes are looked at first: a tool call's
+    payload is not parsed twice on the hot path.)"""
+    if b"StopFailure" not in payload:
+        return False
+    try:
+        said = json.loads(payload)
+    except ValueError:
+        return False
+    return isinstance(said, dict) and said.get("hook_event_name") == "StopFailure"
+
+
 def ask(argv: list[str], payload: bytes, env: Mapping[str, str]) -> dict[str, str] | None:
     """The service's answer to one hook run: ``{"stdout": ..., "stderr": ...}``;
     None when there is no service to ask, it is not to be trusted, it hands

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -117,23 +118,36 @@ def test_a_successful_run_is_done_with_its_session_and_cost(afk, claude, api, tm
     assert "say hello" in asked and "# Resume: say hello" in asked
 
 
-def test_the_stop_failure_hook_parks_the_sessions_account(afk, sql, claude, api, tmp_path):
+@pytest.mark.parametrize("service", ["none", "wedged"])
+def test_the_stop_failure_hook_parks_the_sessions_account(afk, sql, claude, api, tmp_path, service):
+    """Also with a watchdog service that takes the hook's request and never
+    answers: the client kills the hook 1.5 s after it starts, so a StopFailure
+    must not wait on the service (it parks from a process of its own)."""
     project = tmp_path / "project"
     project.mkdir()
     installed = afk("hooks", "claude", "--install", str(project / ".claude/settings.json"))
     assert installed.returncode == 0, installed.stderr
     api.script = [429]
-    env = {**client_env(afk, tmp_path, api.url), "AFK_ACCOUNT": "team-7"}
-    env["PATH"] = str(Path(Afk.command()[0]).parent) + os.pathsep + env["PATH"]
-    proc = subprocess.run(
-        [claude, "-p", "hi"], env=env, cwd=project, capture_output=True, text=True, timeout=120
-    )
-    assert proc.returncode == 1 and "Request rejected (429)" in proc.stdout
-    # (the client ends a StopFailure hook with SIGTERM as it exits: the hook
-    # parks from a process of its own)
-    (parked,) = poll(lambda: sql("SELECT account, kind, reason FROM afk_account_park"))
-    assert (parked["account"], parked["kind"]) == ("team-7", "usage_limit")
-    assert "Request rejected (429)" in parked["reason"]
+    env = {**tool_env(afk, tmp_path, api.url), "AFK_ACCOUNT": "team-7"}
+    wedged = None
+    if service == "wedged":
+        wedged = answering_hooks(afk.env["AFK_DSN"])
+        wedged.signal(signal.SIGSTOP)
+        env["AFK_HOOK_SOCKET"] = wedged.socket
+    try:
+        proc = subprocess.run(
+            [claude, "-p", "hi"], env=env, cwd=project, capture_output=True, text=True, timeout=120
+        )
+        assert proc.returncode == 1 and "Request rejected (429)" in proc.stdout
+        # (the client ends a StopFailure hook with SIGTERM as it exits: the
+        # hook parks from a process of its own, while the service stays wedged)
+        (parked,) = poll(lambda: sql("SELECT account, kind, reason FROM afk_account_park"))
+        assert (parked["account"], parked["kind"]) == ("team-7", "usage_limit")
+        assert "Request rejected (429)" in parked["reason"]
+    finally:
+        if wedged is not None:
+            wedged.signal(signal.SIGCONT)
+            wedged.cleanup()
 
 
 def tool_env(afk: Afk, tmp_path: Path, url: str) -> dict[str, str]:

@@ -110,9 +110,12 @@ class Afk:
         proc.stderr = "".join(
             line for line in lines if not line.startswith("import time:")
         ).encode()
+        from watchdog.hooklink import unattended
+
         ours = (
             full.get("AFK_DSN") == self.env["AFK_DSN"]
             and full.get("AFK_HOOK_SOCKET") == self.socket
+            and not unattended(input)  # (a StopFailure never waits on the service)
         )
         if ours:
             assert "watchdog.cli" not in loaded and "psycopg" not in loaded, (
