@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from helpers import HELPERS, ROOT, poll
-from helpers.service import Service
+from helpers.service import answering_hooks, last_words
 
 from watchdog import NewTask
 
@@ -122,10 +122,16 @@ def harness(dsn: str, tmp_path: Path) -> Harness:
 
 
 @pytest.fixture
-def watchdog_service(dsn: str):
-    service = Service(dsn, AFK_RECLAIM_INTERVAL="0.5", AFK_LEASE_SECONDS=LEASE)
+def watchdog_service(dsn: str, harness: Harness):
+    """The service reclaiming every half second and, as where it is deployed,
+    answering the agents' hooks (which it must have done, at the end)."""
+    service = answering_hooks(
+        dsn, AFK_RECLAIM_INTERVAL="0.5", AFK_LEASE_SECONDS=LEASE, AFK_LOG_LEVEL="DEBUG"
+    )
+    harness.env["AFK_HOOK_SOCKET"] = service.socket
     yield service
-    service.cleanup()
+    log = last_words(service)
+    assert "answered PreToolUse" in log and "answered PostToolUse" in log
 
 
 def finish(proc: subprocess.Popen[str], timeout: float = 90) -> tuple[int, str]:
