@@ -211,9 +211,9 @@ def claude_sessions(
 ) -> str:
     """Sessions of the real client, interleaved: no hooks, hooks through the
     service, hooks with no service."""
-    sys.path.insert(0, str(ROOT / "tests" / "helpers"))  # the real client's pin, its API
-    claude_code = importlib.import_module("claude_code")
-    MessagesAPI = importlib.import_module("messages_api").MessagesAPI
+    sys.path.insert(0, str(ROOT / "tests"))  # the real client's pin, its scripted API
+    claude_code = importlib.import_module("helpers.claude_code")
+    MessagesAPI = importlib.import_module("helpers.messages_api").MessagesAPI
     VERSION = claude_code.VERSION
 
     claude = claude_code.binary()

@@ -10,12 +10,13 @@ import os
 import signal
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import Afk, poll, require_cli
 from helpers.claude_code import VERSION, binary
 from helpers.messages_api import MessagesAPI
-from helpers.service import Service, answering_hooks, free_port, last_words
+from helpers.service import answering_hooks, free_port, hooks_through
 
 
 @pytest.fixture
@@ -123,10 +124,7 @@ def test_the_stop_failure_hook_parks_the_sessions_account(afk, sql, claude, api,
     """Also with a watchdog service that takes the hook's request and never
     answers: the client kills the hook 1.5 s after it starts, so a StopFailure
     must not wait on the service (it parks from a process of its own)."""
-    project = tmp_path / "project"
-    project.mkdir()
-    installed = afk("hooks", "claude", "--install", str(project / ".claude/settings.json"))
-    assert installed.returncode == 0, installed.stderr
+    project = hooked_project(afk, tmp_path)
     api.script = [429]
     env = {**tool_env(afk, tmp_path, api.url), "AFK_ACCOUNT": "team-7"}
     wedged = None
@@ -181,104 +179,90 @@ def test_a_real_session_asks_a_question_through_its_bash_tool(afk, claude, api, 
     assert [r["outcome"] for r in task["runs"]] == ["needs_input"]
 
 
-def hooks_through(through: str, afk: Afk, env: dict[str, str]) -> Service | None:
-    """With ``through`` the service: a real watchdog service answering the
-    session's hooks (logging each at DEBUG), its socket in ``env``."""
-    if through != "the service":
-        return None
-    service = answering_hooks(afk.env["AFK_DSN"], AFK_LOG_LEVEL="DEBUG")
-    env["AFK_HOOK_SOCKET"] = service.socket
-    return service
+def hooked_project(afk: Afk, tmp_path: Path) -> Path:
+    """A project with afk's hooks installed as `afk hooks claude --install` writes them."""
+    project = tmp_path / "project"
+    project.mkdir()
+    installed = afk("hooks", "claude", "--install", str(project / ".claude/settings.json"))
+    assert installed.returncode == 0, installed.stderr
+    return project
 
 
-def answered(service: Service | None, *events: str) -> bool:
-    """Whether the service (if any) answered each of ``events``; it is stopped."""
-    if service is None:
-        return True
-    log = last_words(service)
-    return all(f"answered {event}" in log for event in events)
+def supervised(
+    afk: Afk, tmp_path: Path, url: str, agent: str, title: str, *spec: str
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """A supervisor's claim of a new task, and the client's environment with it."""
+    afk.json("enqueue", "--agent", agent, "--title", title, *spec)
+    task = afk.json("claim", "--agent", agent)
+    env = {
+        **tool_env(afk, tmp_path, url),
+        "AFK_TASK_ID": task["id"],
+        "AFK_TASK_TOKEN": str(task["token"]),
+    }
+    return task, env
 
 
 @pytest.mark.parametrize("through", ["direct", "the service"])
 def test_the_installed_hooks_stop_a_real_zombie_and_record_its_files(
     afk, sql, claude, api, tmp_path, through
 ):
-    project = tmp_path / "project"
-    project.mkdir()
-    installed = afk("hooks", "claude", "--install", str(project / ".claude/settings.json"))
-    assert installed.returncode == 0, installed.stderr
-    afk.json("enqueue", "--agent", "z", "--title", "zombie")
-    task = afk.json("claim", "--agent", "z")
-    env = {
-        **tool_env(afk, tmp_path, api.url),
-        "AFK_TASK_ID": task["id"],
-        "AFK_TASK_TOKEN": str(task["token"]),
-    }
-    service = hooks_through(through, afk, env)
+    project = hooked_project(afk, tmp_path)
+    task, env = supervised(afk, tmp_path, api.url, "z", "zombie")
+    with hooks_through(through, afk.env["AFK_DSN"], env, "PreToolUse", "PostToolUse"):
 
-    def session() -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [claude, "-p", "go", "--allowedTools", "Bash"],
-            env=env,
-            cwd=project,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
-        return done
+        def session() -> subprocess.CompletedProcess[str]:
+            done = subprocess.run(
+                [claude, "-p", "go", "--allowedTools", "Bash"],
+                env=env,
+                cwd=project,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert done.returncode == 0, done.stdout + done.stderr
+            return done
 
-    # held: the Bash call runs
-    api.script = ["bash:touch held.txt", "text:done"]
-    session()
-    assert (project / "held.txt").exists()
-    # reclaimed: the next session's Bash call is denied by the installed PreToolUse hook
-    sql.expire(task["id"])
-    afk("reclaim")
-    api.script = ["bash:touch zombie.txt", "text:stopped"]
-    api.requests.clear()
-    session()
-    assert not (project / "zombie.txt").exists()
-    asked = json.dumps([json.loads(r["body"]) for r in api.requests])
-    assert "is no longer yours" in asked  # the deny reason reached the model
-    assert answered(service, "PreToolUse", "PostToolUse")
+        # held: the Bash call runs
+        api.script = ["bash:touch held.txt", "text:done"]
+        session()
+        assert (project / "held.txt").exists()
+        # reclaimed: the next session's Bash call is denied by the installed PreToolUse hook
+        sql.expire(task["id"])
+        afk("reclaim")
+        api.script = ["bash:touch zombie.txt", "text:stopped"]
+        api.requests.clear()
+        session()
+        assert not (project / "zombie.txt").exists()
+        asked = json.dumps([json.loads(r["body"]) for r in api.requests])
+        assert "is no longer yours" in asked  # the deny reason reached the model
 
 
 @pytest.mark.parametrize("through", ["direct", "the service"])
 def test_a_real_sessions_hooks_inject_the_brief_and_record_its_writes(
     afk, claude, api, tmp_path, through
 ):
-    project = tmp_path / "project"
-    project.mkdir()
-    assert (
-        afk("hooks", "claude", "--install", str(project / ".claude/settings.json")).returncode == 0
+    project = hooked_project(afk, tmp_path)
+    task, env = supervised(
+        afk, tmp_path, api.url, "w", "write the notes", "--spec", '{"repo": "acme"}'
     )
-    afk.json("enqueue", "--agent", "w", "--title", "write the notes", "--spec", '{"repo": "acme"}')
-    task = afk.json("claim", "--agent", "w")
-    env = {
-        **tool_env(afk, tmp_path, api.url),
-        "AFK_TASK_ID": task["id"],
-        "AFK_TASK_TOKEN": str(task["token"]),
-    }
-    service = hooks_through(through, afk, env)
-    target = project / "NOTES.md"
-    write = {"file_path": str(target), "content": "# notes\n"}
-    api.script = [f"tool:Write:{json.dumps(write)}", "text:written"]
-    proc = subprocess.run(
-        [claude, "-p", "go", "--allowedTools", "Write"],
-        env=env,
-        cwd=project,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert target.read_text() == "# notes\n"
-    # PostToolUse recorded the file; SessionStart gave the model the brief
-    assert afk.json("show", task["id"])["checkpoint"]["files_touched"] == [str(target)]
-    asked = json.dumps([json.loads(r["body"]) for r in api.requests])
-    assert "# Resume: write the notes" in asked and "acme" in asked
-    assert answered(service, "SessionStart", "PostToolUse")
+    with hooks_through(through, afk.env["AFK_DSN"], env, "SessionStart", "PostToolUse"):
+        target = project / "NOTES.md"
+        write = {"file_path": str(target), "content": "# notes\n"}
+        api.script = [f"tool:Write:{json.dumps(write)}", "text:written"]
+        proc = subprocess.run(
+            [claude, "-p", "go", "--allowedTools", "Write"],
+            env=env,
+            cwd=project,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert target.read_text() == "# notes\n"
+        # PostToolUse recorded the file; SessionStart gave the model the brief
+        assert afk.json("show", task["id"])["checkpoint"]["files_touched"] == [str(target)]
+        asked = json.dumps([json.loads(r["body"]) for r in api.requests])
+        assert "# Resume: write the notes" in asked and "acme" in asked
 
 
 @pytest.mark.parametrize("through", ["direct", "the service"])
@@ -289,42 +273,34 @@ def test_a_real_compaction_keeps_its_summary_for_the_next_brief(
     SessionStart with source compact, then PostCompact with the summary: the
     brief of that SessionStart comes before the summary, which the checkpoint
     keeps for every brief after it (a resumed session's, another machine's)."""
-    project = tmp_path / "project"
-    project.mkdir()
-    installed = afk("hooks", "claude", "--install", str(project / ".claude/settings.json"))
-    assert installed.returncode == 0, installed.stderr
-    afk.json("enqueue", "--agent", "c", "--title", "port the parser")
-    task = afk.json("claim", "--agent", "c")
-    env = {
-        **tool_env(afk, tmp_path, api.url),
-        "AFK_TASK_ID": task["id"],
-        "AFK_TASK_TOKEN": str(task["token"]),
-    }
-    service = hooks_through(through, afk, env)
+    project = hooked_project(afk, tmp_path)
+    task, env = supervised(afk, tmp_path, api.url, "c", "port the parser")
+    with hooks_through(
+        through, afk.env["AFK_DSN"], env, "PreCompact", "PostCompact", "SessionStart"
+    ):
 
-    def session(*args: str) -> dict:
-        done = subprocess.run(
-            [claude, "-p", *args, "--output-format", "json"],
-            env=env,
-            cwd=project,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
-        return json.loads(done.stdout)
+        def session(*args: str) -> dict:
+            done = subprocess.run(
+                [claude, "-p", *args, "--output-format", "json"],
+                env=env,
+                cwd=project,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert done.returncode == 0, done.stdout + done.stderr
+            return json.loads(done.stdout)
 
-    api.script = ["text:started on the lexer"]
-    session_id = session("start")["session_id"]
-    summary = "Summary: the lexer is ported; next, the parser's error recovery."
-    api.script = [f"text:{summary}"]
-    session("/compact", "--resume", session_id)
-    checkpoint = afk.json("show", task["id"])["checkpoint"]
-    assert checkpoint["compact_summary"] == summary
-    # the next turn of the session carries the brief, and the brief the summary
-    api.script = ["text:carrying on"]
-    api.requests.clear()
-    session("carry on", "--resume", session_id)
-    asked = json.dumps([json.loads(r["body"]) for r in api.requests])
-    assert "**compact_summary**" in asked and "error recovery" in asked
-    assert answered(service, "PreCompact", "PostCompact", "SessionStart")
+        api.script = ["text:started on the lexer"]
+        session_id = session("start")["session_id"]
+        summary = "Summary: the lexer is ported; next, the parser's error recovery."
+        api.script = [f"text:{summary}"]
+        session("/compact", "--resume", session_id)
+        checkpoint = afk.json("show", task["id"])["checkpoint"]
+        assert checkpoint["compact_summary"] == summary
+        # the next turn of the session carries the brief, and the brief the summary
+        api.script = ["text:carrying on"]
+        api.requests.clear()
+        session("carry on", "--resume", session_id)
+        asked = json.dumps([json.loads(r["body"]) for r in api.requests])
+        assert "**compact_summary**" in asked and "error recovery" in asked

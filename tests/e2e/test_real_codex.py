@@ -16,7 +16,7 @@ import pytest
 from helpers import Afk, require_cli
 from helpers.codex_cli import VERSION, binary
 from helpers.responses_api import ResponsesAPI
-from helpers.service import answering_hooks, last_words
+from helpers.service import hooks_through
 
 DENIED = "is no longer yours"
 
@@ -125,11 +125,9 @@ def lose(client: Codex, sql, task: dict) -> None:
 def test_codex_runs_afks_hooks_brief_and_a_zombies_command_denied(client, sql, through):
     client.install(client.codex_home / "hooks.json")
     task = supervise(client, sql)
-    service = None
-    if through == "the service":
-        service = answering_hooks(client.afk.env["AFK_DSN"], AFK_LOG_LEVEL="DEBUG")
-        client.env["AFK_HOOK_SOCKET"] = service.socket
-    try:
+    with hooks_through(
+        through, client.afk.env["AFK_DSN"], client.env, "SessionStart", "PreToolUse"
+    ):
         # held: the brief reaches the model, the command runs
         client.run("bash:touch held.txt", "text:done")
         assert (client.project / "held.txt").exists()
@@ -140,10 +138,6 @@ def test_codex_runs_afks_hooks_brief_and_a_zombies_command_denied(client, sql, t
         client.run("bash:touch zombie.txt", "text:stopped")
         assert not (client.project / "zombie.txt").exists()
         assert DENIED in client.api.seen()  # the deny reason reached the model
-    finally:
-        log = last_words(service) if service is not None else ""
-    if service is not None:
-        assert "answered SessionStart" in log and "answered PreToolUse" in log
 
 
 def test_codex_skips_untrusted_hooks_without_a_word_and_doctor_says_so(client, sql):

@@ -17,7 +17,7 @@ import pytest
 from helpers import Afk, require_cli
 from helpers.gemini_api import GeminiAPI
 from helpers.gemini_cli import VERSION, binary
-from helpers.service import answering_hooks, last_words
+from helpers.service import hooks_through
 
 DENIED = "is no longer yours"
 
@@ -99,11 +99,7 @@ def claim(client: Gemini, *names: str) -> dict:
 @pytest.mark.parametrize("through", ["direct", "the service"])
 def test_gemini_runs_afks_hooks_brief_and_a_zombies_command_denied(client, sql, through):
     task = claim(client, "AFK_TASK_TOKEN", "AFK_TASK_LEASE")  # as `afk loop` exports it
-    service = None
-    if through == "the service":
-        service = answering_hooks(client.afk.env["AFK_DSN"], AFK_LOG_LEVEL="DEBUG")
-        client.env["AFK_HOOK_SOCKET"] = service.socket
-    try:
+    with hooks_through(through, client.afk.env["AFK_DSN"], client.env, "BeforeAgent", "PreToolUse"):
         # held: the brief reaches the model at the first turn, the command runs
         client.run("bash:touch held.txt", "text:done")
         assert (client.project / "held.txt").exists()
@@ -115,10 +111,6 @@ def test_gemini_runs_afks_hooks_brief_and_a_zombies_command_denied(client, sql, 
         client.run("bash:touch zombie.txt", "text:stopped")
         assert not (client.project / "zombie.txt").exists()
         assert DENIED in client.api.seen()  # the deny reason reached the model
-    finally:
-        log = last_words(service) if service is not None else ""
-    if service is not None:
-        assert "answered BeforeAgent" in log and "answered PreToolUse" in log
 
 
 @pytest.mark.parametrize("names", [("AFK_TASK_TOKEN",), ("AFK_TASK_TOKEN", "AFK_TASK_LEASE")])

@@ -10,20 +10,17 @@ no model and no network.
 
 from __future__ import annotations
 
-import os
 import platform
-import shutil
-import subprocess
-import sys
 from pathlib import Path
+
+try:  # under pytest, as helpers.claude_code
+    from .pinned_cli import cache_dir, fetch, located, script
+except ImportError:  # as a script, or imported from tests/helpers on sys.path
+    from pinned_cli import cache_dir, fetch, located, script  # type: ignore[no-redef]
 
 VERSION = "2.1.332"
 PACKAGE = "@anthropic-ai/claude-code-linux-{arch}"
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "afk-watchdog" / f"claude-code-{VERSION}"
+FOLDER = cache_dir(f"claude-code-{VERSION}")
 
 
 def package() -> str:
@@ -33,42 +30,12 @@ def package() -> str:
 
 def binary() -> Path | None:
     """The pinned CLI: AFK_CLAUDE_CLI, else the cache; None when missing."""
-    given = os.environ.get("AFK_CLAUDE_CLI")
-    if given:
-        return Path(given) if Path(given).is_file() else None
-    path = cache_dir() / "node_modules" / package() / "claude"
-    return path if path.is_file() else None
+    return located("AFK_CLAUDE_CLI", FOLDER / "node_modules" / package() / "claude")
 
 
 def install() -> Path:
-    found = binary()
-    if found is not None:
-        return found
-    npm = shutil.which("npm")
-    if npm is None:
-        raise SystemExit("npm is needed to fetch the Claude Code CLI")
-    folder = cache_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        [
-            npm,
-            "install",
-            "--prefix",
-            str(folder),
-            "--no-audit",
-            "--no-fund",
-            "--silent",
-            f"{package()}@{VERSION}",
-        ],
-        check=True,
-    )
-    found = binary()
-    if found is None:
-        raise SystemExit(f"{package()}@{VERSION} installed no claude binary")
-    return found
+    return fetch(f"{package()}@{VERSION}", FOLDER, binary)
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] != ["install"]:
-        raise SystemExit("usage: python3 tests/helpers/claude_code.py install")
-    print(install())
+    script(install, "claude_code")

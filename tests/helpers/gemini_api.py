@@ -14,8 +14,10 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from helpers.local_server import LocalServer, next_answer
 
 USAGE = {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15}
 ROUTER = {"complexity_reasoning": "a scripted turn", "complexity_score": 1}
@@ -43,7 +45,7 @@ class GeminiAPI:
                     if config.get("responseMimeType") == "application/json":
                         answer = "json"
                     elif request.get("tools"):
-                        answer = api.script.pop(0) if len(api.script) > 1 else api.script[0]
+                        answer = next_answer(api.script)
                     else:
                         answer = "text:ok"
                 if answer == "json":
@@ -76,18 +78,15 @@ class GeminiAPI:
                     self.wfile.write(data.encode())
                 self.wfile.flush()
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.server = LocalServer(Handler)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_port}"
+        return f"http://127.0.0.1:{self.server.port}"
 
     def seen(self) -> str:
         """Everything the client sent, as one text to search."""
         return json.dumps(self.requests)
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.server.close()

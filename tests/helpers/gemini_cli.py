@@ -11,59 +11,31 @@ makes it run with no model and no network.
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
+
+try:  # under pytest, as helpers.gemini_cli
+    from .pinned_cli import cache_dir, fetch, located, script
+except ImportError:  # as a script, or imported from tests/helpers on sys.path
+    from pinned_cli import cache_dir, fetch, located, script  # type: ignore[no-redef]
 
 VERSION = "0.61.0"
 PACKAGE = "@google/gemini-cli"
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "afk-watchdog" / f"gemini-cli-{VERSION}"
+FOLDER = cache_dir(f"gemini-cli-{VERSION}")
 
 
 def binary() -> Path | None:
     """The pinned CLI: AFK_GEMINI_CLI, else the cache; None when missing."""
-    given = os.environ.get("AFK_GEMINI_CLI")
-    if given:
-        return Path(given) if Path(given).is_file() else None
-    path = cache_dir() / "node_modules" / ".bin" / "gemini"
-    return path if path.exists() else None
+    return located("AFK_GEMINI_CLI", FOLDER / "node_modules" / ".bin" / "gemini")
 
 
 def install() -> Path:
-    found = binary()
-    if found is not None:
-        return found
-    npm = shutil.which("npm")
-    if npm is None:
-        raise SystemExit("npm is needed to fetch the Gemini CLI")
-    folder = cache_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        [
-            npm,
-            "install",
-            "--prefix",
-            str(folder),
-            "--no-audit",
-            "--no-fund",
-            "--silent",
-            f"{PACKAGE}@{VERSION}",
-        ],
-        check=True,
-    )
-    found = binary()
-    if found is None:
-        raise SystemExit(f"{PACKAGE}@{VERSION} installed no gemini command")
-    return found
+    if binary() is None:
+        node = subprocess.run(["node", "--version"], capture_output=True, text=True).stdout
+        if int(node.lstrip("v").split(".")[0] or 0) < 20:
+            raise SystemExit(f"the Gemini CLI needs Node.js 20 or later, not {node.strip()}")
+    return fetch(f"{PACKAGE}@{VERSION}", FOLDER, binary)
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] != ["install"]:
-        raise SystemExit("usage: python3 tests/helpers/gemini_cli.py install")
-    print(install())
+    script(install, "gemini_cli")

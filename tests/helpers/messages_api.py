@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from helpers.local_server import LocalServer, next_answer, write_events
 
 ERRORS: dict[int, tuple[str, str]] = {
     429: (
@@ -43,7 +45,7 @@ class MessagesAPI:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 with lock:
                     api.requests.append({"path": self.path, "body": body})
-                    answer = api.script.pop(0) if len(api.script) > 1 else api.script[0]
+                    answer = next_answer(api.script)
                 request = json.loads(body or b"{}")
                 if isinstance(answer, int):
                     self.error(answer)
@@ -152,9 +154,7 @@ class MessagesAPI:
                 self.send_header("content-type", "text/event-stream")
                 self.send_header("cache-control", "no-cache")
                 self.end_headers()
-                for name, data in events:
-                    self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
-                self.wfile.flush()
+                write_events(self.wfile, events)
 
             def do_GET(self) -> None:
                 self.send_response(404)
@@ -164,14 +164,11 @@ class MessagesAPI:
             def log_message(self, format: str, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.server = LocalServer(Handler)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_port}"
+        return f"http://127.0.0.1:{self.server.port}"
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.server.close()

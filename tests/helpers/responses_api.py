@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from helpers.local_server import LocalServer, next_answer, write_events
 
 USAGE = {
     "input_tokens": 10,
@@ -43,7 +45,7 @@ class ResponsesAPI:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 with lock:
                     api.requests.append(json.loads(body or b"{}"))
-                    answer = api.script.pop(0) if len(api.script) > 1 else api.script[0]
+                    answer = next_answer(api.script)
                     api.calls += 1
                     n = api.calls
                 if answer.startswith("bash:"):
@@ -67,27 +69,22 @@ class ResponsesAPI:
                 self.send_response(200)
                 self.send_header("content-type", "text/event-stream")
                 self.end_headers()
-                for kind, data in [
+                events = [
                     ("response.created", {"response": {"id": f"resp_{n}"}}),
                     ("response.output_item.done", {"item": item, "output_index": 0}),
                     ("response.completed", {"response": {"id": f"resp_{n}", "usage": USAGE}}),
-                ]:
-                    event = json.dumps({"type": kind, **data})
-                    self.wfile.write(f"event: {kind}\ndata: {event}\n\n".encode())
-                self.wfile.flush()
+                ]
+                write_events(self.wfile, [(kind, {"type": kind, **data}) for kind, data in events])
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.server = LocalServer(Handler)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_port}/v1"
+        return f"http://127.0.0.1:{self.server.port}/v1"
 
     def seen(self) -> str:
         """Everything the client sent, as one text to search."""
         return json.dumps(self.requests)
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.server.close()

@@ -10,6 +10,8 @@ import socket
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -159,3 +161,22 @@ def last_words(service: Service) -> str:
     log = service.log()
     service.cleanup()
     return log
+
+
+@contextmanager
+def hooks_through(through: str, dsn: str, env: dict[str, str], *events: str) -> Iterator[None]:
+    """With ``through`` "the service": a real service answers the hooks of the
+    sessions run with ``env`` (its socket is set there, each answer logged),
+    and must have answered each of ``events`` by the end of the block.
+    Anything else: the hooks go to the database themselves."""
+    if through != "the service":
+        yield
+        return
+    service = answering_hooks(dsn, AFK_LOG_LEVEL="DEBUG")
+    env["AFK_HOOK_SOCKET"] = service.socket
+    try:
+        yield
+    finally:
+        log = last_words(service)
+    missing = [event for event in events if f"answered {event}" not in log]
+    assert not missing, f"the service did not answer {missing}"
