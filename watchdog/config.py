@@ -211,7 +211,8 @@ class ServiceSettings:
     hook_socket: str = _field(
         "",
         "the Unix socket on which the service answers `afk hook` for processes of its "
-        "user (empty: afk-hooks-UID/service.sock under TMPDIR; off: none); the hooks "
+        "user (empty: afk-hooks/service.sock in XDG_RUNTIME_DIR or /run/user/UID, else "
+        "afk-hooks-UID/service.sock under TMPDIR; off: none); the hooks "
         "read AFK_HOOK_SOCKET from their environment",
     )
 

@@ -341,12 +341,12 @@ def check_hook_service(argv: list[str], env: Mapping[str, str]) -> Check:
             "(about 200 ms added to each tool call instead of about 75)",
             fix,
         )
-    if not hooklink.trusted(path):
+    why = hooklink.untrusted_why(path)
+    if why is not None:
         return Check(
             name,
             False,
-            f"{path} is not a socket of this user in a folder only its owner can write to: "
-            "hooks do not use it",
+            f"{why}: hooks do not use {path}",
             "remove it, and let the service make its own",
         )
     ping = json.dumps({"session_id": "afk-doctor", "hook_event_name": "afk-doctor"}).encode()

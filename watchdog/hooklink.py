@@ -10,16 +10,21 @@ This module is that client, and the wire format the service's side
 (:mod:`watchdog.hookserver`) reads; it imports nothing of the package and
 nothing heavy, so that the client costs an interpreter start.
 
-The socket is ``AFK_HOOK_SOCKET``, else ``afk-hooks-UID/service.sock`` under
-``TMPDIR`` (``/tmp``); ``AFK_HOOK_SOCKET=off`` turns the fast path off. Trust
-goes both ways:
+The socket is ``AFK_HOOK_SOCKET``, else ``afk-hooks/service.sock`` in the
+user's private runtime folder (``XDG_RUNTIME_DIR``, else systemd's
+``/run/user/UID`` where it is this user's), else ``afk-hooks-UID/service.sock``
+under ``TMPDIR`` (``/tmp``); ``AFK_HOOK_SOCKET=off`` turns the fast path off.
+Trust goes both ways:
 
-- the client uses a socket only in a folder that belongs to its user (or to
-  root) and that no one else can write to, and only a socket of its own user:
-  another user cannot plant a socket there to read payloads and task tokens or
-  to let a zombie's tool call through;
+- the client opens the socket's folder without following a link and checks,
+  on the open folder, that it belongs to its user (or root) and that no one
+  else can write to it; it connects through that open folder (no second
+  look-up of the path that another user could swap), and before it sends a
+  byte it checks who answers (``SO_PEERCRED``): only a server of its own
+  user hears the payload, the task token and the environment;
 - the service answers only a peer of its own user (``SO_PEERCRED``): another
-  user cannot forge a heartbeat or a pause.
+  user cannot forge a heartbeat or a pause; and it makes its socket only in a
+  folder of its own, never through a link.
 
 The service answers for one database: a request whose settings resolve to
 another DSN (or whose libpq environment differs) is handed back, and so is
@@ -30,11 +35,13 @@ with the payload it already read.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import select
 import socket
 import stat
+import struct
 import sys
 import time
 from collections.abc import Mapping
@@ -80,34 +87,149 @@ def temp_root(env: Mapping[str, str]) -> str:
     return env.get("TMPDIR") or "/tmp"
 
 
+def runtime_root(env: Mapping[str, str]) -> str | None:
+    """The user's private runtime folder: ``XDG_RUNTIME_DIR``, else
+    systemd's ``/run/user/UID`` (so that a hook started without the variable,
+    by cron say, finds the service that systemd started with it); None where
+    neither is a private folder of this user. No other user can predict a
+    name in it or plant one there."""
+    chosen = env.get("XDG_RUNTIME_DIR", "")
+    path = chosen if os.path.isabs(chosen) else f"/run/user/{os.getuid()}"
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    private = stat.S_ISDIR(info.st_mode) and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    return path if private and info.st_uid == os.getuid() else None
+
+
+def hook_folder(env: Mapping[str, str]) -> str:
+    """The folder of the hooks' socket and cache, when nothing else is chosen."""
+    runtime = runtime_root(env)
+    if runtime is not None:
+        return os.path.join(runtime, "afk-hooks")
+    return os.path.join(temp_root(env), f"afk-hooks-{os.getuid()}")
+
+
 def socket_path(env: Mapping[str, str]) -> str | None:
     """Where the service listens for hooks; None when the fast path is off."""
     chosen = env.get("AFK_HOOK_SOCKET", "").strip()
     if chosen.lower() == "off":
         return None
-    return chosen or os.path.join(temp_root(env), f"afk-hooks-{os.getuid()}", "service.sock")
+    return chosen or os.path.join(hook_folder(env), "service.sock")
 
 
 def forwarded(env: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if k in FORWARDED or k.startswith(FORWARDED_PREFIXES)}
 
 
-def trusted(path: str, uid: int | None = None) -> bool:
-    """Whether ``path`` is a socket of this user in a folder no one else
-    can write to (owned by this user or root)."""
+class Untrusted(Exception):
+    """A folder or socket that another user may control; the message says why."""
+
+
+def owner_name(uid: int) -> str:
+    try:
+        import pwd
+
+        return f"user {pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except (ImportError, KeyError):
+        return f"uid {uid}"
+
+
+def open_private(folder: str, uid: int | None = None) -> int:
+    """``folder`` opened without following a link, once checked on the open
+    descriptor to belong to this user (or root) and to be writable by no one
+    else: what is checked is what is used. Raises :class:`Untrusted` (or
+    OSError where it cannot be opened at all)."""
     uid = os.getuid() if uid is None else uid
     try:
-        folder = os.stat(os.path.dirname(path) or ".")
-        sock = os.lstat(path)
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(folder):
+            raise Untrusted(f"{folder} is a symbolic link, not a folder") from None
+        raise
+    info = os.fstat(fd)
+    why = None
+    if info.st_uid not in (uid, 0):
+        why = f"{folder} belongs to {owner_name(info.st_uid)}, not to this user"
+    elif info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        why = f"{folder} is writable by others"
+    if why is not None:
+        os.close(fd)
+        raise Untrusted(why)
+    return fd
+
+
+def through(fd: int, name: str) -> str:
+    """A path to ``name`` in the open folder ``fd`` that no rename of the
+    folder's own path can redirect."""
+    return f"/proc/self/fd/{fd}/{name}"
+
+
+def peer_uid(conn: socket.socket) -> int | None:
+    """The user of the process at the other end (Linux ``SO_PEERCRED``)."""
+    try:
+        raw = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     except OSError:
-        return False
-    return (
-        stat.S_ISDIR(folder.st_mode)
-        and folder.st_uid in (uid, 0)
-        and not folder.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-        and stat.S_ISSOCK(sock.st_mode)
-        and sock.st_uid == uid
-    )
+        return None
+    return int(struct.unpack("3i", raw)[1])
+
+
+def connect(path: str, wait: float = CONNECT_WAIT) -> socket.socket:
+    """A connection to the service at ``path``, made through its checked
+    folder and kept only when the server is this user's. Raises
+    :class:`Untrusted`, or OSError where there is nothing to connect to."""
+    uid = os.getuid()
+    folder, name = os.path.split(os.path.abspath(path))
+    fd = open_private(folder, uid)
+    try:
+        info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        if not stat.S_ISSOCK(info.st_mode) or info.st_uid != uid:
+            raise Untrusted(f"{path} is not a socket of this user")
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn.settimeout(wait)
+            try:
+                conn.connect(through(fd, name))
+            except FileNotFoundError:
+                if os.path.isdir(f"/proc/self/fd/{fd}"):
+                    raise
+                conn.connect(path)  # no /proc: the peer's check below still holds
+            answering = peer_uid(conn)
+            if answering != uid:
+                raise Untrusted(f"{path} is answered by {owner_name(answering or -1)}")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+    finally:
+        os.close(fd)
+
+
+def trusted(path: str) -> bool:
+    """Whether ``path`` is a socket of this user in a folder no one else
+    can write to (owned by this user or root)."""
+    return untrusted_why(path) is None
+
+
+def untrusted_why(path: str) -> str | None:
+    """Why ``path`` is not a socket the hooks may use; None when it is."""
+    folder, name = os.path.split(os.path.abspath(path))
+    try:
+        fd = open_private(folder)
+    except Untrusted as exc:
+        return str(exc)
+    except OSError as exc:
+        return f"{folder} cannot be opened ({exc.strerror})"
+    try:
+        info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except OSError as exc:
+        return f"{path} cannot be read ({exc.strerror})"
+    finally:
+        os.close(fd)
+    if not stat.S_ISSOCK(info.st_mode) or info.st_uid != os.getuid():
+        return f"{path} is not a socket of this user"
+    return None
 
 
 def read_stdin(wait: float = STDIN_WAIT) -> bytes:
@@ -162,20 +284,18 @@ def exchange(argv: list[str], payload: bytes, env: Mapping[str, str]) -> dict[st
     """The service's reply as it came (``{"fallback": why}`` included); None
     when there is no trusted service to ask or it does not answer in time."""
     path = socket_path(env)
-    if path is None or not trusted(path):
+    if path is None:
         return None
     header = json.dumps({"argv": argv, "env": forwarded(env)}).encode() + b"\n"
     if len(header) > MAX_HEADER:
         return None
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-            conn.settimeout(CONNECT_WAIT)
-            conn.connect(path)
+        with connect(path) as conn:  # nothing is sent before the peer is checked
             conn.settimeout(ANSWER_WAIT)
             conn.sendall(header + payload)
             conn.shutdown(socket.SHUT_WR)
             answer = receive(conn, time.monotonic() + ANSWER_WAIT)
-    except OSError:
+    except (OSError, Untrusted):
         return None
     if answer is None:
         return None

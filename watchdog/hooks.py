@@ -64,7 +64,7 @@ from .harnesses import (
     GEMINI_EVENTS,
     GEMINI_TO_OURS,
 )
-from .hooklink import MAX_PAYLOAD, temp_root
+from .hooklink import MAX_PAYLOAD, Untrusted, hook_folder, open_private
 from .states import FINISHED
 
 if TYPE_CHECKING:
@@ -225,17 +225,15 @@ class SessionCache:
     the database every time and says so."""
 
     def __init__(self, key: str, ctx: Context) -> None:
-        folder = Path(temp_root(ctx.env)) / f"afk-hooks-{os.getuid()}"
+        folder = Path(hook_folder(ctx.env))
         self.data: dict[str, Any] = {}
-        self.usable = _private_folder(folder)
+        why = _private_folder(folder)
+        self.usable = why is None
         self.path = folder / (
             hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32] + ".json"
         )
-        if not self.usable:
-            ctx.say(
-                f"warning: {folder} is not a private folder of this user; "
-                "the hook keeps no cache there"
-            )
+        if why is not None:
+            ctx.say(f"warning: {why}; the hook keeps no cache there")
             return
         try:
             data = json.loads(self.path.read_text("utf-8"))
@@ -271,21 +269,19 @@ class SessionCache:
             self.path.unlink(missing_ok=True)
 
 
-def _private_folder(folder: Path) -> bool:
-    """Whether ``folder`` exists (made now if need be) as a real folder of this
-    user that no one else can write to."""
+def _private_folder(folder: Path) -> str | None:
+    """Why ``folder`` (made now if need be) is not a real folder of this user
+    that no one else can write to; None when it is."""
     try:
         folder.mkdir(mode=0o700, exist_ok=True)
-        info = folder.lstat()
-    except OSError:
-        return False
-    import stat
-
-    return (
-        stat.S_ISDIR(info.st_mode)
-        and info.st_uid == os.getuid()
-        and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-    )
+        os.close(open_private(str(folder), os.getuid()))
+    except Untrusted as exc:
+        return str(exc)
+    except OSError as exc:
+        return f"{folder} cannot be used ({exc.strerror})"
+    if folder.stat().st_uid != os.getuid():  # root's will do for a socket, not for a cache
+        return f"{folder} is not a private folder of this user"
+    return None
 
 
 # -- acting on one event ----------------------------------------------------------

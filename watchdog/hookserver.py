@@ -17,7 +17,6 @@ import logging
 import os
 import socket
 import socketserver
-import struct
 import threading
 import time
 from collections.abc import Mapping
@@ -43,15 +42,6 @@ def libpq_env(env: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if k.startswith("PG")}
 
 
-def peer_uid(conn: socket.socket) -> int | None:
-    """The user of the process at the other end (Linux ``SO_PEERCRED``)."""
-    try:
-        raw = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    except OSError:
-        return None
-    return int(struct.unpack("3i", raw)[1])
-
-
 class HookServer:
     """Serves hooks for the database at ``dsn`` on the socket at ``path``."""
 
@@ -75,22 +65,41 @@ class HookServer:
     def start(self) -> bool:
         """Listen, in a thread of its own. False (and a warning) when another
         live service holds the socket or the folder cannot be made private."""
-        folder = Path(self.path).parent
+        folder, name = os.path.split(os.path.abspath(self.path))
         try:
-            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.makedirs(os.path.dirname(folder), exist_ok=True)
+            os.mkdir(folder, 0o700)
+        except FileExistsError:
+            pass  # checked below, on the open folder, as the hooks check it
         except OSError as exc:
             return self._refuse(f"its folder cannot be made ({exc.strerror})")
-        info = folder.stat()
-        if info.st_uid not in (os.getuid(), 0) or info.st_mode & 0o022:
-            return self._refuse(f"{folder} is writable by others")
-        if os.path.lexists(self.path):
-            if _answers(self.path):
+        try:
+            fd = hooklink.open_private(folder)
+        except hooklink.Untrusted as exc:
+            return self._refuse(
+                f"{exc} (remove it, or set AFK_HOOK_SOCKET to a path in a folder of yours)"
+            )
+        except OSError as exc:
+            return self._refuse(f"its folder cannot be opened ({exc.strerror})")
+        try:
+            return self._listen(fd, name)
+        finally:
+            os.close(fd)
+
+    def _listen(self, fd: int, name: str) -> bool:
+        """Bind ``name`` in the checked, open folder ``fd`` (never through
+        a path another user could redirect since the check)."""
+        here = hooklink.through(fd, name)
+        if not os.path.isdir(f"/proc/self/fd/{fd}"):
+            here = self.path  # no /proc: the hooks still check who answers
+        if os.path.lexists(here):
+            if _answers(here):
                 return self._refuse("another service answers on it")
-            Path(self.path).unlink(missing_ok=True)  # a dead service's
+            os.unlink(name, dir_fd=fd)  # a dead service's
         handler = self._handler()
         old = os.umask(0o177)
         try:
-            server = socketserver.ThreadingUnixStreamServer(self.path, handler)
+            server = socketserver.ThreadingUnixStreamServer(here, handler)
         except OSError as exc:
             return self._refuse(exc.strerror or str(exc))
         finally:
@@ -135,7 +144,7 @@ class HookServer:
     # -- one request --------------------------------------------------------------
 
     def handle(self, conn: socket.socket) -> None:
-        if peer_uid(conn) != os.getuid():
+        if hooklink.peer_uid(conn) != os.getuid():
             return  # another user's process: not a word
         try:
             deadline = time.monotonic() + hooklink.STDIN_WAIT

@@ -258,7 +258,7 @@ class Watchdog:
     def _hook_server(self) -> HookServer | None:
         """The hooks' fast path (:mod:`watchdog.hookserver`), unless it is off."""
         where = {"AFK_HOOK_SOCKET": self.settings.service.hook_socket}
-        path = hooklink.socket_path({**where, "TMPDIR": os.environ.get("TMPDIR", "")})
+        path = hooklink.socket_path({**os.environ, **where})
         if path is None:
             return None
         hook_server = HookServer(path, self.db.conninfo)
