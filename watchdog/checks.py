@@ -15,6 +15,7 @@ from .errors import BadInput
 MAX_TEXT = 10_000  # characters of a title, an agent id or a key
 MAX_ERROR = 100_000  # characters of last_error kept
 MAX_ATTEMPTS = 1_000  # the largest max_attempts a task may have
+MAX_TOKEN = 2**63 - 1  # a lease token is a positive bigint
 
 
 def json_type(value: Any) -> str:
@@ -46,6 +47,24 @@ def check_text(what: str, value: Any) -> str:
 
 #: the largest budget a task may have, US dollars
 MAX_BUDGET = 1_000_000
+
+
+def check_token(value: Any, what: str = "the lease token") -> int:
+    """A lease token: a whole number from 1 to 2^63-1, as an option, an
+    environment variable or JSON gives it. Anything else cannot name a claim,
+    so it is refused here, before a database is asked (which would answer
+    with an error, not a verdict)."""
+    if isinstance(value, bool):
+        token = None
+    elif isinstance(value, int):
+        token = value
+    else:
+        text = str(value).strip()
+        token = int(text) if text.isascii() and text.isdigit() and len(text) <= 19 else None
+    if token is None or not 1 <= token <= MAX_TOKEN:
+        shown = str(value) if len(str(value)) <= 24 else str(value)[:23] + "…"
+        raise BadInput(f"{what} {shown!r} is not a lease token (a whole number from 1 to 2^63-1)")
+    return token
 
 
 def check_budget(value: Any) -> float:

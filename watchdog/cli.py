@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from .checks import check_token
 from .config import is_utf8, parse_duration
 from .errors import AfkError, BadInput
 from .harnesses import HARNESSES, SETTINGS
@@ -31,6 +32,14 @@ logger = logging.getLogger(__name__)
 if TYPE_CHECKING:
     from .models import Task
     from .queue import Queue
+
+
+def token_arg(value: str) -> int:
+    """--token as argparse reads it: a lease token, else the usage line."""
+    try:
+        return check_token(value, "")
+    except BadInput as exc:
+        raise argparse.ArgumentTypeError(str(exc).strip()) from None
 
 
 class Parser(argparse.ArgumentParser):
@@ -62,6 +71,12 @@ def account_option(p: Parser) -> None:
     )
 
 
+def token_option(p: Parser) -> None:
+    p.add_argument(
+        "--token", type=token_arg, help="the lease token of the claim (env AFK_TASK_TOKEN)"
+    )
+
+
 def lease_option(p: Parser) -> None:
     p.add_argument("--lease", type=float, help="lease length in seconds (env AFK_LEASE_SECONDS)")
 
@@ -69,7 +84,7 @@ def lease_option(p: Parser) -> None:
 def fenced_options(p: Parser) -> None:
     """The task and the token of a fenced write."""
     p.add_argument("id", nargs="?", help="task id (env AFK_TASK_ID)")
-    p.add_argument("--token", type=int, help="the lease token of the claim (env AFK_TASK_TOKEN)")
+    token_option(p)
 
 
 NEXT_HELP = (
@@ -172,10 +187,7 @@ def task_of(args: argparse.Namespace) -> tuple[str, int]:
         raise BadInput("a task id is needed: give it, or set AFK_TASK_ID")
     token = args.token
     if token is None and env_token is not None and (args.id is None or args.id == env_id):
-        try:
-            token = int(env_token)
-        except ValueError:
-            raise BadInput(f"AFK_TASK_TOKEN is not a lease token: {env_token!r}") from None
+        token = check_token(env_token, "AFK_TASK_TOKEN")
     if token is None:
         raise BadInput("a lease token is needed: --token, or AFK_TASK_TOKEN with AFK_TASK_ID")
     return task_id, token
@@ -417,7 +429,7 @@ def configure_pause(p: Parser) -> None:
         help="pause only this task (needs --token; with no "
         "id, --agent or --runner: AFK_TASK_ID and AFK_TASK_TOKEN)",
     )
-    p.add_argument("--token", type=int, help="the lease token of the claim (env AFK_TASK_TOKEN)")
+    token_option(p)
 
 
 def cmd_pause(args: argparse.Namespace) -> int:
@@ -509,7 +521,7 @@ def cmd_retry(args: argparse.Namespace) -> int:
 def configure_ask(p: Parser) -> None:
     p.add_argument("question", help="the question, as a person will read it")
     p.add_argument("id", nargs="?", help="task id (env AFK_TASK_ID)")
-    p.add_argument("--token", type=int, help="the lease token of the claim (env AFK_TASK_TOKEN)")
+    token_option(p)
 
 
 def cmd_ask(args: argparse.Namespace) -> int:

@@ -157,7 +157,11 @@ def test_a_hook_payload_with_a_bom_is_read(afk):
     assert afk.json("show", task["id"])["checkpoint"]["files_touched"] == ["/p/x.py"]
 
 
-@pytest.mark.parametrize("token", ["", "abc", "1.5"])
+@pytest.mark.parametrize(
+    "token",
+    # M9: out of a bigint's range, the database answered with an error, not a verdict
+    ["", "abc", "1.5", "99999999999999999999999999", "9223372036854775808", "-1", "0", "1e3"],
+)
 def test_an_agent_whose_task_token_is_unusable_is_denied_its_tools(afk, token):
     afk.json("enqueue", "--agent", "a", "--title", "t")
     task = afk.json("claim", "--agent", "a")
@@ -172,6 +176,16 @@ def test_an_agent_whose_task_token_is_unusable_is_denied_its_tools(afk, token):
     proc = afk("hook", input=payload, env={"AFK_TASK_ID": task["id"], "AFK_TASK_TOKEN": token})
     assert proc.returncode == 0
     assert json.loads(proc.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"
+
+
+@pytest.mark.parametrize("token", ["99999999999999999999999999", "0", "-3", "x"])
+def test_a_token_that_cannot_be_one_is_one_line_exit_2(afk, token):
+    afk.json("enqueue", "--agent", "a", "--title", "t")
+    task = afk.json("claim", "--agent", "a")
+    proc = afk("heartbeat", task["id"], "--token", token)
+    assert proc.returncode == 2 and "is not a lease token" in proc.stderr, proc.stderr
+    proc = afk("heartbeat", env={"AFK_TASK_ID": task["id"], "AFK_TASK_TOKEN": token})
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
 
 
 def test_a_mistyped_flag_shows_the_commands_own_usage(afk):

@@ -127,6 +127,20 @@ def hook(afk, payload, env):
         "afk status `rm x`",
         "(afk status)",
         "afk status &",
+        # a comment ends at the newline, and the shell starts a new command there
+        "afk status # look\nrm -rf build",
+        # M2: plain afk commands that run, claim, enqueue, park or stop something
+        "afk loop --agent zx --max-tasks 1 -- sh -c 'rm -rf build'",
+        "afk once --name x -- rm -rf build",
+        "afk enqueue --agent zx --title run-anything",
+        "afk claim --agent zx",
+        "afk db stop",
+        "afk limit --account default --until 2099-01-01T00:00:00Z",
+        "afk limit --account default --clear",
+        "afk hooks claude --install .claude/settings.json",
+        "afk digest send",
+        "afk pause --agent a",
+        "afk done --token 12345",
     ],
 )
 def test_a_zombie_is_denied_anything_but_a_plain_afk_command(afk, sql, command):
@@ -404,7 +418,12 @@ def test_a_libpq_service_with_the_embedded_default_is_refused(tmp_path):
 
 def test_a_planted_session_cache_does_not_let_a_zombie_through(afk, tmp_path, sql):
     task = claim(afk)
-    env = {"AFK_TASK_ID": task["id"], "AFK_TASK_TOKEN": str(task["token"]), "TMPDIR": str(tmp_path)}
+    env = {
+        "AFK_TASK_ID": task["id"],
+        "AFK_TASK_TOKEN": str(task["token"]),
+        "TMPDIR": str(tmp_path),
+        "XDG_RUNTIME_DIR": str(tmp_path / "none"),  # no runtime folder: the cache is in TMPDIR
+    }
     payload = {
         "session_id": "z",
         "hook_event_name": "PreToolUse",
@@ -426,7 +445,7 @@ def test_a_planted_session_cache_does_not_let_a_zombie_through(afk, tmp_path, sq
     folder.chmod(0o777)
     out = run_hook(afk, payload, env)
     assert json.loads(out.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"
-    assert "not a private folder" in out.stderr
+    assert "is writable by others; the hook keeps no cache there" in out.stderr
 
 
 def test_agent_text_reaches_a_terminal_without_its_escapes(afk):

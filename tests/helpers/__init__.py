@@ -65,6 +65,8 @@ class Afk:
         self.env["AFK_DSN"] = dsn
         if tmp is not None:  # what the hooks keep per session stays with the test
             self.env["TMPDIR"] = str(tmp)
+            # (not in the user's runtime folder, which every test would share)
+            self.env["XDG_RUNTIME_DIR"] = str(tmp / "no-runtime-folder")
 
     @staticmethod
     def command(*args: str) -> list[str]:
