@@ -45,6 +45,7 @@ from .config import LoopSettings
 from .errors import AccountParked, DatabaseError, LeaseLost
 from .models import Task
 from .outcome import (
+    MAX_JSON_LINE,
     Outcome,
     OutputReader,
     Report,
@@ -429,16 +430,28 @@ def run_agent(
 
 
 def _pump(source: IO[bytes] | None, sink: IO[bytes], reader: OutputReader) -> None:
-    """Copy the agent's output through, line by line, and read it."""
+    """Copy the agent's output through, line by line, and read it, until the
+    agent closes it: an agent whose pipe is not drained blocks for the night.
+    No more than :data:`MAX_JSON_LINE` bytes of a line are held at a time; the
+    rest of a longer line passes through unread."""
     if source is None:
         return
-    for line in iter(source.readline, b""):
+    starts_a_line = True
+    while True:
         try:
-            sink.write(line)
+            chunk = source.readline(MAX_JSON_LINE + 1)
+        except (OSError, ValueError):
+            return
+        if not chunk:
+            return
+        try:
+            sink.write(chunk)
             sink.flush()
         except (OSError, ValueError):
             pass  # our own output is gone (a closed pipe): keep reading the agent
-        reader.feed(line)
+        if starts_a_line:
+            reader.feed(chunk)  # (never raises)
+        starts_a_line = chunk.endswith(b"\n")
 
 
 def _signal_group(proc: subprocess.Popen[bytes], signum: int) -> None:

@@ -58,8 +58,11 @@ TELLING_LINES = 3
 TAIL_LINES = 20
 #: characters of that tail
 TAIL_CHARS = 4000
-#: a JSON line longer than this is not parsed
+#: a JSON line longer than this is not parsed, and no more of one line is
+#: read at a time (the rest of a longer one passes through unread)
 MAX_JSON_LINE = 1 << 20
+#: characters of one line of text kept (a longer one is cut)
+MAX_KEPT_LINE = 2000
 
 _APOS = "['\u2019]"
 #: the built-in patterns, most specific class first. A pattern may name a
@@ -179,18 +182,27 @@ class OutputReader:
         self._codex_usage: dict[str, int] = {}
 
     def feed(self, raw: bytes) -> None:
+        """One line of output (at most :data:`MAX_JSON_LINE` bytes of it).
+        Never raises: whatever cannot be read is text, and a reader that died
+        would leave the rest of the night's output unread."""
+        try:
+            self._feed(raw)
+        except Exception as exc:  # a bug of ours must not stop the reading
+            self.lines.append(f"(afk could not read a line of output: {type(exc).__name__})")
+
+    def _feed(self, raw: bytes) -> None:
         text = clean_text(raw.decode("utf-8", "replace")).rstrip("\n")
         stripped = text.strip()
         if stripped.startswith("{") and len(stripped) < MAX_JSON_LINE:
             try:
                 obj = json.loads(stripped)
-            except ValueError:
+            except (ValueError, RecursionError):  # nested too deep: text
                 obj = None
             if isinstance(obj, dict):
                 self._json(obj)
                 return
         for line in text.split("\n"):
-            self.lines.append(line)
+            self.lines.append(line if len(line) <= MAX_KEPT_LINE else line[:MAX_KEPT_LINE] + "…")
 
     def _json(self, obj: dict[str, Any]) -> None:
         kind = obj.get("type")

@@ -462,3 +462,79 @@ def test_limit_reads_a_time_without_an_offset_in_this_machines_zone(afk):
     assert datetime.fromisoformat(parked["limited_until"]) == datetime(
         2099, 1, 1, 5, 0, tzinfo=ZoneInfo("Asia/Tokyo")
     )
+
+
+# -- M3, M13: no line of output stops the reading, or takes the loop's memory ---------
+
+#: a stand-in agent for a test's own output: on its first run it prints what
+#: AGENT_FIRST (a Python expression) writes, then the 529 line, and exits 1;
+#: every later run exits 0
+ODD_AGENT = """
+import os, sys
+mark = os.environ["AGENT_MARK"]
+if os.path.exists(mark):
+    sys.exit(0)
+open(mark, "w").close()
+exec(os.environ["AGENT_FIRST"])
+sys.stdout.write("\\nAPI Error: 529 Overloaded. This is a server-side issue, usually temporary\\n")
+sys.exit(1)
+"""
+#: the loop and its agent under a parent that reports their peak memory (kB)
+MEASURED = """
+import resource, subprocess, sys
+status = subprocess.call(sys.argv[1:], stdout=subprocess.DEVNULL)
+print(status, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+"""
+
+
+def run_odd_agent(afk, tmp_path, first: str) -> tuple[dict, str, int]:
+    """One task under `afk loop` with the odd agent: the task as shown, what
+    the loop said, and the peak memory of the loop and its agent (kB)."""
+    (task_id,) = afk.json("enqueue", "--agent", "odd", "--title", "t", "--max-attempts", "1")[
+        "enqueued"
+    ]
+    agent = tmp_path / "agent.py"
+    agent.write_text(ODD_AGENT)
+    err = tmp_path / "loop.err"
+    with err.open("wb") as errors:
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                MEASURED,
+                *Afk.command("loop", "--agent", "odd", "--", sys.executable, str(agent)),
+            ],
+            env={**afk.env, **FAST, "AGENT_MARK": str(tmp_path / "mark"), "AGENT_FIRST": first},
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            text=True,
+            timeout=240,
+        )
+    status, peak_kb = (int(w) for w in proc.stdout.split())
+    said = err.read_text()
+    assert status == 0, said
+    return afk.json("show", task_id), said, peak_kb
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        # a JSON line nested 200,000 deep: the parser gives up (RecursionError)
+        "print('{\"type\":\"result\",\"x\":' + '[' * 200000 + ']' * 200000 + '}', flush=True)",
+        # 64 MB without a newline, written as an agent streams it
+        "[sys.stdout.write('x' * (1 << 20)) for _ in range(64)]; sys.stdout.flush()",
+        # bytes that are no text at all
+        "sys.stdout.buffer.write(bytes(range(256)) * 4096); sys.stdout.flush()",
+    ],
+    ids=["deep-json", "64MB-line", "binary"],
+)
+def test_no_line_stops_the_reading_and_the_line_after_it_counts(afk, tmp_path, first):
+    """The 529 that follows the odd line is read: an outage (no attempt
+    spent, retried), not a task failure that spends the only attempt; and
+    the loop holds a bounded part of any one line."""
+    task, said, peak_kb = run_odd_agent(afk, tmp_path, first)
+    assert "Traceback" not in said and "Exception in thread" not in said, said
+    assert task["state"] == "done", (task, said)
+    assert [r["outcome"] for r in task["runs"]] == ["outage", "done"], task["runs"]
+    # about a megabyte of a line at a time: the loop's own size, not the line's
+    assert peak_kb < 150_000, peak_kb

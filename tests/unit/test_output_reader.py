@@ -1,0 +1,34 @@
+"""The loop's reader of an agent's output: whatever a line holds, it is read
+as JSON or as text, never an exception (a reader that died would leave the
+rest of the night's output unread)."""
+
+from __future__ import annotations
+
+import pytest
+
+from watchdog.outcome import MAX_JSON_LINE, MAX_KEPT_LINE, OutputReader
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"type":"result","x":' + b"[" * 200_000 + b"]" * 200_000 + b"}\n",
+        b'{"a":' * 100_000 + b"1" + b"}" * 100_000 + b"\n",
+        b"\xff\xfe\x00\x01garbage\n",
+        b"{not json\n",
+        b'{"type": "result", "total_cost_usd": "a string"}\n',
+        b'{"type": "rate_limit_event", "rate_limit_info": []}\n',
+    ],
+)
+def test_no_line_makes_the_reader_raise(line):
+    reader = OutputReader()
+    reader.feed(line)
+    reader.feed(b"API Error: 529 Overloaded\n")
+    assert reader.report(1).lines[-1] == "API Error: 529 Overloaded"
+
+
+def test_a_long_line_is_kept_cut():
+    reader = OutputReader()
+    reader.feed(b"x" * (MAX_JSON_LINE + 1))
+    (kept,) = reader.report(1).lines
+    assert len(kept) == MAX_KEPT_LINE + 1 and kept.endswith("…")
