@@ -11,7 +11,7 @@ import subprocess
 from typing import TYPE_CHECKING, Any
 
 from .errors import BadInput, LeaseLost
-from .outcome import clean_text
+from .text import one_line, plain
 
 if TYPE_CHECKING:
     from .models import Task
@@ -29,7 +29,7 @@ def resume_brief(queue: Queue, task_id: str) -> str:
         f"- state **{task.state}**, attempt {task.attempts} of {task.max_attempts}",
     ]
     if task.last_error:
-        out.append(f"- last error: {_one_line(task.last_error)}")
+        out.append(f"- last error: {one_line(task.last_error)}")
     out += ["", "## Spec", "", fence(task.spec)]
     out += ["", "## Checkpoint (what was done before)", ""]
     out += _checkpoint_lines(task)
@@ -40,7 +40,7 @@ def resume_brief(queue: Queue, task_id: str) -> str:
         for e in done_effects:
             out.append(
                 f"- `{e['name']}` at {e['recorded_at']:%Y-%m-%d %H:%M:%S %Z}: "
-                f"{_one_line(json.dumps(e['result'], ensure_ascii=False))}"
+                f"{one_line(json.dumps(e['result'], ensure_ascii=False))}"
             )
     else:
         out.append("- none recorded")
@@ -56,9 +56,9 @@ def resume_brief(queue: Queue, task_id: str) -> str:
     if questions:
         out += ["", "## Questions and answers (a person's decisions: follow them)", ""]
         for q in questions:
-            out.append(f"- Q ({q['asked_at']:%Y-%m-%d %H:%M}): {_one_line(q['question'], 1000)}")
+            out.append(f"- Q ({q['asked_at']:%Y-%m-%d %H:%M}): {one_line(q['question'], 1000)}")
             if q["answer"] is not None:
-                out.append(f"  A: {_one_line(q['answer'], 2000)}")
+                out.append(f"  A: {one_line(q['answer'], 2000)}")
             else:
                 out.append("  A: (not answered yet)")
     sessions = [r for r in queue.runs(task.id) if r["session_id"]]
@@ -93,10 +93,10 @@ def resume_brief(queue: Queue, task_id: str) -> str:
         if h.get("runner"):
             line += f" (runner `{h['runner']}`)"
         if h.get("error"):
-            line += f": {_one_line(h['error'])}"
+            line += f": {one_line(h['error'])}"
         out.append(line)
     # agent text is printed as it is written: no terminal escape gets through
-    return clean_text("\n".join(out)) + "\n"
+    return plain("\n".join(out)) + "\n"
 
 
 def _checkpoint_lines(task: Task) -> list[str]:
@@ -107,7 +107,7 @@ def _checkpoint_lines(task: Task) -> list[str]:
         if isinstance(value, list) and all(isinstance(v, str | int | float) for v in value):
             lines.append(f"- **{key}**: " + (", ".join(f"`{v}`" for v in value) or "(none)"))
         elif isinstance(value, str | int | float | bool) or value is None:
-            lines.append(f"- **{key}**: {_one_line(json.dumps(value, ensure_ascii=False))}")
+            lines.append(f"- **{key}**: {one_line(json.dumps(value, ensure_ascii=False))}")
         else:
             lines.append(f"- **{key}**:")
             lines.append(fence(value))
@@ -120,11 +120,6 @@ def fence(value: Any) -> str:
     while ticks in text:
         ticks += "`"
     return f"{ticks}json\n{text}\n{ticks}"
-
-
-def _one_line(text: str, limit: int = 300) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def run_once(

@@ -16,8 +16,8 @@ from typing import Any
 from .config import DigestSettings
 from .db import Database
 from .errors import AfkError
-from .outcome import clean_text
 from .states import EXACT_BELOW, STATES
+from .text import clean
 
 FORMATS = {
     "slack": "slack.json.j2",
@@ -343,7 +343,7 @@ _BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 def truncate(text: Any, limit: int = 300) -> str:
     """Agent text for a digest: bidi controls and terminal escapes removed,
     cut at ``limit``."""
-    value = _BIDI.sub("", clean_text(str(text)))
+    value = _BIDI.sub("", clean(str(text)))
     return value if len(value) <= limit else value[: max(0, limit - 1)] + "…"
 
 

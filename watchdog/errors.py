@@ -100,15 +100,45 @@ def scrub(text: str, conninfo: str | None) -> str:
     return redact(text)
 
 
-def redact(conninfo: str) -> str:
-    """The connection string with any password replaced by ``***``."""
+#: the common shapes of a credential in text an agent or a driver prints;
+#: each keeps what names it and hides the secret itself
+_SECRETS = re.compile(
+    # keys and tokens that say what they are: Anthropic, OpenAI, GitHub,
+    # Slack, AWS access key ids, JSON web tokens
+    r"\b(?:sk-ant-[A-Za-z0-9_-]{8,}|sk-[A-Za-z0-9_-]{16,}|gh[opsur]_[A-Za-z0-9]{16,}"
+    r"|github_pat_[A-Za-z0-9_]{16,}|xox[abposr]-[A-Za-z0-9-]{8,}|(?:AKIA|ASIA)[0-9A-Z]{16}"
+    r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*)"
+    # an HTTP credential: Authorization: Bearer X, Basic X, token X
+    r"|(?P<scheme>\b(?:Bearer|Basic|token)\s+)(?P<credential>[A-Za-z0-9._~+/=-]{8,})"
+    # NAME=value, NAME: value, "name": "value" for a name that ends in KEY,
+    # TOKEN, SECRET or PASSWORD (env style in capitals, or a word of its own)
+    r"|(?P<name>\b(?:[A-Z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD)"
+    r"|(?i:(?:[a-z0-9]+[_-])*(?:api|access|auth|private)?[_-]?"
+    r"(?:key|token|secret|password|passwd)))['\"]?\s*[=:]\s*['\"]?)"
+    r"(?P<value>(?!\*\*\*)[^\s'\",;&]+)"
+)
+
+
+def _hide_secret(m: re.Match[str]) -> str:
+    if m.group("scheme"):
+        return m.group("scheme") + "***"
+    if m.group("name"):
+        return m.group("name") + "***"
+    return m.group(0)[:4] + "***"
+
+
+def redact(text: str) -> str:
+    """``text`` with every password of a connection string and every
+    credential of a common shape (:data:`_SECRETS`) replaced by ``***``:
+    the one scrubber that agent text, driver errors and log lines go
+    through before they are stored, sent or printed."""
 
     def hide(m: re.Match[str]) -> str:
         if m.group(1):
             return m.group(1) + "***"
         return m.group(3) + "***" + m.group(5)
 
-    return _PASSWORD.sub(hide, conninfo)
+    return _SECRETS.sub(_hide_secret, _PASSWORD.sub(hide, text))
 
 
 class AccountParked(AfkError):

@@ -794,7 +794,8 @@ class Hook:
         from datetime import timedelta
 
         from .accounts import DEFAULT_ACCOUNT, Accounts
-        from .outcome import Report, classify, compile_patterns, one_line
+        from .outcome import Report, classify, compile_patterns
+        from .text import clean, one_line
 
         account = self.ctx.env.get("AFK_ACCOUNT") or DEFAULT_ACCOUNT
         said = [
@@ -805,6 +806,7 @@ class Hook:
             )
             if isinstance(v, str) and v.strip()
         ]
+        said = [clean(v) for v in said]
         reason = one_line(said[0] if said else str(self.ctx.payload.get("error")))
         accounts = Accounts(self.db)
         now = accounts.clock()

@@ -35,6 +35,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from .errors import BadInput
+from .text import clean, one_line
 
 
 class Outcome(StrEnum):
@@ -96,8 +97,6 @@ DEFAULT_PATTERNS: tuple[tuple[Outcome, str], ...] = (
 )
 #: where a reset time is said, when the pattern names no ``reset`` group
 _RESET_HINT = re.compile(r"(?:\bresets?(?: at)?|\btry again)\s+(?P<reset>[^\n]+)", re.I)
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
 def compile_patterns(extra: str = "") -> list[tuple[Outcome, re.Pattern[str]]]:
@@ -121,12 +120,6 @@ def compile_patterns(extra: str = "") -> list[tuple[Outcome, re.Pattern[str]]]:
         except re.error as exc:
             raise BadInput(f"limit pattern {number} is not a regular expression: {exc}") from None
     return ours + [(o, re.compile(p, re.I)) for o, p in DEFAULT_PATTERNS]
-
-
-def clean_text(text: str) -> str:
-    """Agent text made safe to store and print: no terminal escapes, no
-    control characters but newlines and tabs."""
-    return _CONTROL.sub("", _ANSI.sub("", text.replace("\r\n", "\n").replace("\r", "\n")))
 
 
 @dataclass
@@ -191,7 +184,7 @@ class OutputReader:
             self.lines.append(f"(afk could not read a line of output: {type(exc).__name__})")
 
     def _feed(self, raw: bytes) -> None:
-        text = clean_text(raw.decode("utf-8", "replace")).rstrip("\n")
+        text = clean(raw.decode("utf-8", "replace")).rstrip("\n")
         stripped = text.strip()
         if stripped.startswith("{") and len(stripped) < MAX_JSON_LINE:
             try:
@@ -225,7 +218,7 @@ class OutputReader:
             error: dict[str, Any] = inner if isinstance(inner, dict) else obj
             message = error.get("message")
             if isinstance(message, str):
-                self.lines.append(clean_text(message))
+                self.lines.append(clean(message))
 
     def report(self, exit_status: int) -> Report:
         r = Report(exit_status, list(self.lines))
@@ -240,7 +233,7 @@ class OutputReader:
             r.api_status = status if isinstance(status, int) else None
             text = result.get("result")
             if result.get("is_error") is True and isinstance(text, str) and text.strip():
-                r.result_error = clean_text(text).strip()
+                r.result_error = clean(text).strip()
         elif "session_id" in self.found:
             r.session_id = self.found["session_id"]
         if r.usage is None and "codex_usage" in self.found:
@@ -309,11 +302,6 @@ def failure_text(report: Report, verdict: Verdict, scrub: Any = None) -> str:
     head = lines[-1].strip() if lines else verdict.line
     text = f"{head}\n\n{verdict.line}; the agent's last lines:\n{report.tail}"
     return scrub(text) if scrub else text
-
-
-def one_line(text: str, limit: int = 300) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 # -- reset times -------------------------------------------------------------

@@ -33,6 +33,7 @@ from .errors import (
     LeaseLost,
     NotRunning,
     TaskNotFound,
+    redact,
 )
 from .fence import explain_fence, fenced
 from .models import (
@@ -509,7 +510,7 @@ class Queue:
         task_id, token = task_ref(task, token)
         if not isinstance(error, str) or not error.strip():
             raise BadInput("error text must not be empty")
-        error = error.replace("\x00", "")[:MAX_ERROR]
+        error = redact(error.replace("\x00", ""))[:MAX_ERROR]  # (agent text: no secrets)
         return self._finish(
             task_id, token, error=error, claim_next=claim_next, run=run, account=account
         )
@@ -563,7 +564,7 @@ class Queue:
         claimed again, no attempt spent) until :meth:`answer`, and the
         question goes into every later brief. Returns the question's id."""
         task_id, token = task_ref(task, token)
-        question = check_text("question", question)
+        question = redact(check_text("question", question))  # (agent text: no secrets)
         row = self.db.one("ask", {"id": task_id, "token": token, "question": question})
         if row is None:
             raise TaskNotFound(f"no task with id {task_id}")

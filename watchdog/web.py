@@ -37,7 +37,7 @@ from typing import Any
 from .accounts import Accounts
 from .config import DigestSettings
 from .db import Database
-from .errors import AfkError, TaskNotFound
+from .errors import AfkError, TaskNotFound, redact
 from .states import STATES
 
 logger = logging.getLogger(__name__)
@@ -450,7 +450,7 @@ _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 def clean(text: Any, limit: int = 300) -> str:
     """Agent text for a page: no bidi controls or other control characters
     (autoescape does the HTML), cut at ``limit``."""
-    value = _CONTROL.sub("", _BIDI.sub("", str(text)))
+    value = redact(_CONTROL.sub("", _BIDI.sub("", str(text))))
     return value if len(value) <= limit else value[: limit - 1] + "…"
 
 

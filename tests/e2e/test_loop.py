@@ -229,6 +229,42 @@ def test_a_real_failure_records_what_the_agent_said_and_the_loop_waits_for_the_r
     assert "due at" in err  # it waited for the backoff instead of ending
 
 
+SECRETS = {
+    "ANTHROPIC_API_KEY=sk-ant-api03-Zq9xW2vB7nLmK4pR": "Zq9xW2vB7nLmK4pR",
+    "pushing with ghp_R8tY6uI4oP2aS0dF9gH7jK5lZ3xC1vB": "R8tY6uI4oP2aS0dF9gH7",
+    "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMIK7MDENGbPxRfiCY": "wJalrXUtnFEMIK7MDENG",
+    "curl: Authorization: Bearer tok_9f8e7d6c5b4a3210": "9f8e7d6c5b4a3210",
+}
+
+
+def test_secrets_in_an_agents_last_lines_reach_no_record_and_no_digest(night, afk):
+    """M22: a failing agent that prints credentials: its error, its run's
+    tail, its question and the digest in every format hold none of them."""
+    (task_id,) = night.backlog(1, max_attempts=1)
+    night.then(stdout=["Error: the deploy failed", *SECRETS], exit=1)
+    status, _, err = night.run()
+    assert status == 0, err
+    task = night.show(task_id)
+    assert task["state"] == "failed"
+    shown = json.dumps(task)
+    digests = [
+        afk("digest", "--dry-run", "--format", f).stdout
+        for f in ("text", "html", "slack", "webhook")
+    ]
+    for secret in SECRETS.values():
+        assert secret not in shown, secret
+        assert not any(secret in d for d in digests), secret
+    assert "Error: the deploy failed" in task["last_error"] and "***" in task["last_error"]
+    # what an agent writes through afk is agent text too
+    (other,) = afk.json("enqueue", "--agent", "asks", "--title", "t")["enqueued"]
+    claimed = afk.json("claim", "--agent", "asks")
+    asked = afk(
+        "ask", f"may I use GITHUB_TOKEN=ghp_{'A1' * 12}?", other, "--token", str(claimed["token"])
+    )
+    assert asked.returncode == 0, asked.stderr
+    assert "A1A1A1A1" not in json.dumps(afk.json("questions"))
+
+
 def test_the_digest_groups_a_failure_by_what_the_agent_said(night, afk):
     (task_id,) = night.backlog(1, max_attempts=1)
     night.then(stderr=["Error: ENOSPC: no space left on device, write"], exit=1)
