@@ -11,7 +11,7 @@ accounts go on with the same backlog. See migration 0013 and accounts.sql.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from .checks import check_id, check_text
@@ -22,6 +22,8 @@ from .errors import BadInput
 DEFAULT_ACCOUNT = "default"
 #: kinds of parking, by who or what parked the account
 KINDS = ("usage_limit", "outage", "needs_human", "budget", "manual")
+#: the furthest a person may park an account by hand (afk limit --until)
+MAX_BY_HAND = timedelta(days=31)
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,25 @@ class Accounts:
         )
         assert row is not None  # the function returns the open parking
         return Parking.from_row(row)
+
+    def park_by_hand(self, account: str, reason: str, until: datetime) -> Parking:
+        """A person parks ``account`` until ``until``, which must be ahead of
+        the database's clock and at most :data:`MAX_BY_HAND` ahead (a typo
+        of a year must not stop an account for centuries)."""
+        account = check_id("account", account)
+        if until.tzinfo is None:
+            raise BadInput("the end of a parking needs a time zone (an ISO 8601 offset)")
+        now = self.clock()
+        if until <= now:
+            raise BadInput(
+                f"--until {until.isoformat()} is in the past (it is {now:%Y-%m-%d %H:%M %Z} now)"
+            )
+        if until > now + MAX_BY_HAND:
+            raise BadInput(
+                f"--until {until.isoformat()} is more than {MAX_BY_HAND.days} days ahead; "
+                "park it for less, and again later if need be"
+            )
+        return self.park(account, "manual", reason, until)
 
     def clear(self, account: str, *, who: str | None = None) -> list[Parking]:
         """Unpark ``account``; returns what was cleared (empty: it was not parked)."""

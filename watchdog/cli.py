@@ -857,7 +857,7 @@ def cmd_limit(args: argparse.Namespace) -> int:
             return EXIT_OK
         if until is not None:
             reason = args.reason or f"parked by hand by {os.environ.get('USER') or 'a person'}"
-            emit(accounts.park(args.account, "manual", reason, until).to_json())
+            emit(accounts.park_by_hand(args.account, reason, until).to_json())
             return EXIT_OK
         emit([p.to_json() for p in accounts.parked(args.account)])
     return EXIT_OK

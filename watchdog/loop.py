@@ -404,8 +404,12 @@ def run_agent(
         reader.lines.append(f"cannot start the agent {command[0]!r}: {exc.strerror}")
         return reader.report(127)
     pipes = [
-        threading.Thread(target=_pump, args=(proc.stdout, sys.stdout.buffer, reader), daemon=True),
-        threading.Thread(target=_pump, args=(proc.stderr, sys.stderr.buffer, reader), daemon=True),
+        threading.Thread(
+            target=_pump, args=(proc.stdout, sys.stdout.buffer, reader, "stdout"), daemon=True
+        ),
+        threading.Thread(
+            target=_pump, args=(proc.stderr, sys.stderr.buffer, reader, "stderr"), daemon=True
+        ),
     ]
     for t in pipes:
         t.start()
@@ -429,7 +433,7 @@ def run_agent(
     return reader.report(status)
 
 
-def _pump(source: IO[bytes] | None, sink: IO[bytes], reader: OutputReader) -> None:
+def _pump(source: IO[bytes] | None, sink: IO[bytes], reader: OutputReader, stream: str) -> None:
     """Copy the agent's output through, line by line, and read it, until the
     agent closes it: an agent whose pipe is not drained blocks for the night.
     No more than :data:`MAX_JSON_LINE` bytes of a line are held at a time; the
@@ -450,7 +454,7 @@ def _pump(source: IO[bytes] | None, sink: IO[bytes], reader: OutputReader) -> No
         except (OSError, ValueError):
             pass  # our own output is gone (a closed pipe): keep reading the agent
         if starts_a_line:
-            reader.feed(chunk)  # (never raises)
+            reader.feed(chunk, stream)  # (never raises)
         starts_a_line = chunk.endswith(b"\n")
 
 

@@ -95,6 +95,21 @@ DEFAULT_PATTERNS: tuple[tuple[Outcome, str], ...] = (
     (Outcome.OUTAGE, r"Internal server error|Service Unavailable|Bad Gateway|Gateway Timeout"),
     (Outcome.OUTAGE, r"last status: 5\d\d\b|stream disconnected before completion"),
 )
+#: the furthest reset believed: the longest real window (a weekly limit),
+#: and a day more for zones and clocks. A later one is read as no reset at
+#: all (the account is probed again), and said so: one line must not park an
+#: account for centuries
+MAX_RESET = timedelta(days=8)
+#: characters of a telling line the patterns are tried on
+MATCH_CHARS = 500
+#: what a client puts before its own message on a line ("API Error: 529 ...",
+#: "ERROR: ...", "[API Error: ...]", a bullet): a pattern counts where the
+#: message starts, or anywhere in a line the client marks as its error
+_CLIENT_PREFIX = re.compile(
+    r"^[\s\[\u23bf\u25cf\u2717\u00d7\u2022>*-]*"
+    r"(?P<prefix>(?:api error|stream error|error|fatal)\]?:)?",
+    re.I,
+)
 #: where a reset time is said, when the pattern names no ``reset`` group
 _RESET_HINT = re.compile(r"(?:\bresets?(?: at)?|\btry again)\s+(?P<reset>[^\n]+)", re.I)
 
@@ -112,6 +127,12 @@ def compile_patterns(extra: str = "") -> list[tuple[Outcome, re.Pattern[str]]]:
         try:
             outcome = Outcome(kind.strip())
         except ValueError:
+            if re.fullmatch(r"[A-Za-z_-]+", kind.strip()):  # a class, misspelt
+                raise BadInput(
+                    f"limit pattern {number}: {kind.strip()!r} is not a class "
+                    "(usage_limit, outage, needs_human); a bare regular expression "
+                    "that holds a colon is written usage_limit:REGEX"
+                ) from None
             outcome, regex = Outcome.USAGE_LIMIT, line
         if outcome not in (Outcome.USAGE_LIMIT, Outcome.OUTAGE, Outcome.NEEDS_HUMAN):
             raise BadInput(f"limit pattern {number}: {kind} is not a class a pattern can name")
@@ -173,17 +194,20 @@ class OutputReader:
         self.lines: deque[str] = deque(maxlen=keep)
         self.found: dict[str, Any] = {}
         self._codex_usage: dict[str, int] = {}
+        #: lines of stdout since the last result object: a result with text
+        #: after it is not what the agent ended with, and decides nothing
+        self._after_result = 0
 
-    def feed(self, raw: bytes) -> None:
-        """One line of output (at most :data:`MAX_JSON_LINE` bytes of it).
-        Never raises: whatever cannot be read is text, and a reader that died
-        would leave the rest of the night's output unread."""
+    def feed(self, raw: bytes, stream: str = "stdout") -> None:
+        """One line of output (at most :data:`MAX_JSON_LINE` bytes of it) of
+        ``stream``. Never raises: whatever cannot be read is text, and a
+        reader that died would leave the rest of the night's output unread."""
         try:
-            self._feed(raw)
+            self._feed(raw, stream)
         except Exception as exc:  # a bug of ours must not stop the reading
             self.lines.append(f"(afk could not read a line of output: {type(exc).__name__})")
 
-    def _feed(self, raw: bytes) -> None:
+    def _feed(self, raw: bytes, stream: str) -> None:
         text = clean(raw.decode("utf-8", "replace")).rstrip("\n")
         stripped = text.strip()
         if stripped.startswith("{") and len(stripped) < MAX_JSON_LINE:
@@ -194,6 +218,8 @@ class OutputReader:
             if isinstance(obj, dict):
                 self._json(obj)
                 return
+        if stream == "stdout" and stripped:
+            self._after_result += 1
         for line in text.split("\n"):
             self.lines.append(line if len(line) <= MAX_KEPT_LINE else line[:MAX_KEPT_LINE] + "…")
 
@@ -201,6 +227,7 @@ class OutputReader:
         kind = obj.get("type")
         if kind == "result":  # Claude Code's json / stream-json result
             self.found["result"] = obj
+            self._after_result = 0
         elif kind == "rate_limit_event":
             nested = obj.get("rate_limit_info")
             info: dict[str, Any] = nested if isinstance(nested, dict) else obj
@@ -229,18 +256,20 @@ class OutputReader:
             turns = result.get("num_turns")
             r.turns = turns if isinstance(turns, int) and not isinstance(turns, bool) else None
             r.usage = result.get("usage") if isinstance(result.get("usage"), dict) else None
+            last_word = self._after_result == 0  # nothing on stdout after it
             status = result.get("api_error_status")
-            r.api_status = status if isinstance(status, int) else None
+            r.api_status = status if isinstance(status, int) and last_word else None
             text = result.get("result")
-            if result.get("is_error") is True and isinstance(text, str) and text.strip():
-                r.result_error = clean(text).strip()
+            failed = result.get("is_error") is True and last_word
+            if failed and isinstance(text, str) and text.strip():
+                r.result_error = clean(text).strip()[:MAX_KEPT_LINE]
+            rejected = self.found.get("rejected")
+            if failed and isinstance(rejected, dict):  # the limit that ended the run
+                r.rejected_until = _epoch(rejected.get("resetsAt", rejected.get("resets_at")))
         elif "session_id" in self.found:
             r.session_id = self.found["session_id"]
         if r.usage is None and "codex_usage" in self.found:
             r.usage = self.found["codex_usage"]
-        rejected = self.found.get("rejected")
-        if isinstance(rejected, dict):
-            r.rejected_until = _epoch(rejected.get("resetsAt", rejected.get("resets_at")))
         return r
 
 
@@ -270,12 +299,16 @@ def classify(
     if status == 0:
         return Verdict(Outcome.DONE, "exit 0")
     if report.rejected_until is not None:
-        until = datetime.fromtimestamp(report.rejected_until, UTC)
-        return Verdict(Outcome.USAGE_LIMIT, "rate_limit_event: rejected", until)
+        try:
+            until: datetime | None = datetime.fromtimestamp(report.rejected_until, UTC)
+        except (OverflowError, OSError, ValueError):
+            until = None
+        return believed(Verdict(Outcome.USAGE_LIMIT, "rate_limit_event: rejected", until), now)
     patterns = patterns if patterns is not None else compile_patterns()
-    for line in report.telling():
+    for whole in report.telling():
+        line = whole[:MATCH_CHARS]
         for outcome, pattern in patterns:
-            match = pattern.search(line)
+            match = said_by_the_client(pattern, line)
             if match is None:
                 continue
             reset: datetime | None = None
@@ -285,7 +318,7 @@ def classify(
                     found = _RESET_HINT.search(line, match.start())
                     hint = found.group("reset") if found else None
                 reset = reset_time(hint, now, tz) if hint else None
-            return Verdict(outcome, one_line(line), reset)
+            return believed(Verdict(outcome, one_line(line), reset), now)
     if report.api_status == 429:
         return Verdict(Outcome.USAGE_LIMIT, f"API error {report.api_status}")
     if report.api_status is not None and report.api_status >= 500:
@@ -293,6 +326,34 @@ def classify(
     if status < 0:
         return Verdict(Outcome.TASK_FAILURE, f"agent killed by signal {-status}")
     return Verdict(Outcome.TASK_FAILURE, f"agent exited {status}")
+
+
+def said_by_the_client(pattern: re.Pattern[str], line: str) -> re.Match[str] | None:
+    """``pattern``'s match in ``line`` when the line is the message itself:
+    the match starts the line (after a bullet or a bracket), or the line is
+    one the client marks as its error ("API Error: ...", "ERROR: ..."). A
+    message quoted in the middle of other text (a grep hit, a test's
+    fixture) is not the agent's own, and says nothing about the account."""
+    start = _CLIENT_PREFIX.match(line)
+    assert start is not None  # (it matches the empty string)
+    if start.group("prefix"):
+        return pattern.search(line)
+    match = pattern.search(line, start.end())
+    return match if match is not None and match.start() == start.end() else None
+
+
+def believed(verdict: Verdict, now: datetime) -> Verdict:
+    """``verdict`` with a reset further than :data:`MAX_RESET` dropped (the
+    account is probed instead), and its line saying so."""
+    if verdict.reset is None or verdict.reset <= now + MAX_RESET:
+        return verdict
+    try:
+        said = f"{verdict.reset:%Y-%m-%d %H:%M %Z}".strip()
+    except ValueError:
+        said = "a date out of range"
+    days = MAX_RESET.days
+    note = f" (its reset, {said}, is more than {days} days off: not believed; probing)"
+    return Verdict(verdict.outcome, one_line(verdict.line + note, 400), None)
 
 
 def failure_text(report: Report, verdict: Verdict, scrub: Any = None) -> str:
@@ -322,6 +383,14 @@ _ZONE = re.compile(r"\b((?:[A-Z][A-Za-z_]+/[A-Za-z_]+(?:/[A-Za-z_]+)?)|UTC|GMT)\
 
 
 def reset_time(hint: str, now: datetime, tz: tzinfo) -> datetime | None:
+    """:func:`read_reset`, None for a time no calendar holds ("in 10^12 days")."""
+    try:
+        return read_reset(hint, now, tz)
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def read_reset(hint: str, now: datetime, tz: tzinfo) -> datetime | None:
     """When a usage limit resets, from the words after "resets" (or "try
     again"): an epoch (seconds or milliseconds), an ISO 8601 time, a duration
     ("in 2 hours 5 minutes"), or a clock time ("3:45pm", "5am", "15:45")

@@ -118,6 +118,26 @@ def test_a_usage_limit_parks_the_account_until_its_reset_and_spends_nothing(nigh
     assert line.endswith("(usage limit), 1 task(s) waited, 0 attempt(s) spent on limits")
 
 
+def test_a_reset_centuries_off_is_not_believed_and_the_digest_says_the_end(night, sql):
+    """M6: "resets 9999-12-31" parks the account for the probe time, not
+    for centuries; the reason says why, and the digest says when it ends."""
+    night.backlog(1)
+    night.then(stdout=["You've hit your session limit · resets 9999-12-31T23:59:59Z"], exit=1)
+    proc = night.loop("--account", "far")
+    try:
+        poll(lambda: sql("SELECT 1 FROM afk_account_park"), timeout=60)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    (parked,) = sql("SELECT reason, until, until - parked_at AS length FROM afk_account_park")
+    probe = timedelta(seconds=int(FAST["AFK_LIMIT_PROBE_SECONDS"]))
+    assert abs(parked["length"] - probe) < timedelta(seconds=30), parked  # probed, not 9999
+    assert "not believed" in parked["reason"], parked
+    digest = night.afk("digest", "--dry-run", "--format", "text").stdout
+    (line,) = [x for x in digest.splitlines() if x.startswith("  - far: parked")]
+    assert ", until " in line, line
+
+
 def test_a_clock_time_reset_is_read_in_the_loops_zone_and_sigterm_while_parked_pauses(
     night, afk, sql
 ):
@@ -288,14 +308,14 @@ def test_claim_says_when_the_next_task_is_due_and_why_an_account_is_parked(afk, 
     next_at = json.loads(waiting.stdout)["next_at"]
     assert next_at is not None
     assert sql.one("SELECT run_after FROM afk_task").isoformat() == next_at
-    until = "2099-01-01T05:00:00+00:00"
+    until = (datetime.now(ZoneInfo("UTC")).replace(microsecond=0) + timedelta(days=2)).isoformat()
     parked = afk.json("limit", "--account", "k1", "--until", until, "--reason", "by hand")
-    assert parked["limited_until"] == "2099-01-01T05:00:00+00:00"
+    assert datetime.fromisoformat(parked["limited_until"]) == datetime.fromisoformat(until)
     refused = afk("claim", "--agent", "a", "--account", "k1")
     assert refused.returncode == 5
     assert json.loads(refused.stdout) == {
         "account": "k1",
-        "limited_until": "2099-01-01T05:00:00+00:00",
+        "limited_until": parked["limited_until"],
         "reason": "by hand",
     }
     assert afk("claim", "--agent", "a", env={"AFK_ACCOUNT": "k1"}).returncode == 5
@@ -314,6 +334,9 @@ def test_claim_says_when_the_next_task_is_due_and_why_an_account_is_parked(afk, 
         (["--clear"], "--account is needed"),
         (["--account", "k", "--reason", "x"], "--reason goes with --until"),
         (["--account", " ", "--until", "2099-01-01T05:00Z"], "account must be a non-empty"),
+        # M15, M6: the past, and further than a person parks an account
+        (["--account", "k", "--until", "2000-01-01T00:00:00Z"], "is in the past"),
+        (["--account", "k", "--until", "9999-12-31T23:59:59Z"], "more than 31 days ahead"),
     ],
 )
 def test_limit_refuses_bad_input_with_one_line_and_changes_nothing(afk, sql, args, message):
@@ -492,12 +515,11 @@ def test_questions_and_budgets_refuse_bad_input_in_one_line(afk, sql, args, mess
 
 
 def test_limit_reads_a_time_without_an_offset_in_this_machines_zone(afk):
-    parked = afk.json(
-        "limit", "--account", "k", "--until", "2099-01-01T05:00", env={"TZ": "Asia/Tokyo"}
-    )
-    assert datetime.fromisoformat(parked["limited_until"]) == datetime(
-        2099, 1, 1, 5, 0, tzinfo=ZoneInfo("Asia/Tokyo")
-    )
+    tokyo = ZoneInfo("Asia/Tokyo")
+    when = (datetime.now(tokyo) + timedelta(days=2)).replace(second=0, microsecond=0)
+    local = when.strftime("%Y-%m-%dT%H:%M")  # no offset: this machine's zone
+    parked = afk.json("limit", "--account", "k", "--until", local, env={"TZ": "Asia/Tokyo"})
+    assert datetime.fromisoformat(parked["limited_until"]) == when
 
 
 # -- M3, M13: no line of output stops the reading, or takes the loop's memory ---------

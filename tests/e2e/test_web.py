@@ -8,6 +8,7 @@ import html
 import json
 import os
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -262,7 +263,8 @@ def test_parked_accounts_and_a_tasks_runs_are_shown(afk, service, tmp_path, brow
     env = {**afk.env, "STANDIN_SCRIPT": str(script), "STANDIN_LOG": str(tmp_path / "log")}
     loop = [*Afk.command("loop", "--agent", "night", "--account", "laptop", "--"), *standin]
     assert subprocess.run(loop, env=env, capture_output=True, timeout=60).returncode == 5
-    afk.json("limit", "--account", "max-1", "--until", "2099-01-01T05:00Z", "--reason", SCRIPT)
+    until = (datetime.now(UTC) + timedelta(days=3)).isoformat()
+    afk.json("limit", "--account", "max-1", "--until", until, "--reason", SCRIPT)
     dom, log = load(browser, service.url + "/", "overview-parked.png")
     assert not log, log
     assert not re.search(r"<script|<img", dom, re.I)

@@ -64,6 +64,9 @@ SELECT
                                              - greatest(p.parked_at, %(start)s)), 0))::float8
                    AS parked_seconds,
                bool_or(p.cleared_at IS NULL AND p.until IS NULL) AS needs_person,
+               -- when the parking in force ends (null: none in force, or a person's)
+               (array_agg(p.until ORDER BY p.parked_at DESC)
+                  FILTER (WHERE p.cleared_at IS NULL AND p.until > now()))[1] AS until,
                (SELECT count(DISTINCT r.task_id) FROM afk_run r
                  WHERE r.account = p.account
                    AND r.outcome IN ('usage_limit', 'outage', 'needs_human')
