@@ -206,6 +206,8 @@ class Loop:
                 "stopped and the task left to its new holder"
             )
             return None
+        if report.cost_refused is not None:
+            self.say(f"warning: task {task.id}: {report.cost_refused}")
         now = self.accounts.clock()
         verdict = classify(report, now, self.tz, self.patterns, interrupted=self.stopped.is_set())
         total = (spent or 0) + (report.cost_usd or 0)

@@ -62,6 +62,8 @@ TAIL_CHARS = 4000
 #: a JSON line longer than this is not parsed, and no more of one line is
 #: read at a time (the rest of a longer one passes through unread)
 MAX_JSON_LINE = 1 << 20
+#: the most one run of an agent is believed to cost, in US dollars
+MAX_RUN_COST = 1000.0
 #: characters of one line of text kept (a longer one is cut)
 MAX_KEPT_LINE = 2000
 
@@ -160,6 +162,8 @@ class Report:
     api_status: int | None = None
     #: a rejected rate_limit_event's reset (epoch seconds)
     rejected_until: float | None = None
+    #: why a cost the agent reported was not believed
+    cost_refused: str | None = None
 
     @property
     def tail(self) -> str:
@@ -252,7 +256,7 @@ class OutputReader:
         result = self.found.get("result")
         if isinstance(result, dict):
             r.session_id = _str(result.get("session_id"))
-            r.cost_usd = _number(result.get("total_cost_usd"))
+            r.cost_usd, r.cost_refused = believed_cost(result.get("total_cost_usd"))
             turns = result.get("num_turns")
             r.turns = turns if isinstance(turns, int) and not isinstance(turns, bool) else None
             r.usage = result.get("usage") if isinstance(result.get("usage"), dict) else None
@@ -482,3 +486,19 @@ def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value) if value == value and abs(value) != float("inf") else None
+
+
+def believed_cost(value: Any) -> tuple[float | None, str | None]:
+    """A run's cost as its agent reported it, when it can be one: a finite
+    number of dollars from 0 to :data:`MAX_RUN_COST`; else None, and why (a
+    negative cost would pay a budget back, a huge one fills every page)."""
+    if value is None:
+        return None, None
+    cost = _number(value)
+    if cost is None or not 0 <= cost <= MAX_RUN_COST:
+        shown = str(value)[:40]
+        return None, (
+            f"the agent reported a cost of {shown}, which no run costs "
+            f"(from $0 to ${MAX_RUN_COST:,.0f}); it was not recorded"
+        )
+    return cost, None

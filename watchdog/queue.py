@@ -621,6 +621,14 @@ class Queue:
                 "only tasks held for their budget, or failed, take a new budget: "
                 f"{', '.join(stuck[:5])}; nothing was changed"
             )
+        short = [
+            f"{i} (${r['spent']:.2f} spent)" for i, r in found.items() if r["spent"] >= budget_usd
+        ]
+        if short:
+            raise BadInput(
+                f"a budget of ${budget_usd:.2f} is not above what the task has spent: "
+                f"{', '.join(short[:5])}; nothing was changed"
+            )
         return list(dict.fromkeys(ids))
 
     def runs(self, task: TaskRef) -> list[dict[str, Any]]:

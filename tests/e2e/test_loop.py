@@ -471,10 +471,39 @@ def test_a_task_over_its_budget_is_held_not_run_again(night, afk):
     assert task["state"] == "paused" and task["cost_usd"] == pytest.approx(0.6)
     assert any(h["reason"].startswith("over budget: $0.60 spent of $0.50") for h in task["history"])
     assert afk("claim", "--agent", "night").returncode == 3  # held: no claim takes it
+    # M14: a "raise" below what was spent would start a run with nothing left
+    before = night.show(task_id)
+    lower = afk("retry", task_id, "--budget-usd", "0.55")
+    assert lower.returncode == 2 and "$0.60 spent" in lower.stderr, lower.stderr
+    assert night.show(task_id)["history"] == before["history"]  # nothing changed
     # a person raises it, and it runs again
     assert afk.json("retry", task_id, "--budget-usd", "2")["retried"] == [task_id]
     status, _, err = night.run()
     assert status == 0 and night.show(task_id)["state"] == "done", err
+
+
+@pytest.mark.parametrize(
+    "cost",
+    [-100, 1e308, 10_000, "12"],
+    ids=["negative", "1e308", "ten-thousand", "a-string"],
+)
+def test_a_cost_no_run_costs_is_not_believed(night, afk, cost):
+    """M8: a negative cost paid a $0.10 budget back; 1e308 broke the pages.
+    Not recorded, said, and the next run's real cost still holds the task."""
+    (task_id,) = night.backlog(1, max_attempts=3, budget_usd=0.10)
+    night.then(
+        stdout=[json.dumps({**result(0, "s1", True, "failing"), "total_cost_usd": cost})], exit=1
+    )
+    night.then(stdout=[json.dumps(result(0.5, "s2", True, "failing"))], exit=1)
+    status, _, err = night.run()
+    assert status == 0, err
+    task = night.show(task_id)
+    assert [r["cost_usd"] for r in task["runs"]] == [None, 0.5]
+    assert task["state"] == "paused" and task["cost_usd"] == 0.5  # held over its budget
+    if not isinstance(cost, str):
+        assert "which no run costs" in err
+    digest = afk("digest", "--dry-run", "--format", "text").stdout
+    assert "1e+308" not in digest and "100,000,000" not in digest
 
 
 def test_an_account_over_its_daily_budget_is_parked_until_midnight(night, afk, sql):

@@ -470,7 +470,8 @@ SELECT (SELECT sum(cost_usd)::float8 FROM afk_run WHERE task_id = %(id)s) AS spe
 
 -- name: rebudget :many
 -- A person raises the budget of tasks held for one (or failed), and puts
--- them back to todo: all or nothing, as retry.
+-- them back to todo: all or nothing, as retry. A budget that is not above
+-- what a task's runs have cost already would start a run with nothing left.
 WITH req AS (
     SELECT DISTINCT unnest(%(ids)s::uuid[]) AS id
 ), found AS (
@@ -478,11 +479,13 @@ WITH req AS (
            (t.state = 'failed' OR (t.state = 'paused' AND t.run_after = afk_held()
                                    AND NOT EXISTS (SELECT 1 FROM afk_question q
                                                     WHERE q.task_id = t.id
-                                                      AND q.answered_at IS NULL))) AS held
+                                                      AND q.answered_at IS NULL))) AS held,
+           (SELECT coalesce(sum(r.cost_usd), 0) FROM afk_run r
+             WHERE r.task_id = t.id)::float8 AS spent
       FROM afk_task t JOIN req USING (id) FOR UPDATE OF t
 ), verdict AS (
     SELECT (SELECT count(*) FROM found) = (SELECT count(*) FROM req)
-           AND coalesce(bool_and(held), false) AS ok
+           AND coalesce(bool_and(held AND spent < %(budget_usd)s), false) AS ok
       FROM found
 ), upd AS (
     UPDATE afk_task t
@@ -494,7 +497,8 @@ WITH req AS (
      WHERE t.id = f.id AND v.ok
     RETURNING t.id
 )
-SELECT f.id, f.state::text AS state, f.held, (SELECT ok FROM verdict) AS ok FROM found f;
+SELECT f.id, f.state::text AS state, f.held, f.spent, (SELECT ok FROM verdict) AS ok
+  FROM found f;
 
 -- name: prune :one retry
 -- Done rows older than the retention, a batch at a time; their history goes
