@@ -306,7 +306,7 @@ class Loop:
     def _prompt(self, task: Task) -> str:
         from .agent import resume_brief
 
-        return f"{task.title}\n\n{resume_brief(self.q, str(task.id))}"
+        return fit_prompt(f"{task.title}\n\n{resume_brief(self.q, str(task.id))}")
 
     def agent_env(self, task: Task) -> dict[str, str]:
         env = {
@@ -378,6 +378,22 @@ class Loop:
             self.alert(parking)
         except Exception as exc:  # an alert that fails must not hide the reason
             self.say(f"warning: the alert was not sent: {type(exc).__name__}: {exc}")
+
+
+#: bytes of the prompt, which is one argument: Linux refuses one over 128 KiB
+#: (MAX_ARG_STRLEN), and `enqueue` takes specs and checkpoints of 1 MiB
+MAX_PROMPT = 120 * 1024
+CUT_NOTE = "\n\n(The brief is cut here: run `afk resume-brief` for the whole of it.)\n"
+
+
+def fit_prompt(prompt: str, limit: int = MAX_PROMPT) -> str:
+    """``prompt`` cut to ``limit`` bytes of UTF-8 with a pointer to the whole
+    brief, so that no task is unrunnable for its size."""
+    raw = prompt.encode("utf-8", "surrogatepass")
+    if len(raw) <= limit:
+        return prompt
+    keep = limit - len(CUT_NOTE.encode())
+    return raw[:keep].decode("utf-8", "ignore") + CUT_NOTE
 
 
 def run_agent(

@@ -551,6 +551,23 @@ def test_limit_reads_a_time_without_an_offset_in_this_machines_zone(afk):
     assert datetime.fromisoformat(parked["limited_until"]) == when
 
 
+def test_a_task_whose_brief_is_larger_than_one_argument_still_runs(night, tmp_path):
+    """M25: a 300 KB spec made the prompt too long for execve ("Argument
+    list too long"): every attempt was spent. Now the brief is cut."""
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"notes": "x" * 300_000}))
+    (task_id,) = night.afk.json(
+        "enqueue", "--agent", night.agent, "--title", "big", "--spec", f"@{spec}"
+    )["enqueued"]
+    status, _, err = night.run("--max-tasks", "1")
+    assert status == 0, err
+    assert night.show(task_id)["state"] == "done"
+    (run,) = night.runs()
+    prompt = run["argv"][-1]
+    assert prompt.startswith("big\n") and "afk resume-brief" in prompt
+    assert len(prompt.encode()) < 128 * 1024
+
+
 # -- M3, M13: no line of output stops the reading, or takes the loop's memory ---------
 
 #: a stand-in agent for a test's own output: on its first run it prints what

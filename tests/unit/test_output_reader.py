@@ -32,3 +32,18 @@ def test_a_long_line_is_kept_cut():
     reader.feed(b"x" * (MAX_JSON_LINE + 1))
     (kept,) = reader.report(1).lines
     assert len(kept) == MAX_KEPT_LINE + 1 and kept.endswith("…")
+
+
+@pytest.mark.parametrize("size", [10, 120 * 1024 - 1, 120 * 1024, 300_000, 2_000_000])
+def test_a_prompt_always_fits_one_argument(size):
+    """M25: Linux refuses one argument over 128 KiB; the brief is cut with a
+    pointer to the whole of it, on a character boundary."""
+    from watchdog.loop import CUT_NOTE, MAX_PROMPT, fit_prompt
+
+    prompt = "title\n\n" + "é" * size
+    fitted = fit_prompt(prompt)
+    assert len(fitted.encode()) <= MAX_PROMPT < 128 * 1024
+    if len(prompt.encode()) <= MAX_PROMPT:
+        assert fitted == prompt
+    else:
+        assert fitted.startswith("title\n\n") and fitted.endswith(CUT_NOTE)
