@@ -25,8 +25,8 @@ from typing import Any
 
 from . import hooklink
 from .config import Settings
-from .errors import AfkError
-from .harnesses import SURVIVE_EXIT, is_ours
+from .errors import AfkError, BadInput
+from .harnesses import SURVIVE_EXIT, is_ours, read_settings
 
 #: seconds this machine's clock may be off the database's
 CLOCK_SKEW = 2.0
@@ -62,7 +62,7 @@ def settings_files(project: Path, home: Path) -> list[tuple[str, Path]]:
         ("claude", project / ".claude" / "settings.local.json"),
         ("claude", home / ".claude" / "settings.json"),
         ("codex", project / ".codex" / "hooks.json"),
-        ("codex", home / ".codex" / "hooks.json"),
+        ("codex", _codex_home(home) / "hooks.json"),
         ("gemini", project / ".gemini" / "settings.json"),
         ("gemini", home / ".gemini" / "settings.json"),
         ("cursor", project / ".cursor" / "hooks.json"),
@@ -159,12 +159,12 @@ def check_harness(project: Path, home: Path) -> list[Check]:
             continue
         name = f"{kind} {path}"
         try:
-            data = json.loads(path.read_text("utf-8") or "{}")
-        except (OSError, ValueError, UnicodeDecodeError) as exc:
-            out.append(Check(name, False, f"cannot be read as JSON ({exc})", "fix the file"))
+            data = read_settings(path, comments=kind == "gemini")  # Gemini's is JSONC
+        except BadInput as exc:
+            out.append(Check(name, False, f"cannot be read: {exc}", "fix the file"))
             continue
-        if not isinstance(data, dict):
-            out.append(Check(name, False, "does not hold a JSON object", "fix the file"))
+        if "hooks" in data and not isinstance(data["hooks"], dict):
+            out.append(Check(name, False, "'hooks' is not an object of events", "fix the file"))
             continue
         if data.get("disableAllHooks") is True:
             out.append(
@@ -270,8 +270,13 @@ def check_codex_trust(home: Path) -> Check:
     )
 
 
+def _codex_home(home: Path) -> Path:
+    """Where Codex keeps the user's settings: CODEX_HOME, else ~/.codex."""
+    return Path(os.environ.get("CODEX_HOME") or home / ".codex")
+
+
 def _codex_config(home: Path) -> Path:
-    return Path(os.environ.get("CODEX_HOME") or home / ".codex") / "config.toml"
+    return _codex_home(home) / "config.toml"
 
 
 def check_codex_project(project: Path, home: Path) -> Check:

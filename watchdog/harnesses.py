@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -212,6 +213,51 @@ def is_ours(command: Any) -> bool:
     return len(words) >= 2 and Path(words[0]).name == "afk" and words[1] == "hook"
 
 
+#: the largest settings file read (a real one is a few KiB; /dev/zero is endless)
+MAX_SETTINGS_BYTES = 4 << 20
+#: a comment of JSONC (Gemini CLI's settings), outside strings
+_JSONC = re.compile(r'("(?:[^"\\]|\\.)*")|//[^\n]*|/\*.*?\*/', re.S)
+
+
+def read_settings(path: Path, *, comments: bool = False) -> dict[str, Any]:
+    """A settings file's JSON object, read within bounds: at most
+    :data:`MAX_SETTINGS_BYTES`, nested no deeper than the parser goes, no key
+    twice (one of the two would be lost). ``comments``: JSONC's ``//`` and
+    ``/* */`` are read as nothing (for reading only). Raises BadInput, with
+    the reason, for anything else."""
+    try:
+        with path.open("rb") as f:
+            raw = f.read(MAX_SETTINGS_BYTES + 1)
+    except OSError as exc:
+        raise BadInput(f"cannot read {path}: {exc.strerror}") from None
+    if len(raw) > MAX_SETTINGS_BYTES:
+        raise BadInput(f"{path} is larger than {MAX_SETTINGS_BYTES >> 20} MiB, not a settings file")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise BadInput(f"{path} is not UTF-8") from None
+    if comments:
+        text = _JSONC.sub(lambda m: m.group(1) or "", text)
+
+    def once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in out:
+                raise ValueError(f"the key {key!r} is there twice (one would be lost)")
+            out[key] = value
+        return out
+
+    try:
+        data = json.loads(text or "{}", object_pairs_hook=once)
+    except RecursionError:
+        raise BadInput(f"{path} is nested too deeply to be a settings file") from None
+    except ValueError as exc:
+        raise BadInput(f"{path} is not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise BadInput(f"{path} does not hold a JSON object")
+    return data
+
+
 def merge_settings(path: Path, ours: dict[str, Any]) -> dict[str, Any]:
     """Our hook entries merged into a settings file, everything else kept.
     Entries an earlier `afk hooks` wrote are replaced, so installing twice (or
@@ -219,13 +265,15 @@ def merge_settings(path: Path, ours: dict[str, Any]) -> dict[str, Any]:
     current: dict[str, Any] = {}
     if path.exists():
         try:
-            current = json.loads(path.read_text("utf-8") or "{}")
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise BadInput(f"{path} is not valid JSON ({exc}); it was left unchanged") from None
-        except OSError as exc:
-            raise BadInput(f"cannot read {path}: {exc.strerror}; it was left unchanged") from None
-        if not isinstance(current, dict):
-            raise BadInput(f"{path} does not hold a JSON object; it was left unchanged")
+            current = read_settings(path)
+        except BadInput as exc:
+            if _commented(path):  # valid once its comments are taken out
+                raise BadInput(
+                    f"{path} has comments (JSONC), which afk would lose in rewriting it; "
+                    "it was left unchanged: remove them, or add the hooks that "
+                    "`afk hooks` prints by hand"
+                ) from None
+            raise BadInput(f"{exc}; it was left unchanged") from None
     hooks = current.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise BadInput(f"{path}: 'hooks' is not an object; it was left unchanged")
@@ -254,6 +302,15 @@ def merge_settings(path: Path, ours: dict[str, Any]) -> dict[str, Any]:
     if "version" in ours:
         current.setdefault("version", ours["version"])
     return current
+
+
+def _commented(path: Path) -> bool:
+    """Whether ``path`` is valid JSON once its comments are taken out."""
+    try:
+        read_settings(path, comments=True)
+    except BadInput:
+        return False
+    return True
 
 
 def install(path: Path, ours: dict[str, Any]) -> Path:

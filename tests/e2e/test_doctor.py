@@ -153,6 +153,76 @@ def test_codex_hooks_nobody_trusted_are_a_problem(afk, project, tmp_path):
     assert trust["ok"] and "trusts 1 hook" in trust["detail"]
 
 
+def test_codex_hooks_in_codex_home_are_found(afk, tmp_path):
+    """M11: the README installs Codex's hooks in $CODEX_HOME/hooks.json."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    afk.env["HOME"] = str(tmp_path)
+    codex_home = tmp_path / "codex-home"
+    path = codex_home / "hooks.json"
+    assert afk("hooks", "codex", "--install", str(path)).returncode == 0
+    _, by, checks = doctor(afk, empty, CODEX_HOME=str(codex_home))
+    assert "hooks" not in by, by["hooks"]  # not "no settings file holds afk's hooks"
+    (found,) = [c for c in checks if c["check"] == f"codex {path}"]
+    assert found["ok"], found
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('{"version": 1, "hooks": "x"}', "'hooks' is not an object"),
+        ("{not json", "is not valid JSON"),
+        ('{"hooks": {}, "hooks": {}}', "there twice"),
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ],
+)
+def test_a_broken_settings_file_is_named_with_why(afk, project, text, said):
+    """M11, M20: a corrupt .cursor/hooks.json is named, as a Claude one is."""
+    path = project / ".cursor" / "hooks.json"
+    path.parent.mkdir()
+    path.write_text(text)
+    code, _, checks = doctor(afk, project)
+    (found,) = [c for c in checks if c["check"] == f"cursor {path}"]
+    assert code == 1 and not found["ok"] and said in found["detail"], found
+
+
+def test_gemini_settings_with_comments_are_read_and_never_rewritten_without_them(afk, project):
+    """M20: Gemini CLI reads its settings as JSONC; afk reads them too, and
+    refuses to rewrite them (it would drop the comments), saying why."""
+    path = project / ".gemini" / "settings.json"
+    assert afk("hooks", "gemini", "--install", str(path)).returncode == 0
+    commented = "// my settings\n" + path.read_text().replace(
+        '"hooks"', '/* afk hooks */ "hooks"', 1
+    )
+    path.write_text(commented)
+    _, _, checks = doctor(afk, project)
+    assert [c["ok"] for c in checks if c["check"] == f"gemini {path}"] == [True]
+    again = afk("hooks", "gemini", "--install", str(path))
+    assert again.returncode == 2 and "has comments (JSONC)" in again.stderr, again.stderr
+    assert path.read_text() == commented
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+        ('{"a": 1, "a": 2}', "there twice"),
+    ],
+)
+def test_hooks_install_refuses_a_broken_file_in_one_line(afk, tmp_path, text, said):
+    path = tmp_path / "settings.json"
+    path.write_text(text)
+    proc = afk("hooks", "claude", "--install", str(path))
+    assert proc.returncode == 2 and said in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and path.read_text() == text
+
+
+def test_hooks_install_reads_a_bounded_amount(afk):
+    """M12: /dev/full reads zeros for ever: refused, not read until the OOM killer."""
+    proc = afk("hooks", "claude", "--install", "/dev/full")
+    assert proc.returncode == 2 and "larger than" in proc.stderr, proc.stderr
+
+
 def test_no_hooks_anywhere_is_a_problem(afk, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
