@@ -35,6 +35,7 @@ import socket
 import subprocess
 import sys
 import threading
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
@@ -108,6 +109,9 @@ class Loop:
         self.outages = 0
         self.runs = 0
         self._said: str | None = None
+        #: tasks whose last run a signal the loop did not send stopped: the
+        #: next such stop in a row spends an attempt (the OOM killer's, say)
+        self.stopped_outside: dict[uuid.UUID, bool] = {}
 
     # -- signals ------------------------------------------------------------
 
@@ -234,6 +238,8 @@ class Loop:
                 if kind is Outcome.USAGE_LIMIT:  # the account is parked all the same
                     self.accounts.park(account, "usage_limit", line, self.reset_of(verdict, now))
                 return None
+            if kind is not Outcome.INTERRUPTED:
+                self.stopped_outside.pop(task.id, None)
             if kind is Outcome.DONE:
                 self.q.done(task, run=run)
             elif kind is Outcome.TASK_FAILURE:
@@ -271,15 +277,33 @@ class Loop:
                     f"--account {account} --clear)"
                 )
                 return EXIT_PARKED
-            else:  # interrupted
-                why = (
-                    "paused: the supervisor was stopped"
-                    if self.stopped.is_set()
-                    else f"paused: the agent was interrupted (exit {report.exit_status})"
-                )
-                self.q.release(task, why, outcome=kind, run=run)
+            elif self.stopped.is_set():  # interrupted: the loop was stopped
+                self.q.release(task, "paused: the supervisor was stopped", outcome=kind, run=run)
                 self.say(f"interrupted: task {task.id} paused")
                 return self.stop_status or report.exit_status or 130
+            elif self.stopped_outside.get(task.id):  # the second time in a row
+                self.stopped_outside.pop(task.id)
+                self.q.fail(
+                    task,
+                    f"the agent was stopped from outside twice in a row (exit "
+                    f"{report.exit_status}); the agent's last lines:\n{report.tail}",
+                    run=run,
+                )
+            else:  # interrupted by a signal the loop did not send: a person's
+                self.stopped_outside[task.id] = True
+                later = self.q.settings.backoff_base_seconds
+                self.q.release(
+                    task,
+                    f"paused: the agent was stopped from outside (exit {report.exit_status}); "
+                    f"due again in {later:g}s",
+                    retry_in=later,
+                    outcome=kind,
+                    run=run,
+                )
+                self.say(
+                    f"task {task.id}: its agent was stopped by a signal the loop did not send "
+                    f"(exit {report.exit_status}); paused without an attempt spent, going on"
+                )
         except LeaseLost as exc:
             # the agent settled it itself (afk fail, afk pause) or the lease ran out
             self.say(f"task {task.id} was not settled by the loop: {exc}")

@@ -53,6 +53,14 @@ class Outcome(StrEnum):
     OVER_BUDGET = "over_budget"
 
 
+#: how an agent that a signal stopped exits (the signal's number, negated, or
+#: a shell's 128 + N): INT, TERM, HUP and KILL, which a person or a supervisor
+#: sends; an interrupt, not the task's failure
+STOPPED_BY_A_SIGNAL = frozenset(
+    code
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL)
+    for code in (-sig, 128 + sig)
+)
 #: lines of the agent's output a verdict reads (the last ones, not blank)
 TELLING_LINES = 3
 #: lines of output kept as a run's tail and a failure's error text
@@ -298,7 +306,7 @@ def classify(
     ``now`` is the database's clock (clock times are read relative to it, in
     zone ``tz`` unless the message names one)."""
     status = report.exit_status
-    if interrupted or status in (130, 143) or status in (-signal.SIGINT, -signal.SIGTERM):
+    if interrupted or status in STOPPED_BY_A_SIGNAL:
         return Verdict(Outcome.INTERRUPTED, f"interrupted (exit {status})")
     if status == 0:
         return Verdict(Outcome.DONE, "exit 0")

@@ -138,6 +138,53 @@ def test_a_reset_centuries_off_is_not_believed_and_the_digest_says_the_end(night
     assert ", until " in line, line
 
 
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL, signal.SIGINT])
+def test_an_agent_a_person_stops_pauses_its_task_and_the_loop_goes_on(night, signum):
+    """M23: someone kills one stuck agent: that task is paused (no attempt
+    spent) and the next one starts; only a signal to the loop ends the loop."""
+    first, second = night.backlog(2, max_attempts=1)
+    night.then(sleep=120)  # stuck
+    proc = night.loop()
+    try:
+        (stuck,) = poll(night.runs, timeout=60)
+        os.kill(stuck["pid"], signum)
+        status = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert status == 0, night.said()
+    assert "a signal the loop did not send" in night.said()
+    one, two = night.show(first), night.show(second)
+    assert one["state"] == two["state"] == "done", (one, two)
+    assert [(r["outcome"], r["attempt_spent"]) for r in one["runs"]] == [
+        ("interrupted", False),
+        ("done", True),
+    ]
+    # the next task started before the stopped one was run again
+    assert two["runs"][0]["started_at"] < one["runs"][1]["started_at"]
+
+
+def test_an_agent_stopped_from_outside_twice_in_a_row_spends_an_attempt(night):
+    """A task whose agent is killed every time (the OOM killer's, say) still
+    ends: the second stop in a row is the task's failure."""
+    (task_id,) = night.backlog(1, max_attempts=1)
+    night.then(sleep=120)
+    night.then(sleep=120)
+    proc = night.loop()
+    try:
+        for n in (1, 2):
+            runs = poll(lambda n=n: len(night.runs()) >= n and night.runs(), timeout=60)
+            os.kill(runs[n - 1]["pid"], signal.SIGKILL)
+        status = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert status == 0, night.said()
+    task = night.show(task_id)
+    assert task["state"] == "failed" and "twice in a row" in task["last_error"], task
+    assert [r["attempt_spent"] for r in task["runs"]] == [False, True]
+
+
 def test_a_clock_time_reset_is_read_in_the_loops_zone_and_sigterm_while_parked_pauses(
     night, afk, sql
 ):

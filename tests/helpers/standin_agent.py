@@ -54,7 +54,9 @@ def main() -> int:
     step = take_line(os.environ["STANDIN_SCRIPT"]) if os.environ.get("STANDIN_SCRIPT") else {}
     with open(os.environ["STANDIN_LOG"], "a", encoding="utf-8") as log:
         env = {k: v for k, v in os.environ.items() if k.startswith("AFK_")}
-        log.write(json.dumps({"at": started, "argv": sys.argv[1:], "env": env}) + "\n")
+        log.write(
+            json.dumps({"at": started, "pid": os.getpid(), "argv": sys.argv[1:], "env": env}) + "\n"
+        )
     if step.get("afk"):
         afk = [sys.executable, "-m", "watchdog.cli", *step["afk"]]  # type: ignore[misc]
         subprocess.run(afk, check=False, stdout=subprocess.DEVNULL)
