@@ -1269,7 +1269,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"afk {package_version()}")
     sub = parser.add_subparsers(
-        dest="command", required=True, metavar="COMMAND", parser_class=Parser
+        dest="subcommand", required=True, metavar="COMMAND", parser_class=Parser
     )
     parser.commands = sub.choices  # type: ignore[attr-defined]
     for name, (func, help, configure) in COMMANDS.items():
@@ -1336,7 +1336,7 @@ def main(argv: Sequence[str] | None = None, payload: bytes | None = None) -> int
     args, extra = parser.parse_known_args(argv)
     if extra:  # said by the command's own parser, with its own usage
         commands = getattr(parser, "commands", {})
-        where = commands.get(getattr(args, "command", None), parser)
+        where = commands.get(getattr(args, "subcommand", None), parser)
         where.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.func in (cmd_once, cmd_loop):
         args.command = command

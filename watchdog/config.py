@@ -333,7 +333,7 @@ class DigestSettings:
     tz: str = _field(
         "", "IANA time zone of AFK_DIGEST_AT and of the times shown (default: the system's)"
     )
-    cron: str = _field("", "a crontab expression instead of --at (e.g. '0 8 * * 1-5')")
+    cron: str = _field("", "a crontab expression instead of AFK_DIGEST_AT (e.g. '0 8 * * 1-5')")
     all_clear: bool = _field(True, "send a short all-clear when there is nothing to report")
     question_alert: bool = _field(
         True, "tell the destinations at once when an agent asks a person (afk ask)"

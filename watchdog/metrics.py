@@ -13,7 +13,14 @@ from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    make_wsgi_app,
+)
 
 from .errors import BadInput
 from .outcome import Outcome
@@ -23,6 +30,9 @@ from .states import STATES
 class Metrics:
     def __init__(self, jobs: Iterable[str] = ()) -> None:
         """``jobs``: the job names whose series exist from the start (at 0)."""
+        # a counter's *_created series doubles the scrape and says nothing
+        # that a restart's reset does not (the watchdog is the only user here)
+        disable_created_metrics()
         r = self.registry = CollectorRegistry(auto_describe=True)
         self.tasks = Gauge(
             "afk_tasks",

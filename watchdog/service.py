@@ -173,9 +173,10 @@ class Watchdog:
                 extra={"action": "listen"},
             )
         server, _ = serve(self.metrics, host, port, healthy=lambda: self.db_ok, pages=pages)
+        shown = f"[{host}]" if ":" in host else host  # an IPv6 address, as a URL writes it
         logger.info(
             "serving /metrics and /healthz on %s:%d",
-            host,
+            shown,
             server.server_port,
             extra={"action": "listen", "port": server.server_port},
         )
@@ -190,7 +191,7 @@ class Watchdog:
         else:
             logger.info(
                 "status pages on http://%s:%d/%s",
-                host,
+                shown,
                 server.server_port,
                 " (AFK_WEB_TOKEN required)" if s.web_token else "",
                 extra={"action": "listen"},

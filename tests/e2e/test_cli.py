@@ -289,3 +289,19 @@ def test_quotes_semicolons_and_unicode_are_stored_verbatim(afk, sql):
     row = sql("SELECT agent_id, idem_key, title FROM afk_task")[0]
     assert row == {"agent_id": agent, "idem_key": key, "title": "t'\""}
     assert afk.json("claim", "--agent", agent)["agent_id"] == agent
+
+
+@pytest.mark.parametrize("command", sorted(__import__("watchdog.cli").cli.COMMANDS))
+def test_an_unknown_option_of_every_command_is_its_usage_and_exit_2(afk, sql, command):
+    """`afk loop --agent x --bogus 3 -- true` ended in a traceback (the
+    subcommand's name and loop's command shared one attribute)."""
+    before = sql.fingerprint()
+    args = [command, "--bogus-option", "3"]
+    if command in ("loop", "once"):
+        args += ["--", "true"]
+    proc = afk(*args)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    assert f"usage: afk {command}" in proc.stderr, proc.stderr  # its own usage, one error
+    assert proc.stderr.strip().splitlines()[-1].startswith("afk: error: "), proc.stderr
+    assert sql.fingerprint() == before

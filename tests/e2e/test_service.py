@@ -12,6 +12,7 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+import httpx
 import pytest
 from helpers import poll, require_tool
 from helpers.service import Service, run
@@ -206,6 +207,8 @@ def test_metrics_pass_promtool(dsn, services, queue):
         [promtool, "check", "metrics"], input=text, text=True, capture_output=True
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
+    # no *_created series beside each counter and histogram (A33: 43 of them)
+    assert "_created" not in text
 
 
 def test_parked_accounts_and_agent_runs_are_exported(queue, dsn, services):
@@ -241,3 +244,15 @@ def test_parked_accounts_and_agent_runs_are_exported(queue, dsn, services):
     ticks = service.value("afk_job_runs_total", job="gauges") or 0
     assert poll(lambda: (service.value("afk_job_runs_total", job="gauges") or 0) >= ticks + 3)
     assert service.value("afk_agent_runs_total", outcome="done") == 1
+
+
+def test_an_ipv6_address_is_logged_as_a_url_writes_it(dsn, services):
+    """The log said http://::1:PORT/, which no browser opens."""
+    from helpers.service import free_port
+
+    port = free_port()
+    service = services(dsn, AFK_METRICS_ADDR=f"[::1]:{port}")
+    poll(lambda: "status pages on" in service.log(), timeout=60)
+    assert f"http://[::1]:{port}/" in service.log(), service.log()
+    response = httpx.get(f"http://[::1]:{port}/healthz", timeout=5)
+    assert response.status_code in (200, 503)
