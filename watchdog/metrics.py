@@ -32,7 +32,7 @@ class Metrics:
         """``jobs``: the job names whose series exist from the start (at 0)."""
         # a counter's *_created series doubles the scrape and says nothing
         # that a restart's reset does not (the watchdog is the only user here)
-        disable_created_metrics()
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         r = self.registry = CollectorRegistry(auto_describe=True)
         self.tasks = Gauge(
             "afk_tasks",
