@@ -53,19 +53,25 @@ def explain_fence(
             f"lease lost: the lease of task {task_id} has run out; heartbeat or "
             "checkpoint more often, or claim with a longer lease"
         )
-    raise LeaseLost(
-        f"lease lost: task {task_id} {lost_clause(state, current, token)}; nothing was changed"
-    )
+    held = bool(row.get("cur_held"))
+    clause = lost_clause(state, current, token, held=held)
+    raise LeaseLost(f"lease lost: task {task_id} {clause}; nothing was changed")
 
 
-def lost_clause(state: str, current: int, token: int) -> str:
+def lost_clause(state: str, current: int, token: int, *, held: bool = False) -> str:
     """Why a task is no longer held under ``token`` (``current`` is its
     token now), as a clause after its name: the one wording of the fence,
-    for the API's errors and for the hooks' deny."""
+    for the API's errors and for the hooks' deny. ``held``: the task waits
+    for a person (a question asked, a budget reached)."""
     if current != token:
         return f"was claimed again since (token {current} replaced {token})"
     if state in FINISHED:
         return f"is {state}, no longer running"
     if state == "running":
         return "has run out of its lease"
+    if held:
+        return (
+            f"is {state}, waiting for a person (a question asked, or its budget reached): "
+            "stop working on it; it runs again once a person answers or raises the budget"
+        )
     return f"is {state} (its lease ran out and it was reclaimed, or it was paused)"

@@ -305,3 +305,30 @@ def test_an_unknown_option_of_every_command_is_its_usage_and_exit_2(afk, sql, co
     assert f"usage: afk {command}" in proc.stderr, proc.stderr  # its own usage, one error
     assert proc.stderr.strip().splitlines()[-1].startswith("afk: error: "), proc.stderr
     assert sql.fingerprint() == before
+
+
+def test_a_second_question_says_the_task_waits_for_an_answer(afk):
+    """M17: the second `afk ask` said "its lease ran out and it was
+    reclaimed, or it was paused": it waits for a person's answer."""
+    afk.json("enqueue", "--agent", "q", "--title", "t")
+    task = afk.json("claim", "--agent", "q")
+    first = afk("ask", "staging or prod?", task["id"], "--token", str(task["token"]))
+    assert first.returncode == 0, first.stderr
+    again = afk("ask", "and the region?", task["id"], "--token", str(task["token"]))
+    assert again.returncode == 4, again.stderr
+    assert "waiting for a person" in again.stderr and "reclaimed" not in again.stderr
+
+
+def test_a_token_issued_before_says_the_task_was_claimed_again(afk, sql):
+    """N33: a token the task had once (not one never issued) is exit 4 with
+    the token that replaced it."""
+    afk.json("enqueue", "--agent", "n", "--title", "t")
+    first = afk.json("claim", "--agent", "n")
+    sql.expire(first["id"])
+    afk("reclaim")
+    second = afk.json("claim", "--agent", "n")
+    assert second["token"] > first["token"]
+    stale = afk("heartbeat", first["id"], "--token", str(first["token"]))
+    assert stale.returncode == 4, stale.stderr
+    said = f"claimed again since (token {second['token']} replaced {first['token']})"
+    assert said in stale.stderr

@@ -27,7 +27,8 @@ WITH task AS (
       WHERE NOT e.done AND e.started_token IS DISTINCT FROM EXCLUDED.started_token
     RETURNING runs
 )
-SELECT t.state AS cur_state, t.lease_token AS cur_token, t.idem_key,
+SELECT t.state AS cur_state, t.lease_token AS cur_token,
+       (t.run_after = afk_held()) IS TRUE AS cur_held, t.idem_key,
        (SELECT count(*) > 0 FROM task) AS fenced,
        (SELECT done FROM prior) AS done, (SELECT result FROM prior) AS result,
        (SELECT runs FROM started) AS runs
@@ -48,14 +49,16 @@ WITH task AS (
      WHERE e.task_id = task.id AND e.name = %(name)s AND NOT e.done
     RETURNING e.runs
 )
-SELECT t.state AS cur_state, t.lease_token AS cur_token, (SELECT runs FROM rec) AS runs
+SELECT t.state AS cur_state, t.lease_token AS cur_token,
+       (t.run_after = afk_held()) IS TRUE AS cur_held, (SELECT runs FROM rec) AS runs
   FROM afk_task t
  WHERE t.id = %(id)s;
 
 -- name: effect_lock :one
 -- A transactional effect's first statement: locks the task row (fenced) for
 -- the rest of the caller's transaction and reads the effect's record.
-SELECT t.state AS cur_state, t.lease_token AS cur_token, t.idem_key,
+SELECT t.state AS cur_state, t.lease_token AS cur_token,
+       (t.run_after = afk_held()) IS TRUE AS cur_held, t.idem_key,
        (t.state = 'running' AND t.lease_token = %(token)s) AS fenced,
        e.done, e.result
   FROM afk_task t

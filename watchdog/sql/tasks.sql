@@ -163,7 +163,8 @@ WITH fin AS (
     SELECT id, lease_token, agent_id, lease_owner, %(account)s::text
       FROM claimed WHERE %(account)s::text IS NOT NULL
 )
-SELECT t.state AS cur_state, t.lease_token AS cur_token, (SELECT id FROM fin) AS finished,
+SELECT t.state AS cur_state, t.lease_token AS cur_token,
+       (t.run_after = afk_held()) IS TRUE AS cur_held, (SELECT id FROM fin) AS finished,
        CASE WHEN %(id)s::uuid IS NOT NULL
             THEN afk_end_run(%(id)s::uuid, %(token)s, CASE WHEN %(error)s::text IS NULL
                              THEN 'done' ELSE 'task_failure' END,
@@ -202,6 +203,7 @@ WITH upd AS (
     RETURNING *
 )
 SELECT t.state AS cur_state, t.lease_token AS cur_token,
+       (t.run_after = afk_held()) IS TRUE AS cur_held,
        CASE WHEN %(patch)s::jsonb IS NOT NULL
             THEN octet_length((t.checkpoint || %(patch)s::jsonb)::text) END AS merged_bytes,
        u.*
@@ -217,7 +219,8 @@ WITH upd AS (
      WHERE id = %(id)s AND state = 'running' AND lease_token = %(token)s
     RETURNING *
 )
-SELECT t.state AS cur_state, t.lease_token AS cur_token, u.*
+SELECT t.state AS cur_state, t.lease_token AS cur_token,
+       (t.run_after = afk_held()) IS TRUE AS cur_held, u.*
   FROM afk_task t LEFT JOIN upd u ON true
  WHERE t.id = %(id)s;
 
@@ -382,6 +385,7 @@ WITH upd AS (
     RETURNING *
 )
 SELECT t.state AS cur_state, t.lease_token AS cur_token,
+       (t.run_after = afk_held()) IS TRUE AS cur_held,
        afk_end_run(t.id, %(token)s, %(outcome)s, %(run)s::jsonb, false) AS run_ended, u.*
   FROM afk_task t LEFT JOIN upd u ON true
  WHERE t.id = %(id)s;
@@ -418,6 +422,7 @@ WITH upd AS (
     RETURNING id, asked_at
 )
 SELECT t.state AS cur_state, t.lease_token AS cur_token,
+       (t.run_after = afk_held()) IS TRUE AS cur_held,
        (SELECT id FROM q) AS question_id, (SELECT asked_at FROM q) AS asked_at,
        CASE WHEN EXISTS (SELECT 1 FROM upd)
             THEN afk_end_run(t.id, %(token)s, 'needs_input', NULL, false) END AS run_ended
@@ -572,6 +577,7 @@ WITH target AS (
     RETURNING t.lease_until
 )
 SELECT g.id, g.token, t.state::text AS cur_state, t.lease_token AS cur_token,
+       (t.run_after = afk_held()) IS TRUE AS cur_held,
        extract(epoch FROM coalesce((SELECT lease_until FROM upd), t.lease_until) - now())::float8
            AS lease_left
   FROM target g JOIN afk_task t ON t.id = g.id;
