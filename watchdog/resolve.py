@@ -59,8 +59,10 @@ def resolve_dsn(
     chosen = given_dsn(dsn, settings, env)
     if chosen is not None:
         return chosen
+    started = embedded.running(embedded.home(env) / "pgdata") is None
     found = embedded.default_dsn()
-    _embedded_note(note)
+    if started:  # said once, when it helps: not on every command and hook
+        _embedded_note(note)
     return found
 
 
@@ -80,7 +82,6 @@ def running_dsn(
     info = embedded.running(embedded.home(env) / "pgdata")
     if info is None:
         return None
-    _embedded_note(note)
     return embedded.client_dsn(info)
 
 
@@ -116,5 +117,5 @@ def _embedded_note(note: Callable[[str], None] | None) -> None:
     if note is not None:
         note(
             "no DSN given (--dsn, AFK_DSN, a credential, the config file): "
-            f"the embedded server under {embedded.home()}"
+            f"started the embedded server under {embedded.home()}"
         )

@@ -43,6 +43,10 @@ def test_first_command_starts_the_server_and_later_ones_reuse_it(afk_home):
     assert json.loads(run(afk_home, "db", "status").stdout)["running"] is False
     out = run(afk_home, "enqueue", "--agent", "a", "--title", "t", "--key", "k")
     assert out.returncode == 0, out.stderr
+    # M16: said once, by the command that started it; not on every later call
+    assert "started the embedded server under" in out.stderr
+    later = run(afk_home, "status")
+    assert later.returncode == 0 and later.stderr == "", later.stderr
     first = json.loads(run(afk_home, "db", "status").stdout)
     assert first["running"] and first["pgdata"] == str(afk_home / "pgdata")
     assert json.loads(
