@@ -30,6 +30,7 @@ MAX_SINCE = 100 * 365 * 86400
 logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
+    from .db import Database
     from .models import Task
     from .queue import Queue
 
@@ -162,9 +163,13 @@ def database_of(args: argparse.Namespace, settings: Any) -> str:
     return resolve_dsn(args.dsn, settings=settings, note=say)
 
 
-def open_queue(args: argparse.Namespace, *, timeout: bool = True) -> Queue:
+def open_queue(
+    args: argparse.Namespace, *, timeout: bool = True, check_schema: bool = True
+) -> Queue:
     """The queue of a CLI command: one connection, and statements bounded by
-    AFK_COMMAND_TIMEOUT (a locked row must not stall a heartbeat for good)."""
+    AFK_COMMAND_TIMEOUT (a locked row must not stall a heartbeat for good).
+    A schema newer than this afk is said once (its writes may miss what the
+    newer one expects)."""
     from .config import load_all
     from .db import Database
     from .queue import Queue
@@ -173,7 +178,25 @@ def open_queue(args: argparse.Namespace, *, timeout: bool = True) -> Queue:
     dsn = database_of(args, settings)
     limit = settings.queue.command_timeout if timeout else 0
     db = Database(dsn, pool_size=None, statement_timeout=limit or None)
+    if check_schema:
+        newer_schema(db)
     return Queue(db, settings=settings.queue)
+
+
+def newer_schema(db: Database) -> None:
+    """Say (once) when the database's schema is newer than this afk knows."""
+    from . import sql
+
+    try:
+        version = db.schema_version()
+    except AfkError:
+        return  # the command itself says what is wrong with the database
+    known = max(v for v, _, _ in sql.migrations())
+    if version > known:
+        say(
+            f"the database's schema (version {version}) is newer than this afk knows "
+            f"(up to {known}): upgrade afk-watchdog"
+        )
 
 
 def task_of(args: argparse.Namespace) -> tuple[str, int]:
@@ -197,18 +220,11 @@ def task_of(args: argparse.Namespace) -> tuple[str, int]:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    from . import sql
 
-    with open_queue(args, timeout=False) as q:
+    with open_queue(args, timeout=False, check_schema=False) as q:
         applied = q.migrate()
-        version = q.db.schema_version()
-        emit({"applied": applied, "version": version})
-    known = max(v for v, _, _ in sql.migrations())
-    if version > known:
-        say(
-            f"the database's schema (version {version}) is newer than this afk knows "
-            f"(up to {known}): upgrade afk-watchdog"
-        )
+        emit({"applied": applied, "version": q.db.schema_version()})
+        newer_schema(q.db)
     return EXIT_OK
 
 

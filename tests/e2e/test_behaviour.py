@@ -106,6 +106,11 @@ def test_a_client_older_than_the_schema_says_so(afk, sql):
     assert proc.returncode == 0
     assert json.loads(proc.stdout)["version"] == 999
     assert "newer than this afk" in proc.stderr
+    # N49: and every command that uses the queue says so, once
+    for args in (["status"], ["enqueue", "--agent", "a", "--title", "t"]):
+        proc = afk(*args)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stderr.count("newer than this afk") == 1, proc.stderr
 
 
 def test_a_long_tracebacks_excerpt_keeps_its_exception_line(afk):
