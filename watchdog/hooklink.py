@@ -58,6 +58,11 @@ STDIN_WAIT = 5.0
 #: them the hook runs straight against the database
 CONNECT_WAIT = 0.5
 ANSWER_WAIT = 2.0
+#: seconds the hooks go straight to the database after the service did not
+#: answer in time (a wedged service must not cost every hook the wait again)
+WEDGED_FOR = 10.0
+#: the file beside the socket that remembers it (its folder is checked private)
+WEDGED_MARK = "service.wedged"
 #: the environment a hook reads, sent along with its payload
 FORWARDED = (
     "CLAUDE_ENV_FILE",
@@ -175,14 +180,21 @@ def peer_uid(conn: socket.socket) -> int | None:
     return int(struct.unpack("3i", raw)[1])
 
 
+class Wedged(Exception):
+    """The service did not answer in time a moment ago: not asked again yet."""
+
+
 def connect(path: str, wait: float = CONNECT_WAIT) -> socket.socket:
     """A connection to the service at ``path``, made through its checked
     folder and kept only when the server is this user's. Raises
-    :class:`Untrusted`, or OSError where there is nothing to connect to."""
+    :class:`Untrusted`, :class:`Wedged`, or OSError where there is nothing
+    to connect to."""
     uid = os.getuid()
     folder, name = os.path.split(os.path.abspath(path))
     fd = open_private(folder, uid)
     try:
+        if _wedged(fd):
+            raise Wedged(path)
         info = os.stat(name, dir_fd=fd, follow_symlinks=False)
         if not stat.S_ISSOCK(info.st_mode) or info.st_uid != uid:
             raise Untrusted(f"{path} is not a socket of this user")
@@ -202,6 +214,45 @@ def connect(path: str, wait: float = CONNECT_WAIT) -> socket.socket:
             conn.close()
             raise
         return conn
+    finally:
+        os.close(fd)
+
+
+def _wedged(fd: int) -> bool:
+    """Whether the mark in the open folder ``fd`` says the service did not
+    answer less than :data:`WEDGED_FOR` seconds ago."""
+    try:
+        mark = os.open(WEDGED_MARK, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd)
+    except OSError:
+        return False
+    try:
+        until = float(os.read(mark, 32))
+    except (OSError, ValueError):
+        return False
+    finally:
+        os.close(mark)
+    now = time.time()
+    return now < until <= now + WEDGED_FOR
+
+
+def remember_wedged(path: str) -> None:
+    """Mark the service at ``path`` as not answering, for :data:`WEDGED_FOR`
+    seconds (best effort: a folder the hook cannot write is left as it is)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        fd = open_private(folder)
+    except (OSError, Untrusted):
+        return
+    temp = f".{WEDGED_MARK}.{os.getpid()}"
+    try:
+        out = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600, dir_fd=fd)
+        try:
+            os.write(out, str(time.time() + WEDGED_FOR).encode())
+        finally:
+            os.close(out)
+        os.replace(temp, WEDGED_MARK, src_dir_fd=fd, dst_dir_fd=fd)
+    except OSError:
+        pass
     finally:
         os.close(fd)
 
@@ -295,9 +346,13 @@ def exchange(argv: list[str], payload: bytes, env: Mapping[str, str]) -> dict[st
             conn.sendall(header + payload)
             conn.shutdown(socket.SHUT_WR)
             answer = receive(conn, time.monotonic() + ANSWER_WAIT)
-    except (OSError, Untrusted):
+    except TimeoutError:  # connected or not, no answer in time: a wedged service
+        remember_wedged(path)
+        return None
+    except (OSError, Untrusted, Wedged):
         return None
     if answer is None:
+        remember_wedged(path)
         return None
     try:
         said = json.loads(answer)

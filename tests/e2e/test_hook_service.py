@@ -132,6 +132,32 @@ def test_a_stopped_service_costs_the_hook_a_wait_never_its_timeout(afk, queue, s
     assert took < HOOK_TIMEOUT, took
 
 
+def test_a_service_that_did_not_answer_is_not_asked_again_for_a_while(afk, queue, sql, service):
+    """M21: with a wedged service, every hook paid the 2 s wait again. The
+    hook that waited remembers it: the next hooks go to the database at once
+    (here the service is back, and still not asked: its answer would not
+    have imported the command line), until the memory runs out."""
+    task = lost_task(queue, sql)
+    env = {**supervised(task), "AFK_HOOK_SOCKET": service.socket}
+    service.signal(signal.SIGSTOP)
+    try:
+        proc, _ = run_hook(afk, payload("PreToolUse"), env)
+    finally:
+        service.signal(signal.SIGCONT)
+    assert denied(proc)
+    mark = Path(service.socket).parent / "service.wedged"
+    assert mark.is_file()
+    proc, _ = run_hook(afk, payload("PreToolUse"), env, "-X", "importtime")
+    assert denied(proc) and b"watchdog.cli" in proc.stderr  # went to the database itself
+    mark.write_text(str(time.time() - 1))  # the memory ran out
+    proc, _ = run_hook(afk, payload("PreToolUse"), env, "-X", "importtime")
+    assert denied(proc) and b"watchdog.cli" not in proc.stderr  # the service answered
+    # a mark that claims more than the memory's length was not written by a hook
+    mark.write_text(str(time.time() + 3600))
+    proc, _ = run_hook(afk, payload("PreToolUse"), env, "-X", "importtime")
+    assert denied(proc) and b"watchdog.cli" not in proc.stderr
+
+
 def test_a_service_killed_while_the_hook_waits_for_it_leaves_the_hook_its_answer(
     afk, queue, sql, service
 ):
