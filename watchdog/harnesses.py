@@ -274,6 +274,11 @@ def merge_settings(path: Path, ours: dict[str, Any]) -> dict[str, Any]:
                     "`afk hooks` prints by hand"
                 ) from None
             raise BadInput(f"{exc}; it was left unchanged") from None
+    if "version" in ours and current.get("version", ours["version"]) != ours["version"]:
+        raise BadInput(
+            f"{path} says version {json.dumps(current['version'])}; afk writes hooks of "
+            f"version {ours['version']}: it was left unchanged"
+        )
     hooks = current.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise BadInput(f"{path}: 'hooks' is not an object; it was left unchanged")

@@ -207,12 +207,14 @@ def test_gemini_settings_with_comments_are_read_and_never_rewritten_without_them
     [
         ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
         ('{"a": 1, "a": 2}', "there twice"),
+        ('{"version": 2, "hooks": {}}', "says version 2; afk writes hooks of version 1"),
     ],
 )
 def test_hooks_install_refuses_a_broken_file_in_one_line(afk, tmp_path, text, said):
     path = tmp_path / "settings.json"
     path.write_text(text)
-    proc = afk("hooks", "claude", "--install", str(path))
+    harness = "cursor" if "version" in text else "claude"
+    proc = afk("hooks", harness, "--install", str(path))
     assert proc.returncode == 2 and said in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and path.read_text() == text
 
