@@ -18,6 +18,8 @@ from helpers.browser import Browser
 from helpers.service import Service
 from psycopg.conninfo import make_conninfo
 
+from watchdog import NewTask
+
 ARTEFACTS = Path(os.environ.get("AFK_TEST_ARTEFACTS") or TESTS / "artefacts")
 SCRIPT = "<script>document.title='pwned'</script>"
 IMG = "<img src=x onerror=\"document.title='pwned'\">"
@@ -298,3 +300,32 @@ def test_questions_and_the_last_day_are_on_the_pages(afk, service, tmp_path, bro
     dom, log = load(browser, service.url + f"/tasks/{task_id}", "task-question.png")
     assert not log, log
     assert "Staging or prod?" in html.unescape(dom) and "not answered" in dom
+
+
+def test_the_nights_tables_read_at_a_desk_and_on_a_phone(afk, queue, service, browser, tmp_path):
+    """M18: with ordinary agent names, the status page's "The last 24 h" and
+    the HTML digest's "The night" broke their headers one letter a line
+    ("d o n e") and costs mid-number; at 1280 and 390 px no header or number
+    breaks, and the page does not scroll sideways."""
+    names = ["api-migrations-2026", "backlog-frontend-refactor", "docs", "nightly-dependency-bumps"]
+    for n, agent in enumerate(names):
+        queue.enqueue(agent, [NewTask("t")])
+        task = queue.claim(agent, runner="r", account="max-1")
+        queue.done(task, run={"outcome": "done", "exit_status": 0, "cost_usd": 1.25 + n})
+    digest = tmp_path / "digest.html"
+    digest.write_text(afk("digest", "--dry-run", "--format", "html").stdout)
+    pages = {
+        "overview": (service.url + "/", "table.night th, table.night td.num"),
+        "digest": (
+            digest.as_uri(),
+            "table.night tr:first-child td, table.night td:not(:first-child)",
+        ),
+    }
+    for width in (1280, 390):
+        browser.resize(width)
+        for name, (url, cells) in pages.items():
+            page = browser.load(url, ARTEFACTS / f"night-{name}-{width}.png")
+            assert not page.said, page.said
+            assert "$4.25" in page.dom  # the table is there, with its numbers
+            assert browser.wrapped(cells) == [], (name, width)
+            assert not browser.overflows(), (name, width)

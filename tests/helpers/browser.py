@@ -95,6 +95,42 @@ class Browser:
         self._drain()
         return Page(dom, [line for e in self._events if (line := _said(e))])
 
+    def resize(self, width: int, height: int = 900) -> None:
+        """The viewport's size for the next loads (a phone is 390 px wide)."""
+        self._call(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+            session=True,
+        )
+
+    def wrapped(self, selector: str) -> list[str]:
+        """The text of each element of ``selector`` on the loaded page that the
+        layout breaks over more than one line."""
+        lines = (
+            "el => { const r = document.createRange(); r.selectNodeContents(el);"
+            " return new Set(Array.from(r.getClientRects()).map(x => Math.round(x.top))).size; }"
+        )
+        script = (
+            f"Array.from(document.querySelectorAll({json.dumps(selector)}))"
+            f".filter(el => ({lines})(el) > 1).map(el => el.textContent.trim())"
+        )
+        result = self._call(
+            "Runtime.evaluate", {"expression": script, "returnByValue": True}, session=True
+        )["result"]["value"]
+        return list(result)
+
+    def overflows(self) -> bool:
+        """Whether the loaded page is wider than the viewport (a sideways scroll)."""
+        result = self._call(
+            "Runtime.evaluate",
+            {
+                "expression": "document.documentElement.scrollWidth > window.innerWidth",
+                "returnByValue": True,
+            },
+            session=True,
+        )["result"]["value"]
+        return bool(result)
+
     def close(self) -> None:
         try:
             self._send("Browser.close", {}, None)

@@ -91,6 +91,7 @@ def sample_digest() -> Digest:
                 "reason": "You've hit your session limit · resets 3:45am",
                 "parked_seconds": 9000.0,
                 "needs_person": False,
+                "until": "2026-12-01T03:45:00+00:00",
                 "tasks_waited": 3,
                 "attempts_spent": 0,
             }
