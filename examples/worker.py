@@ -30,8 +30,9 @@ from watchdog import EffectContext, LeaseLost, Queue, Task
 from watchdog.accounts import DEFAULT_ACCOUNT, Accounts
 from watchdog.config import load_all
 from watchdog.errors import AccountParked
-from watchdog.loop import Loop, LoopOptions, run_agent
+from watchdog.loop import Loop, LoopOptions
 from watchdog.outcome import Report, classify, compile_patterns
+from watchdog.process import run_agent
 
 STEPS = ["reproduce", "fix", "test"]
 

@@ -28,6 +28,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cli_main(argv)
     signal.signal(signal.SIGALRM, hooklink.give_up)
     signal.alarm(hooklink.HOOK_DEADLINE)  # the whole run, fast path and fallback alike
+    hooklink.touch_alive(os.environ)
     payload = hooklink.read_stdin()
     answer = None if hooklink.unattended(payload) else hooklink.ask(argv[1:], payload, os.environ)
     if answer is not None:

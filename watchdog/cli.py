@@ -35,6 +35,17 @@ if TYPE_CHECKING:
     from .queue import Queue
 
 
+def duration_arg(value: str) -> float:
+    """A DURATION option: seconds, or a number with s, m, h or d; above 0."""
+    try:
+        seconds = parse_duration(value)
+    except BadInput as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if not 0 < seconds <= 30 * 86400:
+        raise argparse.ArgumentTypeError(f"{value!r} must be above 0 and at most 30 days")
+    return seconds
+
+
 def token_arg(value: str) -> int:
     """--token as argparse reads it: a lease token, else the usage line."""
     try:
@@ -791,6 +802,7 @@ def cmd_hook(args: argparse.Namespace) -> int:
     # the deadline counts from the process's start (`afk hook` may have asked
     # the watchdog service first)
     signal.alarm(signal.alarm(0) or hooklink.HOOK_DEADLINE)
+    hooklink.touch_alive(os.environ)
     try:
         raw = getattr(args, "payload", None)
         raw = raw if raw is not None else hooklink.read_stdin()
@@ -886,9 +898,26 @@ def configure_loop(p: Parser) -> None:
     lease_option(p)
     p.add_argument("--wait", action="store_true", help="keep running, waiting for new tasks")
     p.add_argument("--max-tasks", type=int, dest="max_tasks", help="stop after this many runs")
+    p.add_argument(
+        "--stall-after",
+        type=duration_arg,
+        dest="stall_after",
+        metavar="DURATION",
+        help="stop a run whose agent printed no line and fired no hook for this long "
+        "(90s, 15m, 2h; env AFK_STALL_SECONDS, default 15m)",
+    )
+    p.add_argument(
+        "--max-run",
+        type=duration_arg,
+        dest="max_run",
+        metavar="DURATION",
+        help="stop a run still going after this long, an attempt spent "
+        "(env AFK_MAX_RUN_SECONDS; default: no cap)",
+    )
     p.set_defaults(command=[])
     p.usage = (
-        "afk loop --agent A [--account NAME] [--lease S] [--wait] [--max-tasks N] -- CMD [ARG...]"
+        "afk loop --agent A [--account NAME] [--lease S] [--wait] [--max-tasks N] "
+        "[--stall-after DURATION] [--max-run DURATION] -- CMD [ARG...]"
     )
     p.epilog = (
         "exit 0 when nothing is left, 5 when the account needs a person, 130/143 when stopped"
@@ -923,6 +952,8 @@ def cmd_loop(args: argparse.Namespace) -> int:
         runner=runner_of(args),
         env=dict(agent_variables(args.dsn, args.config)),
         day_zone=getattr(zone, "key", None) or str(zone),
+        stall_after=args.stall_after,
+        max_run=args.max_run,
     )
     from .checks import check_id
     from .queue import Queue

@@ -288,12 +288,26 @@ class LoopSettings:
         "what one account's runs may cost a day, US dollars (0: no limit); reached, the "
         "account is parked until midnight (AFK_DIGEST_TZ)",
     )
+    stall_seconds: float = _field(
+        900.0,
+        "a run whose agent printed no line and fired no hook for this long is stopped "
+        "as stalled (afk loop --stall-after)",
+        True,
+    )
+    max_run_seconds: float = _field(
+        0.0,
+        "a run still going after this long is stopped as timed out, an attempt spent "
+        "(0: no cap; afk loop --max-run)",
+        True,
+    )
 
     def __post_init__(self) -> None:
         problems = [
             f"{f.name} must be positive"
             for f in fields(self)
-            if f.metadata.get("duration") and not getattr(self, f.name) > 0
+            if f.metadata.get("duration")
+            and not getattr(self, f.name) > 0
+            and not (f.name == "max_run_seconds" and self.max_run_seconds == 0)
         ]
         if self.transient_backoff_cap_seconds < self.transient_backoff_seconds:
             problems.append(
@@ -518,6 +532,10 @@ OTHER_ENV = (
     "AFK_ACCOUNT",
     "AFK_EFFECT_KEY",
     "AFK_TEST_DSN",
+    # what afk loop gives its agent besides the task: its budget left, and the
+    # file its hooks touch as a sign of life
+    "AFK_TASK_BUDGET_USD",
+    "AFK_ALIVE_FILE",
 )
 
 

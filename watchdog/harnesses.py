@@ -346,3 +346,26 @@ def install(path: Path, ours: dict[str, Any]) -> Path:
             f"cannot write {path}: {exc.strerror or exc}; it was left unchanged"
         ) from None
     return target
+
+
+#: agents whose command line reads the prompt as a positional argument after
+#: `--` (Claude Code's `claude -p`, Codex CLI's `codex exec`): a title that
+#: starts with "-" ("- [ ] fix the login page") is then the prompt, not an
+#: unknown option
+ENDS_OPTIONS = ("claude", "codex")
+#: options whose value is the prompt (Gemini CLI's `gemini -p PROMPT`)
+PROMPT_OPTIONS = ("-p", "--prompt")
+
+
+def prompt_argv(command: list[str], prompt: str) -> list[str]:
+    """The agent's command line with ``prompt`` as its last argument, written
+    so that the agent cannot read it as an option: after a `--` for Claude
+    Code and Codex CLI (unless the command has one), as ``--prompt=PROMPT``
+    where the command ends with Gemini CLI's ``-p``; anything else as given
+    (end your own command with `--` where your agent reads one)."""
+    program = os.path.basename(command[0]) if command else ""
+    if program == "gemini" and command[-1] in PROMPT_OPTIONS:
+        return [*command[:-1], f"--prompt={prompt}"]
+    if program in ENDS_OPTIONS and "--" not in command[1:]:
+        return [*command, "--", prompt]
+    return [*command, prompt]

@@ -283,6 +283,18 @@ def untrusted_why(path: str) -> str | None:
     return None
 
 
+def touch_alive(env: Mapping[str, str]) -> None:
+    """A hook fired: a sign of life for the supervisor that watches its agent
+    for a stall (``afk loop`` gives the agent ``AFK_ALIVE_FILE``). No
+    database, no service: a file's time."""
+    path = env.get("AFK_ALIVE_FILE")
+    if path and os.path.isabs(path):
+        try:  # noqa: SIM105 - the fast path imports no more than it must
+            os.utime(path, follow_symlinks=False)
+        except (OSError, NotImplementedError):
+            pass
+
+
 def read_stdin(wait: float = STDIN_WAIT) -> bytes:
     """The payload: what arrives on stdin within ``wait`` seconds (an agent
     that never closes stdin must not hang the hook), at most one byte more

@@ -28,11 +28,8 @@ No transaction is open while the agent runs: each step is one statement.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import socket
-import subprocess
 import sys
 import threading
 import uuid
@@ -44,22 +41,22 @@ from typing import IO, Any
 from .accounts import DEFAULT_ACCOUNT, Accounts, Parking
 from .config import LoopSettings
 from .errors import AccountParked, DatabaseError, LeaseLost
+from .harnesses import prompt_argv
 from .models import Task
 from .outcome import (
-    MAX_JSON_LINE,
     Outcome,
-    OutputReader,
     Report,
     Verdict,
     classify,
     compile_patterns,
     failure_text,
 )
+from .process import Limits, run_agent
 from .queue import Queue
 
 EXIT_OK, EXIT_ERROR, EXIT_PARKED = 0, 1, 5
 #: outcomes that would retry a task: over its budget, it is held instead
-HELD_OVER_BUDGET = (Outcome.TASK_FAILURE, Outcome.OUTAGE, Outcome.USAGE_LIMIT)
+HELD_OVER_BUDGET = (Outcome.TASK_FAILURE, Outcome.TIMED_OUT, Outcome.OUTAGE, Outcome.USAGE_LIMIT)
 #: the longest a loop sleeps between two looks at the database while it waits
 #: for a reset or a backoff (a parking cleared by hand is seen this soon)
 MAX_NAP = 60.0
@@ -78,6 +75,9 @@ class LoopOptions:
     env: dict[str, str] = field(default_factory=dict)
     #: the zone of a day, for the daily budget (an IANA name)
     day_zone: str = "UTC"
+    #: --stall-after and --max-run, seconds (None: the settings')
+    stall_after: float | None = None
+    max_run: float | None = None
 
 
 def default_runner() -> str:
@@ -244,6 +244,18 @@ class Loop:
                 self.q.done(task, run=run)
             elif kind is Outcome.TASK_FAILURE:
                 self.q.fail(task, failure_text(report, verdict, self.scrub), run=run)
+            elif kind is Outcome.TIMED_OUT:
+                self.q.fail(task, self._stopped_text(line, report), run=run)
+                self.say(f"task {task.id} {line}: stopped, an attempt spent")
+            elif kind is Outcome.STALLED:
+                self.settle_stall(task, report, line, run)
+            elif kind is Outcome.CANNOT_START:
+                self.q.release(task, f"paused: {line}", outcome=kind, run=run)
+                self.say(
+                    f"{line}; task {task.id} paused with no attempt spent, and no other "
+                    "task started: fix the command, then run afk loop again"
+                )
+                return EXIT_PARKED
             elif kind is Outcome.USAGE_LIMIT:
                 if verdict.reset is None or verdict.reset <= now:
                     line += " (no reset time read: probing again then)"
@@ -309,6 +321,25 @@ class Loop:
             self.say(f"task {task.id} was not settled by the loop: {exc}")
         return None
 
+    def settle_stall(self, task: Task, report: Report, line: str, run: dict[str, Any]) -> None:
+        """A stalled run: the first in a row spends no attempt and puts the
+        task back at once (a hang is more often the harness's than the
+        task's); the second in a row spends one, so a task that always hangs
+        still ends."""
+        ended = [r for r in self.q.runs(task) if r["ended_at"] is not None]
+        text = self._stopped_text(line, report)
+        if ended and ended[-1]["outcome"] == Outcome.STALLED:
+            self.q.fail(task, f"{line}, twice in a row\n\n{text}", run=run)
+            self.say(f"task {task.id} {line}, twice in a row: stopped, an attempt spent")
+            return
+        self.q.release(task, text[:1000], state="todo", outcome=Outcome.STALLED, run=run)
+        self.say(f"task {task.id} {line}: stopped, and put back with no attempt spent")
+
+    def _stopped_text(self, line: str, report: Report) -> str:
+        """The error of a run the loop stopped: why, then its last lines."""
+        tail = report.tail or "(none: it printed nothing)"
+        return self.scrub(f"{line}\n\nthe agent's last lines:\n{tail}")
+
     def reset_of(self, verdict: Verdict, now: datetime) -> datetime:
         """When a usage limit ends: the reset the agent named, else a probe."""
         if verdict.reset is not None and verdict.reset > now:
@@ -364,11 +395,15 @@ class Loop:
             # what is left, for the agent's own cap (claude -p --max-budget-usd)
             env["AFK_TASK_BUDGET_USD"] = f"{max(budget - (spent or 0), 0):.2f}"
         return run_agent(
-            [*self.o.command, prompt],
+            prompt_argv(self.o.command, prompt),
             env,
             stop=self.stopped,
             lost=lost,
-            grace=self.settings.agent_grace_seconds,
+            limits=Limits(
+                grace=self.settings.agent_grace_seconds,
+                stall=self.o.stall_after or self.settings.stall_seconds,
+                max_run=self.o.max_run or self.settings.max_run_seconds or None,
+            ),
         )
 
     def check_daily_budget(self) -> None:
@@ -418,91 +453,6 @@ def fit_prompt(prompt: str, limit: int = MAX_PROMPT) -> str:
         return prompt
     keep = limit - len(CUT_NOTE.encode())
     return raw[:keep].decode("utf-8", "ignore") + CUT_NOTE
-
-
-def run_agent(
-    command: list[str],
-    env: Mapping[str, str],
-    *,
-    stop: threading.Event,
-    lost: threading.Event | None = None,
-    grace: float = 10.0,
-) -> Report:
-    """Run an agent until it exits, its output passed through and read
-    (``outcome.OutputReader``); stop it, its whole process group (SIGTERM,
-    then SIGKILL after ``grace`` seconds), once ``stop`` or ``lost`` is set.
-    A command that cannot be started is a run that exited 127."""
-    reader = OutputReader()
-    try:
-        proc = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=dict(env),
-            start_new_session=True,
-        )
-    except OSError as exc:
-        reader.lines.append(f"cannot start the agent {command[0]!r}: {exc.strerror}")
-        return reader.report(127)
-    pipes = [
-        threading.Thread(
-            target=_pump, args=(proc.stdout, sys.stdout.buffer, reader, "stdout"), daemon=True
-        ),
-        threading.Thread(
-            target=_pump, args=(proc.stderr, sys.stderr.buffer, reader, "stderr"), daemon=True
-        ),
-    ]
-    for t in pipes:
-        t.start()
-    left: float | None = None  # of the grace, once the agent was asked to stop
-    while True:
-        try:
-            status = proc.wait(timeout=0.2)
-            break
-        except subprocess.TimeoutExpired:
-            pass
-        if left is None and (stop.is_set() or (lost is not None and lost.is_set())):
-            _signal_group(proc, signal.SIGTERM)
-            left = grace
-        elif left is not None:
-            left -= 0.2
-            if left <= 0:
-                _signal_group(proc, signal.SIGKILL)
-    _signal_group(proc, signal.SIGKILL)  # what it left behind in its group
-    for t in pipes:
-        t.join(5)
-    return reader.report(status)
-
-
-def _pump(source: IO[bytes] | None, sink: IO[bytes], reader: OutputReader, stream: str) -> None:
-    """Copy the agent's output through, line by line, and read it, until the
-    agent closes it: an agent whose pipe is not drained blocks for the night.
-    No more than :data:`MAX_JSON_LINE` bytes of a line are held at a time; the
-    rest of a longer line passes through unread."""
-    if source is None:
-        return
-    starts_a_line = True
-    while True:
-        try:
-            chunk = source.readline(MAX_JSON_LINE + 1)
-        except (OSError, ValueError):
-            return
-        if not chunk:
-            return
-        try:
-            sink.write(chunk)
-            sink.flush()
-        except (OSError, ValueError):
-            pass  # our own output is gone (a closed pipe): keep reading the agent
-        if starts_a_line:
-            reader.feed(chunk, stream)  # (never raises)
-        starts_a_line = chunk.endswith(b"\n")
-
-
-def _signal_group(proc: subprocess.Popen[bytes], signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signum)
 
 
 def agent_variables(dsn: str | None, config: str | None) -> Mapping[str, str]:

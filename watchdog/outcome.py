@@ -27,6 +27,7 @@ import contextlib
 import json
 import re
 import signal
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
@@ -51,6 +52,13 @@ class Outcome(StrEnum):
     NEEDS_INPUT = "needs_input"
     #: the task's runs cost what its budget allows: held for a person
     OVER_BUDGET = "over_budget"
+    #: the agent printed nothing and fired no hook for the stall time: stopped
+    STALLED = "stalled"
+    #: the run reached its cap (afk loop --max-run): stopped, an attempt spent
+    TIMED_OUT = "timed_out"
+    #: the agent's command could not run (not found, not executable, a bad
+    #: interpreter): a person's problem, not the task's
+    CANNOT_START = "cannot_start"
 
 
 #: how an agent that a signal stopped exits (the signal's number, negated, or
@@ -172,6 +180,12 @@ class Report:
     rejected_until: float | None = None
     #: why a cost the agent reported was not believed
     cost_refused: str | None = None
+    #: why the supervisor stopped the agent itself: "stalled" or "timed_out"
+    stopped_for: str | None = None
+    #: what it said (the line): seconds of silence, or the cap
+    stopped_after: float | None = None
+    #: why the agent's command could not run at all
+    cannot_start: str | None = None
 
     @property
     def tail(self) -> str:
@@ -209,6 +223,8 @@ class OutputReader:
         #: lines of stdout since the last result object: a result with text
         #: after it is not what the agent ended with, and decides nothing
         self._after_result = 0
+        #: when the agent last said anything (time.monotonic()): a sign of life
+        self.last_at = time.monotonic()
 
     def feed(self, raw: bytes, stream: str = "stdout") -> None:
         """One line of output (at most :data:`MAX_JSON_LINE` bytes of it) of
@@ -220,6 +236,7 @@ class OutputReader:
             self.lines.append(f"(afk could not read a line of output: {type(exc).__name__})")
 
     def _feed(self, raw: bytes, stream: str) -> None:
+        self.last_at = time.monotonic()
         text = clean(raw.decode("utf-8", "replace")).rstrip("\n")
         stripped = text.strip()
         if stripped.startswith("{") and len(stripped) < MAX_JSON_LINE:
@@ -306,7 +323,20 @@ def classify(
     ``now`` is the database's clock (clock times are read relative to it, in
     zone ``tz`` unless the message names one)."""
     status = report.exit_status
-    if interrupted or status in STOPPED_BY_A_SIGNAL:
+    if interrupted:
+        return Verdict(Outcome.INTERRUPTED, f"interrupted (exit {status})")
+    if report.stopped_for == "stalled":
+        return Verdict(
+            Outcome.STALLED,
+            f"stalled: no output and no hook for {report.stopped_after or 0:g}s",
+        )
+    if report.stopped_for == "timed_out":
+        return Verdict(
+            Outcome.TIMED_OUT, f"timed out: still running after {report.stopped_after or 0:g}s"
+        )
+    if report.cannot_start is not None:
+        return Verdict(Outcome.CANNOT_START, report.cannot_start)
+    if status in STOPPED_BY_A_SIGNAL:
         return Verdict(Outcome.INTERRUPTED, f"interrupted (exit {status})")
     if status == 0:
         return Verdict(Outcome.DONE, "exit 0")

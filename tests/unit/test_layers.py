@@ -19,7 +19,7 @@ FLOORS = {
     0: ["errors", "states", "hooklink"],
     1: ["text", "logs", "systemd", "sql", "harnesses"],
     2: ["outcome"],
-    3: ["config"],
+    3: ["config", "process"],
     4: ["db", "checks"],
     5: ["embedded", "models"],
     6: ["resolve", "fence"],

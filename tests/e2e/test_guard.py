@@ -1,0 +1,217 @@
+"""The run's guard in `afk loop`: a hung agent is stopped (a stall, or the
+cap on a run), an agent never outlives its loop, and a command that cannot
+run stops the loop at once instead of failing the backlog. Real loops, real
+process groups and signals, the real database; the agents are small scripts."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from helpers import Afk, poll
+
+FAST = {
+    "AFK_BACKOFF_BASE_SECONDS": "1",
+    "AFK_BACKOFF_CAP_SECONDS": "2",
+    "AFK_AGENT_GRACE_SECONDS": "2",
+}
+
+#: an agent that logs its pid and its child's, starts a child that sleeps,
+#: then does what AGENT_DOES says: "silent" (sleeps), "chatty" (a line every
+#: 0.3 s for AGENT_FOR seconds, then done), "hooks" (fires the installed
+#: afk hook every 0.3 s for AGENT_FOR seconds, saying nothing), "forever"
+#: (a line every 0.3 s, never done)
+AGENT = textwrap.dedent(
+    """
+    import json, os, subprocess, sys, time
+    child = subprocess.Popen(["sleep", "300"])
+    with open(os.environ["AGENT_LOG"], "a") as log:
+        log.write(json.dumps({"pid": os.getpid(), "child": child.pid}) + "\\n")
+    does, lasts = os.environ["AGENT_DOES"], float(os.environ.get("AGENT_FOR", "0"))
+    end = time.monotonic() + lasts
+    payload = json.dumps({"session_id": "s", "hook_event_name": "PostToolUse",
+                          "tool_name": "Bash", "tool_input": {"command": "ls"}})
+    if does == "silent":
+        time.sleep(300)
+    while does == "forever" or time.monotonic() < end:
+        if does == "hooks":
+            subprocess.run([os.environ["AFK"], "hook"], input=payload.encode(),
+                           capture_output=True)
+        else:
+            print("working", flush=True)
+        time.sleep(0.3)
+    child.kill()
+    """
+)
+AFK = str(Path(sys.executable).parent / "afk")
+
+
+class Guarded:
+    def __init__(self, afk: Afk, tmp: Path) -> None:
+        self.afk, self.tmp = afk, tmp
+        self.script = tmp / "agent.py"
+        self.script.write_text(AGENT)
+        self.log = tmp / "agent.log"
+        self.log.write_text("")
+        self.err = tmp / "loop.err"
+
+    def enqueue(self, n: int = 1, agent: str = "g", **task: object) -> list[str]:
+        lines = "".join(json.dumps({"title": f"t{i}", **task}) + "\n" for i in range(n))
+        return list(
+            self.afk.json("enqueue", "--agent", agent, "--file", "-", input=lines)["enqueued"]
+        )
+
+    def loop(
+        self,
+        *args: str,
+        does: str = "silent",
+        lasts: float = 0,
+        agent: str = "g",
+        command: list[str] | None = None,
+    ) -> subprocess.Popen[bytes]:
+        env = {
+            **self.afk.env,
+            **FAST,
+            "AGENT_LOG": str(self.log),
+            "AGENT_DOES": does,
+            "AGENT_FOR": str(lasts),
+            "AFK": AFK,
+        }
+        command = command or [sys.executable, str(self.script)]
+        with self.err.open("wb") as err:
+            return subprocess.Popen(
+                Afk.command("loop", "--agent", agent, *args, "--", *command),
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+            )
+
+    def pids(self) -> list[int]:
+        runs = [json.loads(line) for line in self.log.read_text().splitlines() if line]
+        return [p for r in runs for p in (r["pid"], r["child"])]
+
+    def said(self) -> str:
+        return self.err.read_text()
+
+
+@pytest.fixture
+def guarded(afk, tmp_path):
+    g = Guarded(afk, tmp_path)
+    yield g
+    for pid in g.pids():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_silent_agent_is_stopped_as_stalled_then_spends_an_attempt_the_second_time(guarded):
+    (task_id,) = guarded.enqueue(max_attempts=1)
+    proc = guarded.loop("--stall-after", "2s")
+    assert proc.wait(timeout=120) == 0, guarded.said()
+    task = guarded.afk.json("show", task_id)
+    assert [(r["outcome"], r["attempt_spent"]) for r in task["runs"]] == [
+        ("stalled", False),
+        ("stalled", True),
+    ], task["runs"]
+    assert task["state"] == "failed" and "twice in a row" in task["last_error"]
+    assert "no output and no hook for 2s" in task["last_error"]
+    # each run's whole group was stopped: the agent and the child it started
+    assert len(guarded.pids()) == 4
+    poll(lambda: not any(alive(p) for p in guarded.pids()), timeout=30)
+
+
+@pytest.mark.parametrize("does", ["chatty", "hooks"])
+def test_an_agent_that_shows_signs_of_life_is_not_stopped(guarded, does):
+    """A line a second, or a hook fired (a tool call) with nothing printed:
+    both are signs of life, for longer than the stall time."""
+    (task_id,) = guarded.enqueue()
+    proc = guarded.loop("--stall-after", "2s", does=does, lasts=5)
+    assert proc.wait(timeout=120) == 0, guarded.said()
+    task = guarded.afk.json("show", task_id)
+    assert [r["outcome"] for r in task["runs"]] == ["done"], task["runs"]
+
+
+def test_a_run_past_its_cap_is_timed_out_and_spends_an_attempt(guarded):
+    (task_id,) = guarded.enqueue(max_attempts=1)
+    proc = guarded.loop("--max-run", "2s", "--stall-after", "1h", does="forever")
+    assert proc.wait(timeout=120) == 0, guarded.said()
+    task = guarded.afk.json("show", task_id)
+    assert [(r["outcome"], r["attempt_spent"]) for r in task["runs"]] == [("timed_out", True)]
+    assert task["state"] == "failed"
+    assert task["last_error"].startswith("timed out: still running after 2s")
+    assert "working" in task["last_error"]  # its last lines
+    poll(lambda: not any(alive(p) for p in guarded.pids()), timeout=30)
+
+
+def test_a_sigkilled_loop_takes_its_agent_with_it(guarded, sql):
+    """The agent and its child are gone within seconds of the loop's
+    SIGKILL; the task, reclaimed, is done once by the next loop."""
+    (task_id,) = guarded.enqueue()
+    proc = guarded.loop("--lease", "2", "--stall-after", "1h")
+    poll(lambda: len(guarded.pids()) == 2, timeout=60)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    began = time.monotonic()
+    poll(lambda: not any(alive(p) for p in guarded.pids()), timeout=30)
+    assert time.monotonic() - began < 15
+    sql.expire(task_id)
+    assert guarded.afk("reclaim").returncode == 0
+    again = guarded.loop(does="chatty", lasts=0.5)
+    assert again.wait(timeout=120) == 0, guarded.said()
+    task = guarded.afk.json("show", task_id)
+    assert task["state"] == "done"
+    assert [e["reason"] for e in task["history"]].count("done") <= 1
+    assert [r["outcome"] for r in task["runs"]][-1] == "done"
+
+
+def _not_executable(tmp: Path) -> list[str]:
+    path = tmp / "agent.txt"
+    path.write_text("echo hi\n")
+    return [str(path)]
+
+
+def _bad_interpreter(tmp: Path) -> list[str]:
+    path = tmp / "agent.sh"
+    path.write_text("#!/nonexistent/bin/python9\nprint('hi')\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return [str(path)]
+
+
+@pytest.mark.parametrize(
+    ("command", "said"),
+    [
+        (lambda tmp: ["cluade", "-p"], "'cluade' cannot run"),
+        (_not_executable, "cannot run: Permission denied"),
+        (_bad_interpreter, "cannot run: No such file or directory"),
+        (lambda tmp: ["sh", "-c", 'cluade -p "$@"', "sh"], "'sh' cannot run"),
+    ],
+    ids=["missing", "not-executable", "bad-interpreter", "missing-in-a-shell"],
+)
+def test_a_command_that_cannot_run_stops_the_loop_at_once(guarded, command, said):
+    ids = guarded.enqueue(3)
+    proc = guarded.loop(command=command(guarded.tmp))
+    assert proc.wait(timeout=60) == 5, guarded.said()
+    lines = guarded.said().strip().splitlines()
+    assert said in lines[-1], lines
+    tasks = [guarded.afk.json("show", i) for i in ids]
+    assert [t["attempts"] for t in tasks] == [0, 0, 0]
+    ran = [t for t in tasks if t["runs"]]
+    assert len(ran) == 1 and ran[0]["state"] == "paused"  # no other task was started
+    assert ran[0]["runs"][0]["outcome"] == "cannot_start"

@@ -1,0 +1,262 @@
+"""One run of an agent's process: started in a group of its own, its output
+passed through and read, and stopped (the whole group: SIGTERM, then SIGKILL
+after the grace, by the clock) when the supervisor is asked to stop, loses
+its lease, or the run stalls or reaches its cap. A guardian process, a
+sibling of the agent, ends the group when the supervisor dies by any means,
+SIGKILL included: no agent outlives its supervisor to work on a task that
+was given to another.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import IO
+
+from .outcome import MAX_JSON_LINE, OutputReader, Report
+
+#: how often the supervisor looks at its agent (a stop, a stall, the cap)
+TICK = 0.2
+#: lines of output at most for a 126/127 exit to be the command's own
+#: failure to run (a shell's "not found"), not a run's end
+CANNOT_RUN_LINES = 3
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What ends a run besides its own end."""
+
+    #: seconds after SIGTERM before SIGKILL
+    grace: float = 10.0
+    #: seconds with no line of output and no hook before a run is stalled (None: never)
+    stall: float | None = None
+    #: seconds a run may take at most (None: no cap)
+    max_run: float | None = None
+
+
+def run_agent(
+    command: list[str],
+    env: Mapping[str, str],
+    *,
+    stop: threading.Event,
+    lost: threading.Event | None = None,
+    limits: Limits | None = None,
+    cwd: str | None = None,
+) -> Report:
+    """Run an agent until it exits; stop its whole process group once
+    ``stop`` or ``lost`` is set, or when it stalls or runs past its cap
+    (``Report.stopped_for``). Its hooks touch ``AFK_ALIVE_FILE`` (given in
+    its environment here) as a sign of life. A command that cannot run at
+    all is ``Report.cannot_start``."""
+    limits = limits or Limits()
+    reader = OutputReader()
+    alive = _alive_file()
+    try:
+        try:
+            proc = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env={**env, "AFK_ALIVE_FILE": alive},
+                cwd=cwd,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            report = reader.report(127)
+            report.cannot_start = _cannot_start(command, cwd, exc)
+            return report
+        guardian = Guardian(proc.pid, limits.grace)
+        try:
+            status, stopped_for, after = _supervise(proc, reader, alive, stop, lost, limits)
+        finally:
+            guardian.release()
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(alive)
+    report = reader.report(status)
+    report.stopped_for, report.stopped_after = stopped_for, after
+    if stopped_for is None and status in (126, 127) and _said_little(report):
+        said = report.lines[-1].strip() if report.lines else f"exit {status}"
+        report.cannot_start = f"the agent command {command[0]!r} cannot run: {said}"
+    return report
+
+
+def _supervise(
+    proc: subprocess.Popen[bytes],
+    reader: OutputReader,
+    alive: str,
+    stop: threading.Event,
+    lost: threading.Event | None,
+    limits: Limits,
+) -> tuple[int, str | None, float | None]:
+    """Wait for the agent, pumping its output; its exit status, and why the
+    supervisor stopped it itself (None: it ended, or was asked to stop)."""
+    pipes = [
+        threading.Thread(
+            target=_pump, args=(proc.stdout, sys.stdout.buffer, reader, "stdout"), daemon=True
+        ),
+        threading.Thread(
+            target=_pump, args=(proc.stderr, sys.stderr.buffer, reader, "stderr"), daemon=True
+        ),
+    ]
+    for t in pipes:
+        t.start()
+    started = time.monotonic()
+    kill_at: float | None = None  # once the agent was asked to stop: SIGKILL then
+    stopped_for: str | None = None
+    after: float | None = None
+    while True:
+        try:
+            status = proc.wait(timeout=TICK)
+            break
+        except subprocess.TimeoutExpired:
+            pass
+        now = time.monotonic()
+        if kill_at is not None:
+            if now >= kill_at:
+                _signal_group(proc.pid, signal.SIGKILL)
+            continue
+        if stop.is_set() or (lost is not None and lost.is_set()):
+            pass
+        elif limits.max_run is not None and now - started >= limits.max_run:
+            stopped_for, after = "timed_out", limits.max_run
+        elif limits.stall is not None and _silent_for(reader, alive, now) >= limits.stall:
+            stopped_for, after = "stalled", limits.stall
+        else:
+            continue
+        _signal_group(proc.pid, signal.SIGTERM)
+        kill_at = now + limits.grace
+    _signal_group(proc.pid, signal.SIGKILL)  # what it left behind in its group
+    for t in pipes:
+        t.join(5)
+    return status, stopped_for, after
+
+
+def _silent_for(reader: OutputReader, alive: str, now: float) -> float:
+    """Seconds since the agent's last sign of life: a line of output, or a
+    hook that touched its alive file."""
+    silent = now - reader.last_at
+    try:
+        hooked = time.time() - os.stat(alive).st_mtime
+    except OSError:
+        return silent
+    return min(silent, max(hooked, 0.0))
+
+
+def _said_little(report: Report) -> bool:
+    return (
+        report.session_id is None
+        and report.cost_usd is None
+        and len([line for line in report.lines if line.strip()]) <= CANNOT_RUN_LINES
+    )
+
+
+def _cannot_start(command: list[str], cwd: str | None, exc: OSError) -> str:
+    if cwd is not None and not os.path.isdir(cwd):
+        return f"the agent's working directory {cwd} does not exist"
+    return f"the agent command {command[0]!r} cannot run: {exc.strerror or exc}"
+
+
+def _alive_file() -> str:
+    """A file of this run that the agent's hooks touch (AFK_ALIVE_FILE)."""
+    fd, path = tempfile.mkstemp(prefix="afk-alive-")
+    os.close(fd)
+    return path
+
+
+def _pump(source: IO[bytes] | None, sink: IO[bytes], reader: OutputReader, stream: str) -> None:
+    """Copy the agent's output through, line by line, and read it, until the
+    agent closes it: an agent whose pipe is not drained blocks for the night.
+    No more than :data:`MAX_JSON_LINE` bytes of a line are held at a time; the
+    rest of a longer line passes through unread."""
+    if source is None:
+        return
+    starts_a_line = True
+    while True:
+        try:
+            chunk = source.readline(MAX_JSON_LINE + 1)
+        except (OSError, ValueError):
+            return
+        if not chunk:
+            return
+        try:
+            sink.write(chunk)
+            sink.flush()
+        except (OSError, ValueError):
+            pass  # our own output is gone (a closed pipe): keep reading the agent
+        if starts_a_line:
+            reader.feed(chunk, stream)  # (never raises)
+        starts_a_line = chunk.endswith(b"\n")
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
+
+
+#: the guardian: it waits on a pipe whose other end only the supervisor
+#: holds; a byte means the run is over, the end of the pipe without one means
+#: the supervisor died (the kernel closes its end whatever killed it), and
+#: the agent's group is stopped as a stop would stop it
+GUARDIAN = """
+import os, signal, sys, time
+pgid, grace = int(sys.argv[1]), float(sys.argv[2])
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is the supervisor's
+signal.signal(signal.SIGHUP, signal.SIG_IGN)
+signal.signal(signal.SIGTERM, lambda *_: None)  # stopped with its supervisor: stop the group
+try:
+    said = os.read(0, 1)
+except OSError:
+    said = b""
+if said:
+    sys.exit(0)
+def signal_group(signum):
+    try:
+        os.killpg(pgid, signum)
+    except ProcessLookupError:
+        sys.exit(0)
+signal_group(signal.SIGTERM)
+deadline = time.monotonic() + grace
+while time.monotonic() < deadline:
+    time.sleep(0.1)
+    signal_group(0)
+signal_group(signal.SIGKILL)
+"""
+
+
+class Guardian:
+    """Stops the agent's process group ``pgid`` if this process dies before
+    :meth:`release`."""
+
+    def __init__(self, pgid: int, grace: float) -> None:
+        read, self._write = os.pipe()
+        try:
+            self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", GUARDIAN, str(pgid), str(grace)],
+                stdin=read,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,  # not in the agent's group, nor the terminal's
+            )
+        except OSError:
+            self._proc = None  # no guardian: the run goes on, unguarded
+        finally:
+            os.close(read)
+
+    def release(self) -> None:
+        """The run is over (its group stopped): the guardian leaves it be."""
+        with contextlib.suppress(OSError):
+            os.write(self._write, b"x")
+        os.close(self._write)
+        if self._proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(timeout=5)
