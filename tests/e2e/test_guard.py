@@ -5,6 +5,7 @@ process groups and signals, the real database; the agents are small scripts."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -107,10 +108,8 @@ def guarded(afk, tmp_path):
     g = Guarded(afk, tmp_path)
     yield g
     for pid in g.pids():
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 def alive(pid: int) -> bool:
