@@ -212,11 +212,19 @@ def test_digest_options_that_do_not_go_together_are_refused_before_any_database(
 
 
 @pytest.mark.parametrize(
-    "patterns, says", [("usage_limit:([unclosed", "not a regular expression"), ("frobnicate:x", "")]
+    "patterns, says",
+    [
+        ("usage_limit:([unclosed", "not a regular expression"),
+        # M24: a misspelt class was taken as a bare regex that never matches
+        ("usagelimit:Quota exceeded", "'usagelimit' is not a class"),
+        ("frobnicate:x", "'frobnicate' is not a class"),
+        ("Quota exceeded", ""),  # a bare regex: a usage limit
+        ("usage_limit:retry after: (?P<reset>\\S+)", ""),
+    ],
 )
 def test_limit_patterns_are_checked_when_settings_load(afk, patterns, says):
     proc = afk("status", env={"AFK_LIMIT_PATTERNS": patterns})
     if says:
         assert proc.returncode == 2 and says in one_line(proc)
-    else:  # a prefix that names no class is part of a plain usage-limit regex
+    else:
         assert proc.returncode == 0, proc.stderr

@@ -179,7 +179,7 @@ def test_the_digest_reads_right_at_breakfast(queue, sql):
         assert "\u202e" not in text, fmt
         assert "UTC" in text, fmt
     html_text = render(digest, "html", DigestSettings())
-    assert "overflow-wrap:anywhere" in html_text and "<bdi>" in html_text
+    assert "overflow-wrap:break-word" in html_text and "<bdi>" in html_text
     first = next(g for g in digest.groups if g.agent_id == agent)
     many = Digest(**{**digest.__dict__, "groups": [Group(agent, "E", 9, first.tasks)]})
     assert "afk dead --agent 'b; rm -rf ~'" in render(many, "text", DigestSettings())
