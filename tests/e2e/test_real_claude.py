@@ -155,6 +155,24 @@ def tool_env(afk: Afk, tmp_path: Path, url: str) -> dict[str, str]:
     return env
 
 
+@pytest.mark.parametrize("title", ["- [ ] fix the login page", "--no-verify breaks the hook"])
+def test_a_title_that_starts_with_a_dash_is_the_prompt_not_an_option(
+    afk, claude, api, tmp_path, title
+):
+    """With the README's own command (`claude -p --output-format json`), the
+    client answered `error: unknown option '- [ ] fix the login page'` and the
+    task spent an attempt: the loop ends the options before the prompt."""
+    (task_id,) = afk.json("enqueue", "--agent", "real", "--title", title)["enqueued"]
+    api.script = ["text:done"]
+    proc = loop_once(afk, claude, client_env(afk, tmp_path, api.url), tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "unknown option" not in proc.stderr
+    task = afk.json("show", task_id)
+    assert task["state"] == "done", task
+    asked = " ".join(r["body"].decode("utf-8", "replace") for r in api.requests)
+    assert json.dumps(title)[1:-1] in asked  # the title reached the model as the prompt
+
+
 def test_a_real_session_asks_a_question_through_its_bash_tool(afk, claude, api, tmp_path):
     (task_id,) = afk.json("enqueue", "--agent", "real", "--title", "migrate")["enqueued"]
     api.script = ["bash:afk ask 'Staging or prod?'", "text:I asked; waiting for the answer."]
