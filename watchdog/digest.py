@@ -140,6 +140,9 @@ class Digest:
     #: supervised runs done in the window, per agent (where done tasks are not
     #: counted: the status page)
     runs_done: dict[str, int] | None = None
+    #: runs stopped as hung (stalled or timed out) in the window, per agent:
+    #: {"runs": n, "seconds": the time they took}
+    hung: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @property
     def stuck(self) -> bool:
@@ -167,7 +170,16 @@ class Digest:
 
         def of(agent: str) -> dict[str, Any]:
             return agents.setdefault(
-                agent, {"agent_id": agent, "done": 0, "failed": 0, "waiting": 0, "cost": None}
+                agent,
+                {
+                    "agent_id": agent,
+                    "done": 0,
+                    "failed": 0,
+                    "waiting": 0,
+                    "cost": None,
+                    "hung": 0,
+                    "hung_seconds": 0.0,
+                },
             )
 
         for a in self.per_agent:
@@ -179,6 +191,8 @@ class Digest:
             of(w["agent_id"])["waiting"] += 1
         for agent, cost in self.costs.items():
             of(agent)["cost"] = cost
+        for agent, hung in self.hung.items():
+            of(agent)["hung"], of(agent)["hung_seconds"] = int(hung["runs"]), hung["seconds"]
         return [agents[k] for k in sorted(agents)]
 
     @property
@@ -317,6 +331,7 @@ def build(
         waiting=row["waiting"],
         costs={str(k): float(v) for k, v in row["costs"].items()},
         runs_done=None if count_done else {str(k): int(n) for k, n in row["runs_done"].items()},
+        hung={str(k): dict(v) for k, v in row["hung"].items()},
     )
 
 

@@ -51,11 +51,14 @@ from .outcome import (
     compile_patterns,
     failure_text,
 )
-from .process import Limits, run_agent
+from .process import Limits, Signs, run_agent
 from .queue import Queue
+from .text import one_line
 
 EXIT_OK, EXIT_ERROR, EXIT_PARKED = 0, 1, 5
 #: outcomes that would retry a task: over its budget, it is held instead
+#: outcomes that a person decides instead when the agent was denied tools
+ASKS_WHEN_DENIED = (Outcome.TASK_FAILURE, Outcome.TIMED_OUT)
 HELD_OVER_BUDGET = (Outcome.TASK_FAILURE, Outcome.TIMED_OUT, Outcome.OUTAGE, Outcome.USAGE_LIMIT)
 #: the longest a loop sleeps between two looks at the database while it waits
 #: for a reset or a backoff (a parking cleared by hand is seen this soon)
@@ -201,9 +204,10 @@ class Loop:
         self.runs += 1
         self._said = None
         spent, budget = self.q.cost(task) if task.budget_usd is not None else (None, None)
-        with self.q.leased(task) as lease:
+        signs = Signs()
+        with self.q.leased(task, sign=signs.last) as lease:
             prompt = self._prompt(task)
-            report = self.run_agent(task, prompt, lease.lost, spent, budget)
+            report = self.run_agent(task, prompt, lease.lost, spent, budget, signs)
         if lease.lost.is_set() and not self.stopped.is_set():
             self.say(
                 f"task {task.id}: {lease.error or 'the lease was lost'}; the agent was "
@@ -240,6 +244,9 @@ class Loop:
                 return None
             if kind is not Outcome.INTERRUPTED:
                 self.stopped_outside.pop(task.id, None)
+            if report.permission_denials and kind in ASKS_WHEN_DENIED:
+                self.ask_about_denials(task, report, run)
+                return None
             if kind is Outcome.DONE:
                 self.q.done(task, run=run)
             elif kind is Outcome.TASK_FAILURE:
@@ -321,6 +328,19 @@ class Loop:
             self.say(f"task {task.id} was not settled by the loop: {exc}")
         return None
 
+    def ask_about_denials(self, task: Task, report: Report, run: dict[str, Any]) -> None:
+        """A run that did not end done while tools were denied (Claude Code in
+        -p mode cannot ask for a permission): held for a person with a
+        question naming the tools, instead of retried blindly with the same
+        permissions. `afk answer` puts it back, the answer in its brief."""
+        question = (
+            f"the agent was denied {report.denied()}: allow it (and run again), "
+            "or say how else to do it"
+        )
+        run = {**run, "outcome": str(Outcome.NEEDS_INPUT)}
+        self.q.ask(task, one_line(question, 1000), token=task.token, run=run)
+        self.say(f"task {task.id} needs input: {one_line(question, 300)} (afk answer ID TEXT)")
+
     def settle_stall(self, task: Task, report: Report, line: str, run: dict[str, Any]) -> None:
         """A stalled run: the first in a row spends no attempt and puts the
         task back at once (a hang is more often the harness's than the
@@ -389,6 +409,7 @@ class Loop:
         lost: threading.Event,
         spent: float | None = None,
         budget: float | None = None,
+        signs: Signs | None = None,
     ) -> Report:
         env = self.agent_env(task)
         if budget is not None:
@@ -404,6 +425,7 @@ class Loop:
                 stall=self.o.stall_after or self.settings.stall_seconds,
                 max_run=self.o.max_run or self.settings.max_run_seconds or None,
             ),
+            signs=signs,
         )
 
     def check_daily_budget(self) -> None:

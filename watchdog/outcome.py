@@ -186,6 +186,13 @@ class Report:
     stopped_after: float | None = None
     #: why the agent's command could not run at all
     cannot_start: str | None = None
+    #: the tools the agent was denied (Claude Code's permission_denials):
+    #: each {tool_name, tool_input}, bounded and scrubbed
+    permission_denials: list[dict[str, Any]] | None = None
+
+    def denied(self) -> str:
+        """The denied tools as a person reads them: Bash(git push origin main), ..."""
+        return ", ".join(describe_tool(d) for d in self.permission_denials or [])
 
     @property
     def tail(self) -> str:
@@ -208,6 +215,7 @@ class Report:
             "cost_usd": self.cost_usd,
             "turns": self.turns,
             "usage": self.usage,
+            "permission_denials": self.permission_denials,
         }
 
 
@@ -292,6 +300,7 @@ class OutputReader:
             failed = result.get("is_error") is True and last_word
             if failed and isinstance(text, str) and text.strip():
                 r.result_error = clean(text).strip()[:MAX_KEPT_LINE]
+            r.permission_denials = denials(result.get("permission_denials"))
             rejected = self.found.get("rejected")
             if failed and isinstance(rejected, dict):  # the limit that ended the run
                 r.rejected_until = _epoch(rejected.get("resetsAt", rejected.get("resets_at")))
@@ -524,6 +533,45 @@ def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value) if value == value and abs(value) != float("inf") else None
+
+
+#: denied tools kept of one run, and characters of each one's input
+MAX_DENIALS = 20
+MAX_DENIED_INPUT = 500
+
+
+def denials(value: Any) -> list[dict[str, Any]] | None:
+    """Claude Code's ``permission_denials`` (each ``{tool_name, tool_use_id,
+    tool_input}``) as a run keeps them: the tool and its input, bounded, with
+    every credential hidden; None when there are none."""
+    if not isinstance(value, list):
+        return None
+    out: list[dict[str, Any]] = []
+    for item in value[:MAX_DENIALS]:
+        if not isinstance(item, dict) or not isinstance(item.get("tool_name"), str):
+            continue
+        raw = item.get("tool_input")
+        text = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False, default=str)
+        text = clean(text)
+        tool_input: Any = text[:MAX_DENIED_INPUT]
+        if isinstance(raw, dict) and len(text) <= MAX_DENIED_INPUT:
+            with contextlib.suppress(ValueError):
+                tool_input = json.loads(text)  # (scrubbed, as an object again)
+        out.append({"tool_name": clean(item["tool_name"])[:100], "tool_input": tool_input})
+    return out or None
+
+
+def describe_tool(denial: dict[str, Any]) -> str:
+    """``Bash(git push origin main)``: a tool and the gist of its input."""
+    given = denial.get("tool_input")
+    if isinstance(given, dict):
+        gist = next(
+            (given[k] for k in ("command", "file_path", "path", "url", "pattern") if k in given),
+            json.dumps(given, ensure_ascii=False),
+        )
+    else:
+        gist = given
+    return f"{denial.get('tool_name')}({one_line(str(gist or ''), 80)})"
 
 
 def believed_cost(value: Any) -> tuple[float | None, str | None]:

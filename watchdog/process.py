@@ -42,6 +42,30 @@ class Limits:
     max_run: float | None = None
 
 
+class Signs:
+    """The running agent's last sign of life, for the supervisor's heartbeat
+    to keep on its run (the status page shows it): its last line of output,
+    or a hook it fired, and how many seconds ago."""
+
+    def __init__(self) -> None:
+        self.reader: OutputReader | None = None
+        self.alive: str | None = None
+
+    def last(self) -> tuple[str, float] | None:
+        reader = self.reader
+        if reader is None:
+            return None
+        said_ago = time.monotonic() - reader.last_at
+        lines = [line for line in list(reader.lines)[-3:] if line.strip()]
+        hooked_ago = float("inf")
+        if self.alive is not None:
+            with contextlib.suppress(OSError):
+                hooked_ago = max(time.time() - os.stat(self.alive).st_mtime, 0.0)
+        if hooked_ago < said_ago:
+            return "a hook (a tool call)", hooked_ago
+        return (lines[-1].strip() if lines else "started; nothing said yet"), said_ago
+
+
 def run_agent(
     command: list[str],
     env: Mapping[str, str],
@@ -50,6 +74,7 @@ def run_agent(
     lost: threading.Event | None = None,
     limits: Limits | None = None,
     cwd: str | None = None,
+    signs: Signs | None = None,
 ) -> Report:
     """Run an agent until it exits; stop its whole process group once
     ``stop`` or ``lost`` is set, or when it stalls or runs past its cap
@@ -59,6 +84,8 @@ def run_agent(
     limits = limits or Limits()
     reader = OutputReader()
     alive = _alive_file()
+    if signs is not None:
+        signs.reader, signs.alive = reader, alive
     try:
         try:
             proc = subprocess.Popen(
@@ -80,6 +107,8 @@ def run_agent(
         finally:
             guardian.release()
     finally:
+        if signs is not None:
+            signs.alive = None
         with contextlib.suppress(OSError):
             os.unlink(alive)
     report = reader.report(status)

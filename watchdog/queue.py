@@ -395,12 +395,18 @@ class Queue:
             )
         return self._fenced(row, task_id, token)
 
-    def heartbeat(self, task: TaskRef, *, token: int | None = None) -> Task:
-        """Refresh the lease without changing anything else."""
+    def heartbeat(
+        self, task: TaskRef, *, token: int | None = None, sign: tuple[str, float] | None = None
+    ) -> Task:
+        """Refresh the lease without changing anything else. ``sign``: the
+        agent's last sign of life and how many seconds ago (a supervisor's),
+        kept on the open run for the status page."""
         task_id, token = task_ref(task, token)
-        return self._fenced(self._touch(task_id, token, None), task_id, token)
+        return self._fenced(self._touch(task_id, token, None, sign), task_id, token)
 
-    def _touch(self, task_id: uuid.UUID, token: int, patch: Any) -> Row | None:
+    def _touch(
+        self, task_id: uuid.UUID, token: int, patch: Any, sign: tuple[str, float] | None = None
+    ) -> Row | None:
         return self.db.one(
             "touch",
             {
@@ -409,6 +415,8 @@ class Queue:
                 "patch": patch,
                 "max_bytes": self.settings.max_json_bytes,
                 "lease_seconds": self.settings.lease_seconds,
+                "sign": redact(sign[0])[:300] if sign else None,
+                "sign_ago": max(sign[1], 0.0) if sign else 0.0,
             },
         )
 
@@ -559,13 +567,29 @@ class Queue:
 
     # -- what the night cost and what the agents asked -------------------
 
-    def ask(self, task: TaskRef, question: str, *, token: int | None = None) -> int:
+    def ask(
+        self,
+        task: TaskRef,
+        question: str,
+        *,
+        token: int | None = None,
+        run: Mapping[str, Any] | None = None,
+    ) -> int:
         """An agent's question to a person: its task is held (paused, not
         claimed again, no attempt spent) until :meth:`answer`, and the
-        question goes into every later brief. Returns the question's id."""
+        question goes into every later brief. Returns the question's id.
+        ``run``: what a supervisor read of the run it ends (as :meth:`release`)."""
         task_id, token = task_ref(task, token)
         question = redact(check_text("question", question))  # (agent text: no secrets)
-        row = self.db.one("ask", {"id": task_id, "token": token, "question": question})
+        row = self.db.one(
+            "ask",
+            {
+                "id": task_id,
+                "token": token,
+                "question": question,
+                "run": None if run is None else json_param(dict(run)),
+            },
+        )
         if row is None:
             raise TaskNotFound(f"no task with id {task_id}")
         if row["question_id"] is None:
@@ -764,7 +788,13 @@ class Queue:
         return [r["id"] for r in rows]
 
     @contextmanager
-    def leased(self, task: Task, *, interval: float | None = None) -> Iterator[Keepalive]:
+    def leased(
+        self,
+        task: Task,
+        *,
+        interval: float | None = None,
+        sign: Callable[[], tuple[str, float] | None] | None = None,
+    ) -> Iterator[Keepalive]:
         """Keep ``task``'s lease alive while the block runs: a thread heartbeats
         it every third of its lease, so a long run (an agent thinking for an
         hour) keeps its task, and a crash still lets the lease run out soon.
@@ -773,8 +803,9 @@ class Queue:
         ...     run_the_agent()
         ...     if lease.lost.is_set(): ...  # someone else holds it now: stop
 
-        Leaving the block stops the thread; nothing is finished or paused."""
-        keepalive = Keepalive(self, task, interval)
+        Leaving the block stops the thread; nothing is finished or paused.
+        ``sign`` gives the agent's last sign of life for each heartbeat."""
+        keepalive = Keepalive(self, task, interval, sign)
         keepalive.start()
         try:
             yield keepalive
@@ -941,7 +972,14 @@ class Keepalive:
     ``error`` holds the reason) once the lease is gone; a database that cannot
     be reached is retried at the next beat, as the lease still runs."""
 
-    def __init__(self, queue: Queue, task: Task, interval: float | None = None) -> None:
+    def __init__(
+        self,
+        queue: Queue,
+        task: Task,
+        interval: float | None = None,
+        sign: Callable[[], tuple[str, float] | None] | None = None,
+    ) -> None:
+        self._sign = sign
         lease = task.lease_seconds or queue.settings.lease_seconds
         self.interval = interval if interval is not None else max(lease / 3, 0.05)
         self.lost = threading.Event()
@@ -963,7 +1001,7 @@ class Keepalive:
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             try:
-                self._queue.heartbeat(self._task)
+                self._queue.heartbeat(self._task, sign=self._sign() if self._sign else None)
                 self.beats += 1
             except LeaseLost as exc:
                 self.error = exc

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from helpers import Afk, poll
+from helpers.service import Service
 
 FAST = {
     "AFK_BACKOFF_BASE_SECONDS": "1",
@@ -120,10 +121,16 @@ def alive(pid: int) -> bool:
         return False
 
 
-def test_a_silent_agent_is_stopped_as_stalled_then_spends_an_attempt_the_second_time(guarded):
+def test_a_silent_agent_is_stopped_as_stalled_then_spends_an_attempt_the_second_time(guarded, dsn):
     (task_id,) = guarded.enqueue(max_attempts=1)
-    proc = guarded.loop("--stall-after", "2s")
-    assert proc.wait(timeout=120) == 0, guarded.said()
+    service = Service(dsn)  # it counts the runs that end while it runs
+    try:
+        poll(lambda: service.value("afk_agent_runs_total", outcome="stalled") == 0, timeout=60)
+        proc = guarded.loop("--stall-after", "2s")
+        assert proc.wait(timeout=120) == 0, guarded.said()
+        poll(lambda: service.value("afk_agent_runs_total", outcome="stalled") == 2, timeout=60)
+    finally:
+        service.cleanup()
     task = guarded.afk.json("show", task_id)
     assert [(r["outcome"], r["attempt_spent"]) for r in task["runs"]] == [
         ("stalled", False),
@@ -134,6 +141,32 @@ def test_a_silent_agent_is_stopped_as_stalled_then_spends_an_attempt_the_second_
     # each run's whole group was stopped: the agent and the child it started
     assert len(guarded.pids()) == 4
     poll(lambda: not any(alive(p) for p in guarded.pids()), timeout=30)
+    # the morning's story counts them, and the time they took
+    digest = guarded.afk("digest", "--dry-run", "--format", "text").stdout
+    night = digest.split("The night:", 1)[1].split("\n\n", 1)[0]
+    (line,) = [x for x in night.splitlines() if x.startswith("  - g:")]
+    assert "2 hung run(s) stopped (" in line, digest
+
+
+def test_the_status_page_shows_a_running_tasks_last_sign_of_life(guarded, dsn):
+    (task_id,) = guarded.enqueue()
+    service = Service(dsn)
+    proc = guarded.loop("--lease", "1", does="chatty", lasts=30)
+    try:
+
+        def shown() -> str | None:
+            page = service.get("/")
+            text = page.text if page is not None and page.status_code == 200 else ""
+            return text if "last sign of life" in text else None
+
+        page = poll(shown, timeout=60)
+        assert "working" in page
+        (run,) = guarded.afk.json("show", task_id)["runs"]
+        assert run["last_sign"] == "working" and run["last_sign_at"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+        service.cleanup()
 
 
 @pytest.mark.parametrize("does", ["chatty", "hooks"])

@@ -689,3 +689,53 @@ def test_no_line_stops_the_reading_and_the_line_after_it_counts(afk, tmp_path, f
     assert [r["outcome"] for r in task["runs"]] == ["outage", "done"], task["runs"]
     # about a megabyte of a line at a time: the loop's own size, not the line's
     assert peak_kb < 150_000, peak_kb
+
+
+DENIED = [
+    {
+        "tool_name": "Bash",
+        "tool_use_id": "toolu_01",
+        "tool_input": {"command": "git push origin main"},
+    }
+]
+
+
+def test_a_failed_run_with_denied_tools_asks_a_person_instead_of_a_retry(night, afk):
+    """Claude Code in -p mode cannot ask for a permission: it lists what it
+    was denied in its JSON result. A run that failed so is held with the
+    tools named, no attempt spent; an answer puts it back, and the answer
+    reaches the next brief."""
+    (task_id,) = night.backlog(1, max_attempts=1)
+    failed = {**result(0.2, "s1", True, "could not push"), "permission_denials": DENIED}
+    night.then(stdout=[json.dumps(failed)], exit=1)
+    status, _, err = night.run()
+    assert status == 0, err
+    task = night.show(task_id)
+    assert (task["state"], task["attempts"]) == ("paused", 0), task
+    (run,) = task["runs"]
+    assert run["outcome"] == "needs_input" and run["attempt_spent"] is False
+    assert run["permission_denials"] == [
+        {"tool_name": "Bash", "tool_input": {"command": "git push origin main"}}
+    ]
+    assert any(
+        h["reason"].startswith("needs input: the agent was denied Bash(git push origin main)")
+        for h in task["history"]
+    ), task["history"]
+    (question,) = afk.json("questions")
+    assert "Bash(git push origin main)" in question["question"]
+    digest = afk("digest", "--dry-run", "--format", "text").stdout
+    assert "Bash(git push origin main)" in digest  # waiting for you
+    assert afk.json("answer", task_id, "allowed now: push to a branch")["state"] == "todo"
+    status, _, err = night.run()
+    assert status == 0 and night.show(task_id)["state"] == "done", err
+    assert "allowed now: push to a branch" in night.runs()[-1]["argv"][-1]
+
+
+def test_a_done_run_with_denied_tools_is_done_and_keeps_them(night):
+    (task_id,) = night.backlog(1)
+    night.then(stdout=[json.dumps({**result(0.2, "s1"), "permission_denials": DENIED})])
+    status, _, err = night.run()
+    assert status == 0, err
+    task = night.show(task_id)
+    assert task["state"] == "done"
+    assert task["runs"][0]["permission_denials"][0]["tool_name"] == "Bash"

@@ -99,6 +99,17 @@ SELECT
          WHERE ended_at >= %(start)s AND ended_at < %(end)s AND cost_usd IS NOT NULL
          GROUP BY agent_id) c)
         AS costs,
+    -- the runs a supervisor stopped as hung in the window, per agent: how
+    -- many (stalled, or timed out) and the seconds they took
+    (SELECT coalesce(jsonb_object_agg(agent_id, jsonb_build_object('runs', n, 'seconds', s)),
+                     '{}'::jsonb) FROM (
+        SELECT agent_id, count(*) AS n,
+               sum(extract(epoch FROM ended_at - started_at))::float8 AS s
+          FROM afk_run
+         WHERE ended_at >= %(start)s AND ended_at < %(end)s
+           AND outcome IN ('stalled', 'timed_out')
+         GROUP BY agent_id) h)
+        AS hung,
     -- the runs a supervisor saw done in the window, per agent (from the runs'
     -- index: the status page's count of the day's finishes, which it does not
     -- count from the tasks)

@@ -187,9 +187,10 @@ SELECT t.state AS cur_state, t.lease_token AS cur_token,
 -- A checkpoint, or with no %(patch)s a heartbeat: fenced, it applies only
 -- while the row is running under this token, and refreshes the lease. The
 -- patch is merged into the checkpoint (top-level keys replaced) within the
--- size cap. The outer SELECT reads the row as it was before, so a caller
--- learns why nothing changed (unknown id, lease lost, not running, too
--- large) in the same trip.
+-- size cap. A supervisor's heartbeat may carry its agent's last sign of life
+-- (%(sign)s, %(sign_ago)s seconds ago), kept on the open run. The outer
+-- SELECT reads the row as it was before, so a caller learns why nothing
+-- changed (unknown id, lease lost, not running, too large) in the same trip.
 WITH upd AS (
     UPDATE afk_task
        SET checkpoint = CASE WHEN %(patch)s::jsonb IS NULL THEN checkpoint
@@ -201,6 +202,13 @@ WITH upd AS (
        AND (%(patch)s::jsonb IS NULL
             OR octet_length((checkpoint || %(patch)s::jsonb)::text) <= %(max_bytes)s)
     RETURNING *
+), sign AS (
+    UPDATE afk_run r
+       SET last_sign = %(sign)s::text,
+           last_sign_at = now() - make_interval(secs => %(sign_ago)s::float8)
+      FROM upd
+     WHERE %(sign)s::text IS NOT NULL
+       AND r.task_id = upd.id AND r.token = upd.lease_token AND r.ended_at IS NULL
 )
 SELECT t.state AS cur_state, t.lease_token AS cur_token,
        (t.run_after = afk_held()) IS TRUE AS cur_held,
@@ -393,7 +401,8 @@ SELECT t.state AS cur_state, t.lease_token AS cur_token,
 -- name: runs :many retry
 -- The runs of a task, oldest first.
 SELECT id, token, runner, account, started_at, ended_at, outcome, exit_status, output_tail,
-       session_id, cost_usd::float8 AS cost_usd, turns, usage, attempt_spent
+       session_id, cost_usd::float8 AS cost_usd, turns, usage, attempt_spent,
+       permission_denials, last_sign, last_sign_at
   FROM afk_run WHERE task_id = %(id)s
  ORDER BY started_at, id;
 
@@ -425,7 +434,7 @@ SELECT t.state AS cur_state, t.lease_token AS cur_token,
        (t.run_after = afk_held()) IS TRUE AS cur_held,
        (SELECT id FROM q) AS question_id, (SELECT asked_at FROM q) AS asked_at,
        CASE WHEN EXISTS (SELECT 1 FROM upd)
-            THEN afk_end_run(t.id, %(token)s, 'needs_input', NULL, false) END AS run_ended
+            THEN afk_end_run(t.id, %(token)s, 'needs_input', %(run)s::jsonb, false) END AS run_ended
   FROM afk_task t
  WHERE t.id = %(id)s;
 

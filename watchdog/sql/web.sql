@@ -43,9 +43,15 @@ SELECT a.agent_id, a.enqueued,
                    'token', r.lease_token, 'attempts', r.attempts,
                    'max_attempts', r.max_attempts,
                    'lease_left', extract(epoch FROM r.lease_until - now()),
-                   'since_checkpoint', extract(epoch FROM now() - r.checkpoint_at))
+                   'since_checkpoint', extract(epoch FROM now() - r.checkpoint_at),
+                   'last_sign', s.last_sign,
+                   'since_sign', extract(epoch FROM now() - s.last_sign_at))
                  ORDER BY r.ordinal), '[]'::jsonb)
-          FROM running r WHERE r.agent_id = a.agent_id) AS running,
+          FROM running r
+          -- its supervisor's run: the agent's last sign of life (afk loop)
+          LEFT JOIN afk_run s
+                 ON s.task_id = r.id AND s.token = r.lease_token AND s.ended_at IS NULL
+         WHERE r.agent_id = a.agent_id) AS running,
        (SELECT count(*) FROM afk_agent) AS total,
        now() AS now
   FROM agents a
