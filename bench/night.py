@@ -6,7 +6,8 @@
 Several `afk loop` supervisors on two accounts drain a backlog through a
 stand-in agent (bench/night_agent.py) that, at random, works, fails, hits its
 account's usage limit (a reset seconds ahead), meets an outage, asks a
-question, SIGKILLs its supervisor, or outlives its lease. Meanwhile a person
+question, SIGKILLs its supervisor, outlives its lease, or hangs (after a line,
+or from its start) until its supervisor stops it as stalled. Meanwhile a person
 answers the questions a little later, supervisors are Ctrl-C'd and SIGKILLed
 and started again, the watchdog service reclaims what the dead left, and the
 database is restarted once. Then the night is read back from the database and
@@ -17,7 +18,9 @@ the agent's log, against the targets:
 - agent time wasted (work whose result was thrown away), apart from the
   crashes' own, under 2% of the night;
 - the time from each reset to the next session on that account;
-- every question answered and its task done after it.
+- every question answered and its task done after it;
+- no task completed twice (a SIGKILLed supervisor's agent dies with it);
+- every hang stopped as stalled, and the time lost to stalls.
 
 The real Claude Code CLI cannot be made to ask a question, crash its
 supervisor or compact on cue against a scripted API, so the night's agent is
@@ -81,6 +84,8 @@ class Night:
             "AFK_TRANSIENT_BACKOFF_CAP_SECONDS": "4",
             "AFK_LOOP_POLL_SECONDS": "1",
             "AFK_AGENT_GRACE_SECONDS": "3",
+            # a hang is stopped after this long with no line and no hook
+            "AFK_STALL_SECONDS": "3",
             "AFK_MAX_ATTEMPTS": "8",
             "NIGHT_LOG": str(self.log),
             "NIGHT_UNIT": str(self.unit),
@@ -269,6 +274,11 @@ class Night:
         delays = sorted(
             (r["first_after"] - r["until"]).total_seconds() for r in resets if r["first_after"]
         )
+        stalls = self.sql(
+            "SELECT count(*) AS n, coalesce(sum(extract(epoch FROM ended_at - started_at)), 0)"
+            "::float8 AS s FROM afk_run WHERE outcome = 'stalled'"
+        )[0]
+        hangs = sum(1 for r in runs if r["kind"] in ("hang", "startup"))
         questions = self.sql(
             "SELECT count(*) FILTER (WHERE q.answered_at IS NOT NULL) AS answered, "
             "count(*) FILTER (WHERE q.answered_at IS NOT NULL AND t.state = 'done') AS resumed, "
@@ -287,6 +297,9 @@ class Night:
                 k: sum(1 for r in runs if r["kind"] == k) for k in sorted({r["kind"] for r in runs})
             },
             "done_more_than_once": sum(1 for n in completed.values() if n > 1),
+            "hangs": hangs,
+            "stalled_runs": stalls["n"],
+            "seconds_lost_to_stalls": round(stalls["s"], 1),
             "attempts_on_limits_and_outages": limit_attempts,
             "agent_seconds": round(total, 1),
             "wasted_share_excluding_crashes": round(share, 4),
@@ -294,7 +307,11 @@ class Night:
             "questions": questions,
             "held_for_a_person": held,
             "events": self.events,
-            "targets_met": lost == 0 and limit_attempts == 0 and share < 0.02,
+            "targets_met": lost == 0
+            and limit_attempts == 0
+            and share < 0.02
+            and not any(n > 1 for n in completed.values())
+            and stalls["n"] >= hangs,
         }
 
     def close(self) -> None:

@@ -10,8 +10,13 @@ What a run does (NIGHT_WEIGHTS overrides the weights, as JSON):
   limit     the account's usage limit, with a reset a few seconds ahead
   outage    an overloaded API (529), exit 1
   ask       `afk ask` a question, exit 0 (the task waits for a person)
-  crash     SIGKILL the supervisor, then go on working as an orphan
-  long      work for longer than the lease (the supervisor keeps it)
+  crash     SIGKILL the supervisor, then go on working as an orphan (its
+            supervisor's guardian stops it: it never completes)
+  long      work for longer than the lease, saying so as it goes (the
+            supervisor keeps it)
+  hang      say a line, then nothing for good (the supervisor stops it as
+            stalled)
+  startup   nothing at all from the start, as a client hung at start-up
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ WEIGHTS = {
     "ask": 3,
     "crash": 2,
     "long": 8,
+    "hang": 2,
+    "startup": 2,
 }
 
 
@@ -54,10 +61,26 @@ def main() -> int:
     }
     unit = float(os.environ.get("NIGHT_UNIT", "0.5"))  # an agent-minute, in seconds
     if kind == "crash":
-        os.kill(os.getppid(), signal.SIGKILL)  # the supervisor dies; the orphan works on
-        time.sleep(unit)
         entry["end"] = time.time()
         log(entry)
+        os.kill(os.getppid(), signal.SIGKILL)  # the supervisor dies; the orphan works on
+        time.sleep(unit * 3)
+        log(
+            {
+                **entry,
+                "kind": "orphan",
+                "start": entry["end"],
+                "end": time.time(),
+                "completed": True,
+            }
+        )
+        return 0
+    if kind in ("hang", "startup"):
+        if kind == "hang":
+            print("Reading the codebase…", flush=True)
+        entry["end"] = time.time()
+        log(entry)  # (its end is the supervisor's: it says nothing more)
+        time.sleep(3600)
         return 0
     if kind == "limit":
         reset = int(time.time() + float(os.environ.get("NIGHT_RESET", "4")))
@@ -81,7 +104,11 @@ def main() -> int:
         return 0
     lease = float(os.environ.get("AFK_LEASE_SECONDS", "120"))
     think = lease * 1.5 if kind == "long" else unit * rng.uniform(0.5, 1.5)
-    time.sleep(think)
+    until = time.monotonic() + think
+    while time.monotonic() < until:  # working, and saying so now and then
+        time.sleep(min(unit, max(until - time.monotonic(), 0)))
+        if kind == "long":
+            print("Running the tests…", flush=True)
     if kind == "fail":
         print("FAILED tests/test_api.py::test_login - AssertionError: 401 != 200", flush=True)
         entry["end"] = time.time()
