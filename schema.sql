@@ -1,5 +1,5 @@
 -- The schema `afk migrate` makes of an empty database (pg_dump --schema-only, normalised).
--- Checked by tests/test_migrations.py; do not edit by hand.
+-- Checked by tests/e2e/test_migrations.py; do not edit by hand.
 CREATE TYPE public.afk_state AS ENUM (
     'todo',
     'running',
@@ -20,6 +20,7 @@ CREATE FUNCTION public.afk_end_run(p_task uuid, p_token bigint, p_outcome text, 
                cost_usd = (p_run ->> 'cost_usd')::numeric,
                turns = (p_run ->> 'turns')::integer,
                usage = p_run -> 'usage',
+               permission_denials = p_run -> 'permission_denials',
                attempt_spent = p_spent
          WHERE task_id = p_task AND token = p_token AND ended_at IS NULL
         RETURNING 1
@@ -203,7 +204,10 @@ CREATE TABLE public.afk_run (
     cost_usd numeric,
     turns integer,
     usage jsonb,
-    attempt_spent boolean
+    attempt_spent boolean,
+    permission_denials jsonb,
+    last_sign text,
+    last_sign_at timestamp with time zone
 );
 CREATE SEQUENCE public.afk_run_id_seq
     START WITH 1
