@@ -21,6 +21,11 @@ CREATE FUNCTION public.afk_end_run(p_task uuid, p_token bigint, p_outcome text, 
                turns = (p_run ->> 'turns')::integer,
                usage = p_run -> 'usage',
                permission_denials = p_run -> 'permission_denials',
+               before_sha = p_run ->> 'before_sha',
+               after_sha = p_run ->> 'after_sha',
+               changes = (p_run ->> 'changes')::integer,
+               check_status = (p_run ->> 'check_status')::integer,
+               check_tail = p_run ->> 'check_tail',
                attempt_spent = p_spent
          WHERE task_id = p_task AND token = p_token AND ended_at IS NULL
         RETURNING 1
@@ -207,7 +212,12 @@ CREATE TABLE public.afk_run (
     attempt_spent boolean,
     permission_denials jsonb,
     last_sign text,
-    last_sign_at timestamp with time zone
+    last_sign_at timestamp with time zone,
+    before_sha text,
+    after_sha text,
+    changes integer,
+    check_status integer,
+    check_tail text
 );
 CREATE SEQUENCE public.afk_run_id_seq
     START WITH 1
@@ -241,6 +251,7 @@ CREATE TABLE public.afk_task (
     change_error text,
     change_by text,
     budget_usd numeric,
+    workspace jsonb,
     CONSTRAINT afk_task_running_has_lease CHECK (((state <> 'running'::public.afk_state) OR (lease_until IS NOT NULL)))
 );
 CREATE TABLE public.afk_task_effect (
@@ -275,6 +286,19 @@ ALTER TABLE public.afk_task_event ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTI
     NO MAXVALUE
     CACHE 1
 );
+CREATE TABLE public.afk_workspace (
+    task_id uuid NOT NULL,
+    repo text NOT NULL,
+    branch text NOT NULL,
+    path text NOT NULL,
+    base_sha text NOT NULL,
+    head_sha text,
+    port integer,
+    ports integer,
+    made_at timestamp with time zone DEFAULT now() NOT NULL,
+    removed_at timestamp with time zone,
+    trash_ref text
+);
 ALTER TABLE ONLY public.afk_account_park ALTER COLUMN id SET DEFAULT nextval('public.afk_account_park_id_seq'::regclass);
 ALTER TABLE ONLY public.afk_question ALTER COLUMN id SET DEFAULT nextval('public.afk_question_id_seq'::regclass);
 ALTER TABLE ONLY public.afk_run ALTER COLUMN id SET DEFAULT nextval('public.afk_run_id_seq'::regclass);
@@ -300,6 +324,8 @@ ALTER TABLE ONLY public.afk_task
     ADD CONSTRAINT afk_task_idem_key_key UNIQUE (idem_key);
 ALTER TABLE ONLY public.afk_task
     ADD CONSTRAINT afk_task_pkey PRIMARY KEY (id);
+ALTER TABLE ONLY public.afk_workspace
+    ADD CONSTRAINT afk_workspace_pkey PRIMARY KEY (task_id);
 CREATE UNIQUE INDEX afk_account_park_open ON public.afk_account_park USING btree (account) WHERE (cleared_at IS NULL);
 CREATE INDEX afk_account_park_parked_at ON public.afk_account_park USING btree (parked_at);
 CREATE INDEX afk_digest_delivery_recent_idx ON public.afk_digest_delivery USING btree (updated_at);
@@ -314,6 +340,8 @@ CREATE INDEX afk_task_event_task_idx ON public.afk_task_event USING btree (task_
 CREATE INDEX afk_task_failed_idx ON public.afk_task USING btree (updated_at) WHERE (state = 'failed'::public.afk_state);
 CREATE INDEX afk_task_lease_idx ON public.afk_task USING btree (lease_until) WHERE (state = 'running'::public.afk_state);
 CREATE INDEX afk_task_paused_idx ON public.afk_task USING btree (agent_id, updated_at) WHERE (state = 'paused'::public.afk_state);
+CREATE UNIQUE INDEX afk_workspace_branch ON public.afk_workspace USING btree (repo, branch) WHERE (removed_at IS NULL);
+CREATE INDEX afk_workspace_port ON public.afk_workspace USING btree (port) WHERE (removed_at IS NULL);
 CREATE TRIGGER afk_task_event_no_update BEFORE UPDATE ON public.afk_task_event FOR EACH ROW EXECUTE FUNCTION public.afk_task_event_append_only();
 CREATE TRIGGER afk_task_history BEFORE UPDATE ON public.afk_task FOR EACH ROW WHEN (((new.state IS DISTINCT FROM old.state) OR (new.lease_token IS DISTINCT FROM old.lease_token) OR (new.change_reason IS NOT NULL) OR (new.change_error IS NOT NULL) OR (new.change_by IS NOT NULL))) EXECUTE FUNCTION public.afk_task_history();
 ALTER TABLE ONLY public.afk_question
@@ -324,3 +352,5 @@ ALTER TABLE ONLY public.afk_task_effect
     ADD CONSTRAINT afk_task_effect_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.afk_task(id) ON DELETE CASCADE;
 ALTER TABLE ONLY public.afk_task_event
     ADD CONSTRAINT afk_task_event_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.afk_task(id) ON DELETE CASCADE;
+ALTER TABLE ONLY public.afk_workspace
+    ADD CONSTRAINT afk_workspace_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.afk_task(id) ON DELETE CASCADE;

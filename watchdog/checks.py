@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from .config import is_utf8
@@ -119,3 +120,27 @@ def parse_task_id(value: Any) -> uuid.UUID:
         return uuid.UUID(str(value).strip())
     except ValueError:
         raise BadInput(f"not a task id: {value!r}") from None
+
+
+#: the fields of a task's workspace request (watchdog.workspaces.request)
+WORKSPACE_FIELDS = ("repo", "base", "branch", "verify", "require_changes")
+
+
+def check_workspace(value: Any) -> None:
+    """The shape of a task's workspace request: a repository's absolute path,
+    and optional text for base, branch and verify. (Whether the repository,
+    the base and the branch are what git says is checked where git runs:
+    watchdog.workspaces.request.)"""
+    if not isinstance(value, Mapping):
+        raise BadInput(f"workspace must be a JSON object, not {json_type(value)}")
+    unknown = set(value) - set(WORKSPACE_FIELDS)
+    if unknown:
+        raise BadInput(f"workspace: unknown field(s) {sorted(unknown)}")
+    repo = value.get("repo")
+    if not isinstance(repo, str) or not repo.startswith("/"):
+        raise BadInput("workspace: repo must be a repository's absolute path")
+    for name in ("base", "branch", "verify"):
+        if value.get(name) is not None:
+            check_text(f"workspace {name}", value[name])
+    if not isinstance(value.get("require_changes", False), bool):
+        raise BadInput("workspace: require_changes must be true or false")

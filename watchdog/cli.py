@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from .checks import check_token
+from .checks import WORKSPACE_FIELDS, check_token
 from .config import is_utf8, parse_duration
 from .errors import AfkError, BadInput
 from .harnesses import HARNESSES, SETTINGS
@@ -272,15 +272,74 @@ def read_jsonl(path: str) -> list[dict[str, Any]]:
             item = parse_object(line, f"line {number}")
         except BadInput as exc:
             raise BadInput(f"{path}: {exc}; nothing was enqueued") from None
-        unknown = set(item) - {"title", "spec", "key", "max_attempts", "budget_usd"}
+        unknown = (
+            set(item)
+            - {"title", "spec", "key", "max_attempts", "budget_usd"}
+            - set(WORKSPACE_FIELDS)
+        )
         if unknown:
             raise BadInput(
                 f"{path}: line {number}: unknown field(s) {sorted(unknown)}; nothing was enqueued"
             )
+        try:
+            ws = workspace_request(**{k: item.pop(k) for k in WORKSPACE_FIELDS if k in item})
+        except (BadInput, TypeError) as exc:
+            raise BadInput(f"{path}: line {number}: {exc}; nothing was enqueued") from None
+        if ws is not None:
+            item["workspace"] = ws
         tasks.append(item)
     if not tasks:
         raise BadInput(f"{path}: no tasks in the file")
     return tasks
+
+
+def workspace_options(p: Parser, *, branch: bool) -> None:
+    """A git worktree per task (watchdog.workspaces)."""
+    p.add_argument(
+        "--repo",
+        help="a git repository: each task runs in a worktree of it, on a branch of its own",
+    )
+    if branch:
+        p.add_argument("--base", help="the ref its branch starts from (default: HEAD at its claim)")
+        p.add_argument("--branch", help="its branch (default: afk/<id>-<title>)")
+    p.add_argument(
+        "--verify",
+        metavar="CMD",
+        help="a check run in the worktree (through the shell) before done: exit 0 or a failure",
+    )
+    p.add_argument(
+        "--require-changes",
+        action="store_true",
+        dest="require_changes",
+        help="a run that leaves no new commit and a clean worktree is a failure",
+    )
+
+
+def workspace_request(
+    repo: str | None = None,
+    base: str | None = None,
+    branch: str | None = None,
+    verify: str | None = None,
+    require_changes: bool = False,
+) -> dict[str, Any] | None:
+    """A workspace request checked with git (None: no --repo)."""
+    if repo is None:
+        if base is not None or branch is not None:
+            raise BadInput("--base and --branch go with --repo")
+        if verify is not None or require_changes:
+            raise BadInput("--verify and --require-changes go with --repo")
+        return None
+    from . import workspaces
+
+    return workspaces.request(
+        repo, base=base, branch=branch, verify=verify, require_changes=require_changes
+    )
+
+
+def checked_verify(command: str | None) -> str | None:
+    if command is not None and not command.strip():
+        raise BadInput("--verify is empty: give the command that checks the work")
+    return command
 
 
 def configure_enqueue(p: Parser) -> None:
@@ -300,9 +359,11 @@ def configure_enqueue(p: Parser) -> None:
         dest="budget_usd",
         help="what the task's runs may cost together, US dollars; reached, it waits for a person",
     )
+    workspace_options(p, branch=True)
     p.add_argument(
         "--file",
-        help='JSON Lines, each {"title", "spec", "key", "max_attempts", "budget_usd"}; - for stdin',
+        help='JSON Lines, each {"title", "spec", "key", "max_attempts", "budget_usd", "repo", '
+        '"base", "branch", "verify", "require_changes"}; - for stdin',
     )
 
 
@@ -313,11 +374,15 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
             raise BadInput("--file cannot be combined with --title, --spec or --key")
         if args.budget_usd is not None:
             raise BadInput("--file takes a budget_usd key per line, not --budget-usd")
+        given = [args.repo, args.base, args.branch, args.verify]
+        if any(v is not None for v in given) or args.require_changes:
+            raise BadInput("--file takes repo, base, branch and verify keys per line")
         tasks = read_jsonl(args.file)
     else:
         if args.title is None:
             raise BadInput("--title (or --file) is required")
         spec = parse_object(args.spec, "--spec") if args.spec is not None else {}
+        ws = workspace_request(args.repo, args.base, args.branch, args.verify, args.require_changes)
         tasks = [
             {
                 "title": args.title,
@@ -325,6 +390,7 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
                 "key": args.key,
                 "max_attempts": args.max_attempts,
                 "budget_usd": args.budget_usd,
+                **({"workspace": ws} if ws is not None else {}),
             }
         ]
     if args.max_attempts is not None:
@@ -332,6 +398,20 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
             task.setdefault("max_attempts", args.max_attempts)
     assert agent is not None
     with open_queue(args) as q:
+        from . import workspaces
+
+        named: set[tuple[str, str]] = set()
+        for n, task in enumerate(tasks, 1):
+            ws = task.get("workspace")
+            if ws is None or not ws.get("branch"):
+                continue
+            where = f"{args.file}: line {n}: " if args.file is not None else ""
+            if (ws["repo"], ws["branch"]) in named or workspaces.branch_taken(q.db, ws):
+                raise BadInput(
+                    f"{where}--branch {ws['branch']} is another task's workspace; "
+                    "nothing was enqueued"
+                )
+            named.add((ws["repo"], ws["branch"]))
         try:
             result = q.enqueue(agent, tasks)
         except BadInput as exc:
@@ -378,8 +458,26 @@ def cmd_claim(args: argparse.Namespace) -> int:
             emit({"next_at": claimed.next_at})
             print(f"afk: nothing to claim for agent {agent!r}", file=sys.stderr)
             return EXIT_EMPTY
-        emit(claimed.task.to_json())
+        emit({**claimed.task.to_json(), **claim_workspace(q, claimed.task, args.config)})
     return EXIT_OK
+
+
+def claim_workspace(q: Queue, task: Task, config: str | None) -> dict[str, Any]:
+    """A claimed task's worktree (made at its first claim), as `afk claim`
+    prints it; a worktree that cannot be made gives the task back, paused."""
+    if task.workspace is None:
+        return {}
+    from . import workspaces
+    from .config import load_all
+    from .outcome import Outcome
+
+    settings = load_all(config)
+    try:
+        ws = workspaces.prepare(q.db, task.id, task.title, settings.loop.ports_per_task)
+    except workspaces.WorkspaceError as exc:
+        q.release(task, f"paused: {exc}", outcome=Outcome.CANNOT_START)
+        raise
+    return {} if ws is None else {"workspace": {**ws.to_json(), "env": ws.env()}}
 
 
 def configure_checkpoint(p: Parser) -> None:
@@ -501,6 +599,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         emit(
             {
                 **task.to_json(),
+                "workspace": shown_workspace(q, task),
                 "cost_usd": round(sum(costs), 6) if costs else None,
                 "history": history,
                 "runs": runs,
@@ -508,6 +607,20 @@ def cmd_show(args: argparse.Namespace) -> int:
             }
         )
     return EXIT_OK
+
+
+def shown_workspace(q: Queue, task: Task) -> dict[str, Any] | None:
+    """The task's worktree as it is now (its commits, what they change, what
+    is left uncommitted, its pull request), or what it asked for before its
+    first claim."""
+    if task.workspace is None:
+        return None
+    from . import workspaces
+
+    row = workspaces.row_of(q.db, task.id)
+    if row is None or row["path"] is None:
+        return {**task.workspace, "path": None}
+    return workspaces.lineage(row)
 
 
 def configure_dead(p: Parser) -> None:
@@ -914,10 +1027,12 @@ def configure_loop(p: Parser) -> None:
         help="stop a run still going after this long, an attempt spent "
         "(env AFK_MAX_RUN_SECONDS; default: no cap)",
     )
+    workspace_options(p, branch=False)
     p.set_defaults(command=[])
     p.usage = (
         "afk loop --agent A [--account NAME] [--lease S] [--wait] [--max-tasks N] "
-        "[--stall-after DURATION] [--max-run DURATION] -- CMD [ARG...]"
+        "[--stall-after DURATION] [--max-run DURATION] [--repo PATH] [--verify CMD] "
+        "[--require-changes] -- CMD [ARG...]"
     )
     p.epilog = (
         "exit 0 when nothing is left, 5 when the account needs a person, 130/143 when stopped"
@@ -954,6 +1069,9 @@ def cmd_loop(args: argparse.Namespace) -> int:
         day_zone=getattr(zone, "key", None) or str(zone),
         stall_after=args.stall_after,
         max_run=args.max_run,
+        workspace=workspace_request(args.repo),
+        verify=checked_verify(args.verify),
+        require_changes=args.require_changes,
     )
     from .checks import check_id
     from .queue import Queue

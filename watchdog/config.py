@@ -294,6 +294,12 @@ class LoopSettings:
         "as stalled (afk loop --stall-after)",
         True,
     )
+    ports_per_task: int = _field(
+        10, "ports a task's workspace holds (AFK_PORT is the first; no two live tasks overlap)"
+    )
+    verify_timeout_seconds: float = _field(
+        600.0, "how long a task's check (--verify) may take before it counts as failed", True
+    )
     max_run_seconds: float = _field(
         0.0,
         "a run still going after this long is stopped as timed out, an attempt spent "
@@ -315,6 +321,8 @@ class LoopSettings:
             )
         if self.outage_breaker < 1:
             problems.append("outage_breaker must be at least 1")
+        if not 1 <= self.ports_per_task <= 1000:
+            problems.append("ports_per_task must be from 1 to 1000")
         if not 0 <= self.daily_budget_usd <= 1_000_000:
             problems.append("daily_budget_usd must be from 0 (none) to 1000000")
         if problems:

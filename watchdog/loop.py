@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
 from typing import IO, Any
 
+from . import workspaces
 from .accounts import DEFAULT_ACCOUNT, Accounts, Parking
 from .config import LoopSettings
 from .errors import AccountParked, DatabaseError, LeaseLost
@@ -54,6 +55,7 @@ from .outcome import (
 from .process import Limits, Signs, run_agent
 from .queue import Queue
 from .text import one_line
+from .workspaces import Workspace, WorkspaceError
 
 EXIT_OK, EXIT_ERROR, EXIT_PARKED = 0, 1, 5
 #: outcomes that would retry a task: over its budget, it is held instead
@@ -81,6 +83,11 @@ class LoopOptions:
     #: --stall-after and --max-run, seconds (None: the settings')
     stall_after: float | None = None
     max_run: float | None = None
+    #: --repo: the workspace request given to a task that asked for none
+    workspace: dict[str, Any] | None = None
+    #: --verify and --require-changes: the default of the loop's tasks
+    verify: str | None = None
+    require_changes: bool = False
 
 
 def default_runner() -> str:
@@ -203,11 +210,23 @@ class Loop:
         """Run the agent on one task and settle it; an exit status ends the loop."""
         self.runs += 1
         self._said = None
+        try:
+            ws = self.workspace(task)
+        except WorkspaceError as exc:
+            return self.cannot_start(task, str(exc))
+        try:
+            return self._work(task, ws)
+        finally:
+            if ws is not None:
+                workspaces.unlock(ws)
+
+    def _work(self, task: Task, ws: Workspace | None) -> int | None:
         spent, budget = self.q.cost(task) if task.budget_usd is not None else (None, None)
         signs = Signs()
+        before = workspaces.head(ws.path) if ws is not None else None
         with self.q.leased(task, sign=signs.last) as lease:
             prompt = self._prompt(task)
-            report = self.run_agent(task, prompt, lease.lost, spent, budget, signs)
+            report = self.run_agent(task, prompt, lease.lost, spent, budget, signs, ws)
         if lease.lost.is_set() and not self.stopped.is_set():
             self.say(
                 f"task {task.id}: {lease.error or 'the lease was lost'}; the agent was "
@@ -218,9 +237,60 @@ class Loop:
             self.say(f"warning: task {task.id}: {report.cost_refused}")
         now = self.accounts.clock()
         verdict = classify(report, now, self.tz, self.patterns, interrupted=self.stopped.is_set())
+        if ws is not None:
+            verdict = self.check_work(ws, report, verdict, before)
         total = (spent or 0) + (report.cost_usd or 0)
         over = (total, budget) if budget is not None and total >= budget else None
         return self.settle(task, report, verdict, now, over_budget=over)
+
+    # -- the workspace -------------------------------------------------------------
+
+    def workspace(self, task: Task) -> Workspace | None:
+        """The task's worktree (made at its first claim; ``--repo`` gives one
+        to a task that asked for none)."""
+        if task.workspace is None and self.o.workspace is not None:
+            workspaces.adopt(self.q.db, task.id, self.o.workspace)
+        return workspaces.prepare(self.q.db, task.id, task.title, self.settings.ports_per_task)
+
+    def cannot_start(self, task: Task, why: str) -> int:
+        """A run that cannot start for a reason of a person's (its repository
+        is gone, its command cannot run): paused, no attempt spent, and the
+        loop stops (exit 5) instead of failing the backlog."""
+        line = self.scrub(why)
+        self.q.release(task, f"paused: {line}", outcome=Outcome.CANNOT_START)
+        self.say(
+            f"{line}; task {task.id} paused with no attempt spent, and no other task "
+            "started: fix it, then run afk loop again"
+        )
+        return EXIT_PARKED
+
+    def check_work(
+        self, ws: Workspace, report: Report, verdict: Verdict, before: str | None
+    ) -> Verdict:
+        """What the run left in its worktree, recorded on the run; and before
+        done, the check: a run that would end done is a task failure when
+        it changed nothing and changes are required, or when its check fails."""
+        after = workspaces.head(ws.path)
+        workspaces.record_head(self.q.db, ws, after)
+        added = len(workspaces.commits(ws.path, before, after)) if before and after else 0
+        changes = added + (1 if workspaces.dirty(ws.path) else 0)
+        report.extra.update(before_sha=before, after_sha=after, changes=changes)
+        if verdict.outcome is not Outcome.DONE:
+            return verdict
+        if changes == 0 and (ws.require_changes or self.o.require_changes):
+            line = "no changes: the run left no new commit and a clean worktree"
+            report.failure = f"{line} (--require-changes)"
+            return Verdict(Outcome.TASK_FAILURE, line)
+        command = ws.verify or self.o.verify
+        if command is None:
+            return verdict
+        status, tail = workspaces.check(ws, command, self.settings.verify_timeout_seconds)
+        report.extra.update(check_status=status, check_tail=self.scrub(tail))
+        if status == 0:
+            return verdict
+        line = f"the check failed: {workspaces.telling(tail)}"
+        report.failure = f"{line}\n\n`{command}` exited {status}; it printed:\n{tail}"
+        return Verdict(Outcome.TASK_FAILURE, line)
 
     def settle(
         self,
@@ -250,7 +320,8 @@ class Loop:
             if kind is Outcome.DONE:
                 self.q.done(task, run=run)
             elif kind is Outcome.TASK_FAILURE:
-                self.q.fail(task, failure_text(report, verdict, self.scrub), run=run)
+                text = report.failure or failure_text(report, verdict)
+                self.q.fail(task, self.scrub(text), run=run)
             elif kind is Outcome.TIMED_OUT:
                 self.q.fail(task, self._stopped_text(line, report), run=run)
                 self.say(f"task {task.id} {line}: stopped, an attempt spent")
@@ -410,8 +481,11 @@ class Loop:
         spent: float | None = None,
         budget: float | None = None,
         signs: Signs | None = None,
+        ws: Workspace | None = None,
     ) -> Report:
         env = self.agent_env(task)
+        if ws is not None:
+            env.update(ws.env())
         if budget is not None:
             # what is left, for the agent's own cap (claude -p --max-budget-usd)
             env["AFK_TASK_BUDGET_USD"] = f"{max(budget - (spent or 0), 0):.2f}"
@@ -426,6 +500,7 @@ class Loop:
                 max_run=self.o.max_run or self.settings.max_run_seconds or None,
             ),
             signs=signs,
+            cwd=ws.path if ws is not None else None,
         )
 
     def check_daily_budget(self) -> None:

@@ -39,6 +39,9 @@ class Task:
     lease_seconds: float | None = None
     #: what the task's runs may cost together, in US dollars (None: no limit)
     budget_usd: float | None = None
+    #: the workspace it asked for (watchdog.workspaces): repo, base, branch,
+    #: verify, require_changes; None: it runs where its supervisor runs
+    workspace: dict[str, Any] | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> Task:
@@ -63,6 +66,7 @@ class Task:
             updated_at=row["updated_at"],
             lease_seconds=row.get("lease_seconds"),
             budget_usd=None if row.get("budget_usd") is None else float(row["budget_usd"]),
+            workspace=row.get("workspace"),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -77,6 +81,10 @@ class Task:
         return out
 
 
+#: the fields of a new task given as a mapping
+NEW_TASK_FIELDS = frozenset({"title", "spec", "key", "max_attempts", "budget_usd", "workspace"})
+
+
 @dataclass(frozen=True)
 class NewTask:
     title: str
@@ -85,6 +93,9 @@ class NewTask:
     max_attempts: int | None = None
     #: what its runs may cost together (US dollars); reached, it waits for a person
     budget_usd: float | None = None
+    #: a git worktree of its own: {"repo", "base", "branch", "verify",
+    #: "require_changes"} (watchdog.workspaces.request checks one)
+    workspace: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)

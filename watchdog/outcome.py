@@ -189,6 +189,12 @@ class Report:
     #: the tools the agent was denied (Claude Code's permission_denials):
     #: each {tool_name, tool_input}, bounded and scrubbed
     permission_denials: list[dict[str, Any]] | None = None
+    #: what the supervisor adds to the run's record (a workspace's lineage,
+    #: its check)
+    extra: dict[str, Any] = field(default_factory=dict)
+    #: the error of a failure the supervisor found (a check that failed),
+    #: instead of the agent's last lines
+    failure: str | None = None
 
     def denied(self) -> str:
         """The denied tools as a person reads them: Bash(git push origin main), ..."""
@@ -216,6 +222,7 @@ class Report:
             "turns": self.turns,
             "usage": self.usage,
             "permission_denials": self.permission_denials,
+            **self.extra,
         }
 
 

@@ -19,6 +19,7 @@ from .checks import (
     check_id,
     check_json_size,
     check_text,
+    check_workspace,
     dumps_json,
     json_type,
 )
@@ -178,6 +179,7 @@ class Queue:
                 "idem_key": task.key,
                 "max_attempts": task.max_attempts,
                 "budget_usd": task.budget_usd,
+                "workspace": None if task.workspace is None else dict(task.workspace),
             }
             for n, task in zip(positions, kept, strict=True)
         ]
@@ -229,6 +231,7 @@ class Queue:
                         t.key,
                         t.max_attempts or default,
                         t.budget_usd,
+                        None if t.workspace is None else dumps_json("a workspace", t.workspace),
                     )
                     for i, t in enumerate(tasks)
                 ),
@@ -266,7 +269,14 @@ class Queue:
         """One task of a batch, checked (the same object when it needs no
         change: a batch of 100k is checked in a blink)."""
         if not isinstance(task, NewTask) and isinstance(task, Mapping):
-            unknown = set(task) - {"title", "spec", "key", "max_attempts", "budget_usd"}
+            unknown = set(task) - {
+                "title",
+                "spec",
+                "key",
+                "max_attempts",
+                "budget_usd",
+                "workspace",
+            }
             if unknown:
                 raise BadInput(f"unknown field(s) {sorted(unknown)}")
             task = NewTask(
@@ -275,7 +285,10 @@ class Queue:
                 key=task.get("key"),
                 max_attempts=task.get("max_attempts"),
                 budget_usd=task.get("budget_usd"),
+                workspace=task.get("workspace"),
             )
+        if task.workspace is not None:
+            check_workspace(task.workspace)
         check_text("title", task.title)
         if task.key is not None:
             check_id("key", task.key)

@@ -25,7 +25,7 @@ FLOORS = {
     6: ["resolve", "fence"],
     7: ["effects"],
     8: ["queue"],
-    9: ["accounts", "agent", "digest", "metrics"],
+    9: ["accounts", "agent", "digest", "metrics", "workspaces"],
     10: ["destinations", "hooks", "loop"],
     11: ["delivery", "doctor", "hookserver"],
     12: ["jobs", "web"],

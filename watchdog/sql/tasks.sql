@@ -17,10 +17,11 @@
 -- created_at; the history records the state changes after it.)
 WITH input AS (
     SELECT x.n, x.title, coalesce(x.spec, '{}'::jsonb) AS spec, x.idem_key,
-           coalesce(x.max_attempts, %(default_max_attempts)s) AS max_attempts, x.budget_usd
+           coalesce(x.max_attempts, %(default_max_attempts)s) AS max_attempts, x.budget_usd,
+           x.workspace
       FROM jsonb_to_recordset(%(tasks)s::jsonb)
            AS x(n int, title text, spec jsonb, idem_key text, max_attempts int,
-                budget_usd numeric)
+                budget_usd numeric, workspace jsonb)
 ), too_big AS (
     SELECT min(n) AS n FROM input WHERE octet_length(spec::text) > %(max_bytes)s
 ), fresh AS (
@@ -35,9 +36,10 @@ WITH input AS (
         SET next_ordinal = a.next_ordinal + EXCLUDED.next_ordinal - 1
     RETURNING next_ordinal - (SELECT count(*) FROM fresh) AS first
 ), ins AS (
-    INSERT INTO afk_task (agent_id, ordinal, title, spec, idem_key, max_attempts, budget_usd)
+    INSERT INTO afk_task (agent_id, ordinal, title, spec, idem_key, max_attempts, budget_usd,
+                          workspace)
     SELECT %(agent_id)s, c.first + row_number() OVER (ORDER BY f.n) - 1,
-           f.title, f.spec, f.idem_key, f.max_attempts, f.budget_usd
+           f.title, f.spec, f.idem_key, f.max_attempts, f.budget_usd, f.workspace
       FROM fresh f CROSS JOIN counter c
     ON CONFLICT (idem_key) DO NOTHING
     RETURNING id, idem_key, ordinal
@@ -63,7 +65,8 @@ ON CONFLICT (agent_id) DO UPDATE SET next_ordinal = a.next_ordinal + %(n)s::bigi
 RETURNING next_ordinal - %(n)s::bigint AS first;
 
 -- name: enqueue_copy :copy
-COPY afk_task (agent_id, ordinal, title, spec, idem_key, max_attempts, budget_usd) FROM STDIN;
+COPY afk_task (agent_id, ordinal, title, spec, idem_key, max_attempts, budget_usd, workspace)
+FROM STDIN;
 
 -- name: enqueue_copied :one
 -- The ids of the rows copied, in order, and the offset of the first whose
@@ -402,7 +405,8 @@ SELECT t.state AS cur_state, t.lease_token AS cur_token,
 -- The runs of a task, oldest first.
 SELECT id, token, runner, account, started_at, ended_at, outcome, exit_status, output_tail,
        session_id, cost_usd::float8 AS cost_usd, turns, usage, attempt_spent,
-       permission_denials, last_sign, last_sign_at
+       permission_denials, last_sign, last_sign_at, before_sha, after_sha, changes,
+       check_status, check_tail
   FROM afk_run WHERE task_id = %(id)s
  ORDER BY started_at, id;
 
