@@ -1,0 +1,276 @@
+"""Each task in its own git worktree: real git (Debian's), temporary
+repositories with a bare origin, a stub `gh` on PATH, and `afk loop` running
+a stand-in agent that logs where it runs and makes commits."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import Afk, poll, require_tool
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "Test",
+    "GIT_AUTHOR_EMAIL": "test@example.invalid",
+    "GIT_COMMITTER_NAME": "Test",
+    "GIT_COMMITTER_EMAIL": "test@example.invalid",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+FAST = {"AFK_BACKOFF_BASE_SECONDS": "1", "AFK_BACKOFF_CAP_SECONDS": "1"}
+
+#: the stand-in agent: logs its working folder and workspace variables, then
+#: does what its plan (AGENT_PLAN, JSON: title -> a list of steps, one per
+#: run) says: "commit" a file named after the task, "fail", "dirty" (write
+#: and leave it), "nothing", "sleep" (until killed), "fix" (write check.ok)
+AGENT = textwrap.dedent(
+    """
+    import json, os, subprocess, sys, time
+    title = sys.argv[-1].split("\\n", 1)[0]
+    log = os.environ["AGENT_LOG"]
+    with open(log, "a") as out:
+        out.write(json.dumps({"title": title, "cwd": os.getcwd(), "pid": os.getpid(),
+                              **{k: v for k, v in os.environ.items()
+                                 if k in ("AFK_WORKTREE", "AFK_BRANCH", "AFK_BASE_SHA",
+                                          "AFK_PORT", "AFK_TASK_ID")}}) + "\\n")
+    runs = sum(1 for line in open(log) if json.loads(line)["title"] == title)
+    plan = json.loads(os.environ.get("AGENT_PLAN", "{}")).get(title, ["commit"])
+    step = plan[min(runs, len(plan)) - 1]
+    name = title.replace(" ", "-") + ".txt"
+    if step == "sleep":
+        time.sleep(300)
+    if step == "fail":
+        print("FAILED: it does not work yet", flush=True)
+        sys.exit(1)
+    if step in ("commit", "dirty", "fix"):
+        with open(name if step != "fix" else "check.ok", "a") as f:
+            f.write(f"run {runs} of {title}\\n")
+    if step in ("commit", "fix"):
+        subprocess.run(["git", "add", "-A"], check=True)
+        subprocess.run(["git", "commit", "-q", "-m", f"{title}: run {runs}"], check=True)
+    """
+)
+
+
+def sh(*args: str, cwd: Path) -> str:
+    proc = subprocess.run(
+        args, cwd=cwd, capture_output=True, text=True, env={**os.environ, **GIT_ENV}, check=True
+    )
+    return proc.stdout.strip()
+
+
+class Repo:
+    """A repository with a bare origin, one commit on main, and the afk
+    loops and agents that work on it."""
+
+    def __init__(self, afk: Afk, tmp: Path) -> None:
+        require_tool("git")
+        self.afk, self.tmp = afk, tmp
+        self.origin = tmp / "origin.git"
+        self.path = tmp / "repo"
+        sh("git", "init", "-q", "--bare", "-b", "main", str(self.origin), cwd=tmp)
+        sh("git", "clone", "-q", str(self.origin), str(self.path), cwd=tmp)
+        (self.path / "README.md").write_text("# app\n")
+        sh("git", "add", "-A", cwd=self.path)
+        sh("git", "commit", "-q", "-m", "first", cwd=self.path)
+        sh("git", "push", "-q", "origin", "HEAD:main", cwd=self.path)
+        self.agent = tmp / "agent.py"
+        self.agent.write_text(AGENT)
+        self.log = tmp / "agent.log"
+        self.log.write_text("")
+        self.env = {**afk.env, **GIT_ENV, **FAST, "AGENT_LOG": str(self.log)}
+
+    def git(self, *args: str, cwd: Path | None = None) -> str:
+        return sh("git", *args, cwd=cwd or self.path)
+
+    def enqueue(self, *titles: str, agent: str = "w", **extra: Any) -> list[str]:
+        lines = "".join(
+            json.dumps({"title": t, "repo": str(self.path), **extra}) + "\n" for t in titles
+        )
+        out = self.afk("enqueue", "--agent", agent, "--file", "-", input=lines, env=self.env)
+        assert out.returncode == 0, out.stderr
+        return list(json.loads(out.stdout)["enqueued"])
+
+    def loop(self, *args: str, agent: str = "w", plan: dict[str, list[str]] | None = None):
+        env = {**self.env, "AGENT_PLAN": json.dumps(plan or {})}
+        return subprocess.Popen(
+            [*Afk.command("loop", "--agent", agent, *args, "--"), sys.executable, str(self.agent)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def runs(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.log.read_text().splitlines() if line]
+
+    def show(self, task_id: str) -> dict[str, Any]:
+        return dict(self.afk.json("show", task_id, env=self.env))
+
+
+@pytest.fixture
+def repo(afk, tmp_path, monkeypatch):
+    # the worktrees live under AFK_HOME: the test's own
+    afk.env["AFK_HOME"] = str(tmp_path / "afk-home")
+    return Repo(afk, tmp_path)
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 180) -> tuple[int, str]:
+    _, err = proc.communicate(timeout=timeout)
+    return proc.returncode, err
+
+
+def test_two_loops_on_one_repository_work_in_four_worktrees_apart(repo):
+    ids = repo.enqueue("task a", "task b", "task c", "task d")
+    loops = [repo.loop(), repo.loop()]
+    for proc in loops:
+        code, err = finish(proc)
+        assert code == 0, err
+    shown = [repo.show(i) for i in ids]
+    assert [t["state"] for t in shown] == ["done"] * 4
+    spaces = [t["workspace"] for t in shown]
+    paths = {w["path"] for w in spaces}
+    branches = {w["branch"] for w in spaces}
+    assert len(paths) == 4 and len(branches) == 4
+    for task_id, task, ws in zip(ids, shown, spaces, strict=True):
+        assert ws["branch"] == f"afk/{task_id[:8]}-{task['title'].replace(' ', '-')}"
+        assert not ws["path"].startswith(str(repo.path))  # outside the main checkout
+        # each task's commit on its own branch only, from the base
+        assert [c["subject"] for c in ws["commits"]] == [f"{task['title']}: run 1"]
+        assert ws["diffstat"] == {"files": 1, "insertions": 1, "deletions": 0}
+        assert ws["dirty"] is False and ws["base_sha"] == repo.git("rev-parse", "main")
+        (run,) = task["runs"]
+        assert run["before_sha"] == ws["base_sha"] and run["after_sha"] == ws["head_sha"]
+        assert run["changes"] == 1
+    # the agents ran in their worktrees, with their variables
+    for run in repo.runs():
+        task = next(t for t in shown if t["id"] == run["AFK_TASK_ID"])
+        assert run["cwd"] == run["AFK_WORKTREE"] == task["workspace"]["path"]
+        assert run["AFK_BRANCH"] == task["workspace"]["branch"]
+    # no two port blocks overlap
+    blocks = sorted((int(w["port"]), int(w["port"]) + 10) for w in spaces)
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(blocks)), blocks
+    # the main checkout is clean and still on main
+    assert repo.git("status", "--porcelain") == ""
+    assert repo.git("rev-parse", "--abbrev-ref", "HEAD") == "main"
+
+
+def test_a_retry_and_a_reclaim_work_in_the_same_worktree(repo, sql):
+    (fails,) = repo.enqueue("fails once")
+    code, err = finish(repo.loop(plan={"fails once": ["fail", "commit"]}))
+    assert code == 0, err
+    runs = [r for r in repo.runs() if r["title"] == "fails once"]
+    assert len(runs) == 2 and runs[0]["cwd"] == runs[1]["cwd"]
+    assert runs[0]["AFK_BRANCH"] == runs[1]["AFK_BRANCH"]
+    assert repo.show(fails)["state"] == "done"
+    # a SIGKILLed loop: the task, reclaimed, resumes in the same worktree and branch
+    (killed,) = repo.enqueue("killed")
+    proc = repo.loop("--lease", "2", plan={"killed": ["sleep", "commit"]})
+    poll(lambda: [r for r in repo.runs() if r["title"] == "killed"], timeout=60)
+    listed = repo.git("worktree", "list", "--porcelain")
+    assert f"locked afk: task {killed} holds its lease" in listed, listed  # while it runs
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+    sql.expire(killed)
+    assert repo.afk("reclaim", env=repo.env).returncode == 0
+    code, err = finish(repo.loop(plan={"killed": ["sleep", "commit"]}))
+    assert code == 0, err
+    runs = [r for r in repo.runs() if r["title"] == "killed"]
+    assert len(runs) == 2 and runs[0]["cwd"] == runs[1]["cwd"], runs
+    task = repo.show(killed)
+    assert task["state"] == "done" and len(task["workspace"]["commits"]) == 1
+
+
+def test_the_check_must_pass_before_done(repo):
+    (task_id,) = repo.enqueue("checked", verify="test -f check.ok && echo all good")
+    plan = {"checked": ["commit", "fix"]}
+    code, err = finish(repo.loop(plan=plan))
+    assert code == 0, err
+    task = repo.show(task_id)
+    assert task["state"] == "done"
+    first, second = task["runs"]
+    assert (first["outcome"], first["attempt_spent"], first["check_status"]) == (
+        "task_failure",
+        True,
+        1,
+    )
+    assert second["check_status"] == 0 and "all good" in second["check_tail"]
+    failed = [h for h in task["history"] if h["reason"] == "failed with error"]
+    assert failed and failed[0]["error"].startswith("the check failed:")
+
+
+def test_a_run_that_changes_nothing_is_recorded_and_may_be_required_to(repo):
+    lazy, strict = repo.enqueue("lazy"), repo.enqueue("strict", require_changes=True)
+    plan = {"lazy": ["nothing"], "strict": ["nothing", "commit"]}
+    code, err = finish(repo.loop(plan=plan))
+    assert code == 0, err
+    task = repo.show(lazy[0])
+    assert task["state"] == "done" and task["runs"][0]["changes"] == 0
+    task = repo.show(strict[0])
+    assert [r["outcome"] for r in task["runs"]] == ["task_failure", "done"]
+    assert task["last_error"] is None or "no changes" in json.dumps(task["history"])
+
+
+def test_show_reads_the_pull_request_through_gh(repo, tmp_path):
+    (task_id,) = repo.enqueue("with a pr")
+    code, err = finish(repo.loop())
+    assert code == 0, err
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    gh = bin_dir / "gh"
+    answer = {"url": "https://example.invalid/pr/7", "number": 7, "state": "OPEN", "isDraft": True}
+    gh.write_text(f"#!/bin/sh\necho '{json.dumps(answer)}'\n")
+    gh.chmod(0o755)
+    env = {**repo.env, "PATH": f"{bin_dir}{os.pathsep}{repo.env['PATH']}"}
+    task = repo.afk.json("show", task_id, env=env)
+    assert task["workspace"]["pr"] == answer
+    assert repo.show(task_id)["workspace"]["pr"] is None  # no gh: null, no failure
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--repo", "/nonexistent/repo"], "no such folder"),
+        (["--repo", "{tmp}"], "is not a git repository"),
+        (["--repo", "{repo}", "--base", "no-such-ref"], "does not resolve"),
+        (["--repo", "{repo}", "--branch", "bad..name"], "is not a valid branch name"),
+        (["--repo", "{repo}", "--verify", " "], "--verify is empty"),
+        (["--branch", "x"], "go with --repo"),
+    ],
+)
+def test_bad_workspace_input_is_one_line_exit_2_and_creates_nothing(repo, sql, args, said):
+    before = sql.fingerprint()
+    args = [a.format(repo=repo.path, tmp=repo.tmp) for a in args]
+    proc = repo.afk("enqueue", "--agent", "w", "--title", "t", *args, env=repo.env)
+    assert proc.returncode == 2 and said in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert sql.fingerprint() == before
+
+
+def test_a_branch_another_task_uses_is_refused(repo, sql):
+    repo.enqueue("one", branch="feature/x")
+    before = sql.fingerprint()
+    proc = repo.afk(
+        "enqueue", "--agent", "w", "--title", "two", "--repo", str(repo.path),
+        "--branch", "feature/x", env=repo.env,
+    )  # fmt: skip
+    assert proc.returncode == 2 and "another task's workspace" in proc.stderr, proc.stderr
+    assert sql.fingerprint() == before
+
+
+def test_a_repository_gone_under_a_task_stops_the_loop_and_loses_nothing(repo):
+    (task_id,) = repo.enqueue("orphaned")
+    gone = repo.tmp / "gone"
+    repo.path.rename(gone)
+    code, err = finish(repo.loop())
+    assert code == 5, err
+    assert str(repo.path) in err.strip().splitlines()[-1]
+    task = repo.show(task_id)
+    assert (task["state"], task["attempts"]) == ("paused", 0)
