@@ -623,6 +623,106 @@ def shown_workspace(q: Queue, task: Task) -> dict[str, Any] | None:
     return workspaces.lineage(row)
 
 
+def configure_review(p: Parser) -> None:
+    agent_option(p)
+    p.add_argument("--since", help="done in the last DURATION (e.g. 12h, 7d; default 24h)")
+    p.add_argument("--json", action="store_true", help="one JSON list instead of text")
+
+
+def cmd_review(args: argparse.Namespace) -> int:
+    from . import workspaces
+
+    since = parse_duration(args.since) if args.since is not None else 86400.0
+    if since > MAX_SINCE:
+        raise BadInput(f"--since {args.since} is longer than 100 years")
+    with open_queue(args) as q:
+        items = workspaces.to_review(
+            q.db, agent=agent_of(args, required=False), since_seconds=since
+        )
+    if args.json:
+        emit(items)
+        return EXIT_OK
+    for item in items:
+        print(review_text(item))
+    if not items:
+        print("nothing to review: no done task with a workspace in that time", file=sys.stderr)
+    return EXIT_OK
+
+
+def review_text(item: dict[str, Any]) -> str:
+    """One task to review, as a person reads it in a terminal."""
+    head = f"{item['title']} ({item['agent_id']}, {item['id'][:8]})"
+    if "error" in item:
+        return f"{head}\n  {item['error']}\n"
+    d = item["diffstat"]
+    lines = [
+        head,
+        f"  branch {item['branch']}: {item['commits']} commit(s), {d['files']} file(s) "
+        f"+{d['insertions']} -{d['deletions']}" + ("" if item["changes"] else " (no changes)"),
+    ]
+    if item.get("check"):
+        check = item["check"]
+        lines.append(f"  check: {'passed' if check.get('status') == 0 else 'failed'}")
+    if item.get("pr"):
+        pr = item["pr"]
+        draft = ", draft" if pr.get("isDraft") else ""
+        state = f"{str(pr.get('state')).lower()}{draft}"
+        lines.append(f"  pull request #{pr.get('number')} ({state}): {pr.get('url')}")
+    if item.get("behind_by"):
+        lines.append(f"  {item['base']} has {item['behind_by']} commit(s) since its base")
+    if item.get("conflicts"):
+        lines.append(f"  conflicts with {item['base']}: {', '.join(item['conflicts'])}")
+    if item.get("cost_usd") is not None:
+        lines.append(f"  cost ${item['cost_usd']:.2f}")
+    return "\n".join(lines) + "\n"
+
+
+def configure_gc(p: Parser) -> None:
+    p.add_argument("--dry-run", action="store_true", dest="dry_run", help="say, do nothing")
+    p.add_argument(
+        "--older-than",
+        dest="older_than",
+        metavar="DURATION",
+        help="only tasks done longer ago than this (seconds, or 30m, 12h, 7d)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="save and remove the dirty and unmerged ones too (refs/afk/trash/<task>/)",
+    )
+    p.add_argument("--json", action="store_true", help="the report as JSON")
+
+
+def cmd_gc(args: argparse.Namespace) -> int:
+    from . import workspaces
+
+    older = parse_duration(args.older_than) if args.older_than is not None else 0.0
+    with open_queue(args) as q:
+        report = workspaces.gc(q.db, older_than=older, force=args.force, dry_run=args.dry_run)
+    if args.json:
+        emit(report)
+        return EXIT_OK
+    verb = "would be " if args.dry_run else ""
+    for item in report["worktrees"]:
+        size = f", {item['bytes'] / 1e6:.1f} MB" if "bytes" in item else ""
+        print(f"{item['path']}: {verb}{item['action']} ({item['why']}{size})")
+    print(f"{report['bytes'] / 1e6:.1f} MB in {len(report['worktrees'])} worktree(s)")
+    return EXIT_OK
+
+
+def configure_restore(p: Parser) -> None:
+    p.add_argument("id", help="the task whose saved worktree comes back")
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    from . import workspaces
+    from .checks import parse_task_id
+
+    with open_queue(args) as q:
+        emit(workspaces.restore(q.db, parse_task_id(args.id)))
+    return EXIT_OK
+
+
 def configure_dead(p: Parser) -> None:
     agent_option(p)
     p.add_argument("--since", help="e.g. 1h, 30m, 7d")
@@ -1346,6 +1446,23 @@ COMMANDS: dict[
         cmd_dead,
         "failed tasks",
         configure_dead,
+    ),
+    "review": (
+        cmd_review,
+        "the done tasks' work to review: branch, commits, what changed, the check, "
+        "the pull request, how far behind and what conflicts with the base",
+        configure_review,
+    ),
+    "gc": (
+        cmd_gc,
+        "remove the worktrees of done tasks that are merged and clean; --force saves "
+        "the rest first (afk restore brings one back)",
+        configure_gc,
+    ),
+    "restore": (
+        cmd_restore,
+        "bring back a worktree that afk gc --force saved, byte for byte",
+        configure_restore,
     ),
     "retry": (
         cmd_retry,

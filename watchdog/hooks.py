@@ -193,6 +193,7 @@ ZOMBIE_MAY: dict[str, ZombieRule | None] = {
     "questions": _READS,
     "resume-brief": _READS,
     "doctor": _READS,
+    "review": _READS,
     "limit": ZombieRule(frozenset({"--account", *_COMMON}), ()),  # the list, not a park
     "hooks": ZombieRule(frozenset({"--gate", *_COMMON}), (None,)),  # printed, not installed
     "db": ZombieRule(frozenset(_COMMON), (frozenset({"status"}),)),
@@ -216,6 +217,8 @@ ZOMBIE_MAY: dict[str, ZombieRule | None] = {
     "once": None,
     "hook": None,
     "watchdog": None,
+    "gc": None,  # removes worktrees
+    "restore": None,
 }
 _HELP = frozenset({"-h", "--help"})
 

@@ -12,12 +12,16 @@ names. Adding a job is one function and one entry.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .states import EXACT_BELOW, STATES
+
+#: seconds between two measures of the worktrees' bytes (a walk of their folders)
+WORKSPACE_BYTES_EVERY = 300.0
 
 if TYPE_CHECKING:
     from .config import Settings
@@ -229,6 +233,16 @@ def run_gauges(w: Watchdog) -> dict[str, Any]:
     for outcome, n in snap.runs.items():
         m.agent_runs.labels(outcome).inc(n)
     m.runs_seen_until = snap.now
+    from . import workspaces
+
+    now = time.monotonic()
+    measure = m.workspace_bytes_at is None or now - m.workspace_bytes_at >= WORKSPACE_BYTES_EVERY
+    per_state, size = workspaces.counts(w.db, measure=measure)
+    for state in STATES:
+        m.workspaces.labels(state).set(per_state.get(state, 0))
+    if size is not None:
+        m.workspace_bytes.set(size)
+        m.workspace_bytes_at = now
     return asdict(snap)
 
 

@@ -119,10 +119,24 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+        self.workspaces = Gauge(
+            "afk_workspaces",
+            "Task worktrees not yet removed (afk gc), by the state of their task.",
+            ["state"],
+            registry=r,
+        )
+        self.workspace_bytes = Gauge(
+            "afk_workspace_bytes",
+            "Bytes in the task worktrees not yet removed (measured every few minutes).",
+            registry=r,
+        )
+        #: when the worktrees' bytes were last measured (time.monotonic())
+        self.workspace_bytes_at: float | None = None
         #: the database time up to which ended runs were counted
         self.runs_seen_until: datetime | None = None
         for state in STATES:
             self.tasks.labels(state)
+            self.workspaces.labels(state)
         for outcome in ("paused", "failed"):
             self.reclaimed.labels(outcome)
         for job in jobs:

@@ -16,6 +16,7 @@ timeout, and a failure is one line (:class:`WorkspaceError`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -355,3 +356,272 @@ def telling(tail: str) -> str:
     """A check's telling line: its last line that is not blank."""
     lines = [line for line in tail.splitlines() if line.strip()]
     return one_line(lines[-1]) if lines else "(it printed nothing)"
+
+
+# -- the morning review ---------------------------------------------------------
+
+
+def base_tip(repo: str, base: str | None) -> tuple[str, str | None]:
+    """The base a branch is reviewed against, now: the ref it asked for, else
+    the repository's current branch (main, say); its name and commit."""
+    name = base or _quiet(["symbolic-ref", "--short", "HEAD"], repo) or "HEAD"
+    return name, _quiet(["rev-parse", "--verify", "--quiet", f"{name}^{{commit}}"], repo)
+
+
+def conflicts(repo: str, base: str, tip: str) -> list[str]:
+    """The files that would conflict if ``tip`` were merged into ``base``,
+    by `git merge-tree --write-tree` (git 2.38 and later): no checkout, no
+    index, no working tree is touched."""
+    try:
+        proc = subprocess.run(
+            ["git", "merge-tree", "--write-tree", "--name-only", "--no-messages", base, tip],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    if proc.returncode != 1:  # 0: merges cleanly; anything else: no answer
+        return []
+    return [line for line in proc.stdout.splitlines()[1:] if line.strip()]
+
+
+def review(row: Mapping[str, Any], *, with_pr: bool = True) -> dict[str, Any]:
+    """One done task's work, as the morning reviews it."""
+    repo = str(row["repo"])
+    out: dict[str, Any] = {
+        "id": str(row["id"]),
+        "agent_id": row["agent_id"],
+        "title": row["title"],
+        "done_at": row["done_at"],
+        "branch": row["branch"],
+        "cost_usd": row["cost_usd"],
+        "check": row["last_check"] if row.get("verify") else None,
+        "denied_runs": row.get("runs_denied") or 0,
+    }
+    if not os.path.isdir(repo):
+        return {**out, "error": f"the repository {repo} is not here"}
+    seen = lineage(row, with_pr=with_pr)
+    name, tip = base_tip(repo, row.get("base"))
+    head_sha = seen["head_sha"]
+    behind = _quiet(["rev-list", "--count", f"{row['base_sha']}..{tip}"], repo) if tip else None
+    return {
+        **out,
+        "path": seen["path"],
+        "head_sha": head_sha,
+        "commits": len(seen["commits"]),
+        "subjects": [c["subject"] for c in seen["commits"]][:20],
+        "diffstat": seen["diffstat"],
+        "dirty": seen["dirty"],
+        "pr": seen["pr"],
+        "base": name,
+        "behind_by": int(behind) if behind and behind.isdigit() else None,
+        "conflicts": conflicts(repo, tip, head_sha) if tip and head_sha else [],
+        "changes": len(seen["commits"]) > 0 or seen["dirty"],
+    }
+
+
+def to_review(
+    db: Database,
+    *,
+    agent: str | None = None,
+    since_seconds: float = 86400,
+    limit: int = 50,
+    with_pr: bool = True,
+) -> list[dict[str, Any]]:
+    rows = db.all("workspaces_done", {"agent": agent, "since": since_seconds, "limit": limit})
+    return [review(r, with_pr=with_pr) for r in rows]
+
+
+# -- cleaning up, never losing work -------------------------------------------------
+
+#: where `afk gc --force` saves what a worktree held: the branch's tip and
+#: the uncommitted and untracked files as a commit, per task
+TRASH = "refs/afk/trash"
+
+
+def folder_size(path: str) -> int:
+    """Bytes of the files under ``path`` (links not followed)."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                continue
+    return total
+
+
+def _ours(row: Mapping[str, Any]) -> str | None:
+    """Why ``row``'s folder is not one afk may remove (None: it is): it must
+    be under afk's worktrees folder and registered as a worktree of its
+    repository. A folder afk did not make is never removed."""
+    path = os.path.realpath(str(row["path"]))
+    home = os.path.realpath(worktrees_home())
+    if os.path.commonpath([path, home]) != home:
+        return f"{path} is not in afk's worktrees folder"
+    listed = _quiet(["worktree", "list", "--porcelain"], str(row["repo"])) or ""
+    registered = {
+        os.path.realpath(line[len("worktree ") :])
+        for line in listed.splitlines()
+        if line.startswith("worktree ")
+    }
+    if path not in registered:
+        return f"{path} is not a worktree of {row['repo']}"
+    return None
+
+
+def merged(row: Mapping[str, Any]) -> str | None:
+    """Whether the branch's work is in its base (or its pull request is
+    merged): how, or None."""
+    repo, tip = str(row["repo"]), row.get("head_sha") or row["base_sha"]
+    name, base = base_tip(repo, row.get("base"))
+    if (
+        base
+        and tip
+        and subprocess.run(
+            ["git", "merge-base", "--is-ancestor", str(tip), base],
+            cwd=repo,
+            capture_output=True,
+            timeout=GIT_TIMEOUT,
+        ).returncode
+        == 0
+    ):
+        return f"merged into {name}"
+    pr = pull_request(str(row["branch"]), repo)
+    if pr is not None and str(pr.get("state")).upper() == "MERGED":
+        return f"pull request {pr.get('number')} merged"
+    return None
+
+
+def save(row: Mapping[str, Any]) -> str:
+    """Everything a worktree holds, under ``refs/afk/trash/<task>/``: its
+    branch's tip (``branch``) and, when anything is uncommitted or untracked,
+    all of it as one commit on top (``work``). Returns the ref folder."""
+    repo, path, task = str(row["repo"]), str(row["path"]), str(row["task_id"])
+    ref = f"{TRASH}/{task}"
+    tip = head(path) or str(row.get("head_sha") or row["base_sha"])
+    git(["update-ref", f"{ref}/branch", tip], repo)
+    if dirty(path):
+        index = os.path.join(path, f".afk-gc-index-{os.getpid()}")
+        env = {**os.environ, "GIT_INDEX_FILE": index}
+        try:
+            for args in (["read-tree", tip], ["add", "-A", "."]):
+                subprocess.run(["git", *args], cwd=path, env=env, check=True, capture_output=True)
+            tree = subprocess.run(
+                ["git", "write-tree"], cwd=path, env=env, check=True, capture_output=True,
+                text=True,
+            ).stdout.strip()  # fmt: skip
+        except subprocess.CalledProcessError as exc:
+            raise WorkspaceError(f"could not save {path}: {exc.stderr!r}") from None
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(index)
+        work = git(
+            ["commit-tree", tree, "-p", tip, "-m", f"afk gc: what task {task} left uncommitted"],
+            repo,
+        ).strip()
+        git(["update-ref", f"{ref}/work", work], repo)
+    return ref
+
+
+def remove(db: Database, row: Mapping[str, Any], *, trash: str | None) -> None:
+    """Take a worktree away (it was checked, or saved first): its folder, and
+    its branch where git agrees that nothing is lost (`git branch -d`, or -D
+    once saved)."""
+    repo, path = str(row["repo"]), str(row["path"])
+    _quiet(["worktree", "unlock", path], repo)
+    git(["worktree", "remove", *(["--force"] if trash else []), path], repo)
+    _quiet(["branch", "-D" if trash else "-d", str(row["branch"])], repo)
+    db.execute("workspace_removed", {"id": row["task_id"], "trash_ref": trash})
+
+
+def gc(
+    db: Database,
+    *,
+    older_than: float = 0,
+    force: bool = False,
+    dry_run: bool = False,
+) -> dict[str, Any]:
+    """Remove the worktrees of done tasks that are merged and clean; list the
+    rest with why they are kept. ``force``: save them first (``save``), then
+    remove them. ``dry_run``: say what would be done, with each one's size."""
+    report: list[dict[str, Any]] = []
+    for row in db.all("workspaces_live"):
+        item: dict[str, Any] = {
+            "id": str(row["task_id"]),
+            "path": row["path"],
+            "branch": row["branch"],
+            "state": row["state"],
+        }
+        report.append(item)
+        if not os.path.isdir(str(row["path"])):
+            item.update(action="kept", why="its folder is gone (nothing to remove)")
+            continue
+        item["bytes"] = folder_size(str(row["path"]))
+        if row["state"] != "done":
+            item.update(action="kept", why=f"its task is {row['state']}")
+            continue
+        if row["age"] < older_than:
+            item.update(action="kept", why="done too recently (--older-than)")
+            continue
+        not_ours = _ours(row)
+        if not_ours is not None:
+            item.update(action="kept", why=not_ours)
+            continue
+        how = merged(row)
+        left = dirty(str(row["path"]))
+        if how is not None and not left:
+            item.update(action="removed", why=how)
+            if not dry_run:
+                remove(db, row, trash=None)
+            continue
+        why = (
+            "uncommitted changes"
+            if left
+            else f"not merged into {base_tip(str(row['repo']), row.get('base'))[0]}"
+        )
+        if not force:
+            item.update(action="kept", why=why)
+            continue
+        item.update(action="saved and removed", why=why, trash=f"{TRASH}/{row['task_id']}")
+        if not dry_run:
+            remove(db, row, trash=save(row))
+    return {"worktrees": report, "bytes": sum(i.get("bytes", 0) for i in report)}
+
+
+def restore(db: Database, task_id: uuid.UUID) -> dict[str, Any]:
+    """Bring back what `afk gc --force` saved of a task, into a worktree,
+    byte for byte: its branch at its tip, and its uncommitted and untracked
+    files as they were (uncommitted again)."""
+    row = row_of(db, task_id)
+    if row is None:
+        raise BadInput(f"no task with id {task_id}")
+    if row["path"] is None or row["trash_ref"] is None:
+        raise BadInput(f"task {task_id} has no saved workspace (afk gc --force saves one)")
+    if row["removed_at"] is None:
+        raise BadInput(f"task {task_id}'s worktree is there already: {row['path']}")
+    repo, ref, path = str(row["repo"]), str(row["trash_ref"]), str(row["path"])
+    if os.path.exists(path):
+        raise BadInput(f"{path} exists: move it away first")
+    branch = str(row["branch"])
+    if _quiet(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], repo):
+        branch = f"{branch}-restored"
+    git(["worktree", "add", "-b", branch, path, f"{ref}/branch"], repo)
+    if _quiet(["rev-parse", "--verify", "--quiet", f"{ref}/work"], repo):
+        git(["read-tree", "-u", "--reset", f"{ref}/work"], path)
+        git(["reset", "-q"], path)  # uncommitted again, as it was
+    db.execute("workspace_restored", {"id": task_id, "path": path, "branch": branch})
+    return {"id": str(task_id), "path": path, "branch": branch, "from": ref}
+
+
+def counts(db: Database, *, measure: bool) -> tuple[dict[str, int], int | None]:
+    """The live worktrees per state of their task, and (``measure``) the
+    bytes they hold: a walk of the folders, which the gauges do seldom."""
+    rows = db.all("workspace_counts")
+    per_state = {str(r["state"]): int(r["n"]) for r in rows}
+    if not measure:
+        return per_state, None
+    paths = [p for r in rows for p in r["paths"] if p and os.path.isdir(p)]
+    return per_state, sum(folder_size(p) for p in paths)

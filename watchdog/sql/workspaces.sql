@@ -53,3 +53,51 @@ RETURNING task_id, repo, branch, path, base_sha, head_sha, port, ports;
 -- name: workspace_head :exec
 -- A task's worktree head after a run.
 UPDATE afk_workspace SET head_sha = %(head_sha)s WHERE task_id = %(id)s;
+
+-- name: workspaces_done :many retry
+-- The done tasks with a worktree, newest first, of one agent or all, done in
+-- the last %(since)s seconds: what the morning reviews. Each with what its
+-- runs cost and its last run's check.
+SELECT t.id, t.agent_id, t.title, t.updated_at AS done_at, w.repo, w.branch, w.path,
+       w.base_sha, w.head_sha, w.port, w.removed_at, w.trash_ref,
+       t.workspace ->> 'base' AS base, t.workspace ->> 'verify' AS verify,
+       (SELECT sum(r.cost_usd) FROM afk_run r WHERE r.task_id = t.id)::float8 AS cost_usd,
+       (SELECT jsonb_build_object('status', r.check_status, 'tail', right(r.check_tail, 500))
+          FROM afk_run r WHERE r.task_id = t.id AND r.ended_at IS NOT NULL
+         ORDER BY r.ended_at DESC LIMIT 1) AS last_check,
+       (SELECT count(*) FROM afk_run r
+         WHERE r.task_id = t.id AND r.permission_denials IS NOT NULL) AS runs_denied
+  FROM afk_task t JOIN afk_workspace w ON w.task_id = t.id
+ WHERE t.state = 'done'
+   AND (%(agent)s::text IS NULL OR t.agent_id = %(agent)s::text)
+   AND t.updated_at >= now() - make_interval(secs => %(since)s::float8)
+ ORDER BY t.updated_at DESC
+ LIMIT %(limit)s;
+
+-- name: workspaces_live :many retry
+-- Every workspace not yet removed, with its task's state and age: what
+-- `afk gc` weighs.
+SELECT w.task_id, t.state::text AS state, w.repo, w.branch, w.path, w.base_sha, w.head_sha,
+       t.workspace ->> 'base' AS base,
+       extract(epoch FROM now() - t.updated_at)::float8 AS age
+  FROM afk_workspace w JOIN afk_task t ON t.id = w.task_id
+ WHERE w.removed_at IS NULL
+ ORDER BY t.updated_at;
+
+-- name: workspace_removed :exec
+-- `afk gc` took a worktree away (its port block is free again); trash_ref:
+-- where what it held was saved first, for `afk restore`.
+UPDATE afk_workspace SET removed_at = now(), trash_ref = %(trash_ref)s, port = NULL
+ WHERE task_id = %(id)s;
+
+-- name: workspace_restored :exec
+-- `afk restore` brought a removed worktree back.
+UPDATE afk_workspace SET removed_at = NULL, path = %(path)s, branch = %(branch)s
+ WHERE task_id = %(id)s;
+
+-- name: workspace_counts :many retry
+-- The live workspaces per state of their task, and their folders (the gauges).
+SELECT t.state::text AS state, count(*) AS n, array_agg(w.path) AS paths
+  FROM afk_workspace w JOIN afk_task t ON t.id = w.task_id
+ WHERE w.removed_at IS NULL
+ GROUP BY t.state;
