@@ -652,7 +652,7 @@ def cmd_review(args: argparse.Namespace) -> int:
 def review_text(item: dict[str, Any]) -> str:
     """One task to review, as a person reads it in a terminal."""
     head = f"{item['title']} ({item['agent_id']}, {item['id'][:8]})"
-    if "error" in item:
+    if item.get("error"):
         return f"{head}\n  {item['error']}\n"
     d = item["diffstat"]
     lines = [

@@ -143,6 +143,9 @@ class Digest:
     #: runs stopped as hung (stalled or timed out) in the window, per agent:
     #: {"runs": n, "seconds": the time they took}
     hung: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: the done tasks with a workspace, as `afk review` gives them: what the
+    #: person reads first after the night's story
+    to_review: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def stuck(self) -> bool:
@@ -249,6 +252,7 @@ class Digest:
             "accounts": self.accounts,
             "night": self.night,
             "waiting": self.waiting,
+            "to_review": self.to_review,
             "cost_usd": self.cost_total,
         }
 
@@ -261,10 +265,13 @@ def build(
     tz: tzinfo,
     *,
     count_done: bool = True,
+    review: bool = True,
 ) -> Digest:
     """The digest of the window [start, end). ``count_done=False`` leaves
     each agent's finished count at 0: the status page's overview, whose cost
-    must follow the live work, not the window's finishes."""
+    must follow the live work, not the window's finishes. ``review``: read
+    the done tasks' worktrees for "to review" (git, and `gh` for their pull
+    requests)."""
     row = db.one(
         "digest_data",
         {
@@ -332,7 +339,19 @@ def build(
         costs={str(k): float(v) for k, v in row["costs"].items()},
         runs_done=None if count_done else {str(k): int(n) for k, n in row["runs_done"].items()},
         hung={str(k): dict(v) for k, v in row["hung"].items()},
+        to_review=_to_review(db, start, end) if review else [],
     )
+
+
+#: tasks the digest lists to review at most
+REVIEW_ROWS = 20
+
+
+def _to_review(db: Database, start: datetime, end: datetime) -> list[dict[str, Any]]:
+    from . import workspaces
+
+    since = max((end - start).total_seconds(), 0.0)
+    return workspaces.to_review(db, since_seconds=since, limit=REVIEW_ROWS)
 
 
 # -- rendering -------------------------------------------------------------

@@ -251,7 +251,13 @@ class StatusPages:
         rows = self.db.all("web_overview", {"limit": AGENTS_SHOWN, "running_limit": RUNNING_SHOWN})
         now = rows[0]["now"] if rows else datetime.now(UTC)
         day = build(
-            self.db, now - timedelta(days=1), now, self.digest_settings, UTC, count_done=False
+            self.db,
+            now - timedelta(days=1),
+            now,
+            self.digest_settings,
+            UTC,
+            count_done=False,
+            review=False,
         )
         finished = {r["agent_id"]: r for r in day.per_agent}
         agents = []

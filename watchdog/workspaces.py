@@ -16,13 +16,13 @@ timeout, and a failure is one line (:class:`WorkspaceError`).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import re
 import shutil
 import subprocess
+import tempfile
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -390,15 +390,28 @@ def conflicts(repo: str, base: str, tip: str) -> list[str]:
 def review(row: Mapping[str, Any], *, with_pr: bool = True) -> dict[str, Any]:
     """One done task's work, as the morning reviews it."""
     repo = str(row["repo"])
+    done_at = row["done_at"]
     out: dict[str, Any] = {
         "id": str(row["id"]),
         "agent_id": row["agent_id"],
         "title": row["title"],
-        "done_at": row["done_at"],
+        "done_at": done_at.isoformat() if hasattr(done_at, "isoformat") else done_at,
         "branch": row["branch"],
         "cost_usd": row["cost_usd"],
         "check": row["last_check"] if row.get("verify") else None,
         "denied_runs": row.get("runs_denied") or 0,
+        "error": None,
+        "path": row["path"],
+        "head_sha": row.get("head_sha"),
+        "commits": 0,
+        "subjects": [],
+        "diffstat": {"files": 0, "insertions": 0, "deletions": 0},
+        "dirty": False,
+        "pr": None,
+        "base": row.get("base"),
+        "behind_by": None,
+        "conflicts": [],
+        "changes": False,
     }
     if not os.path.isdir(repo):
         return {**out, "error": f"the repository {repo} is not here"}
@@ -504,7 +517,8 @@ def save(row: Mapping[str, Any]) -> str:
     tip = head(path) or str(row.get("head_sha") or row["base_sha"])
     git(["update-ref", f"{ref}/branch", tip], repo)
     if dirty(path):
-        index = os.path.join(path, f".afk-gc-index-{os.getpid()}")
+        scratch = tempfile.mkdtemp(prefix="afk-gc-")  # (not in the worktree: not saved)
+        index = os.path.join(scratch, "index")
         env = {**os.environ, "GIT_INDEX_FILE": index}
         try:
             for args in (["read-tree", tip], ["add", "-A", "."]):
@@ -516,8 +530,7 @@ def save(row: Mapping[str, Any]) -> str:
         except subprocess.CalledProcessError as exc:
             raise WorkspaceError(f"could not save {path}: {exc.stderr!r}") from None
         finally:
-            with contextlib.suppress(OSError):
-                os.unlink(index)
+            shutil.rmtree(scratch, ignore_errors=True)
         work = git(
             ["commit-tree", tree, "-p", tip, "-m", f"afk gc: what task {task} left uncommitted"],
             repo,

@@ -274,3 +274,62 @@ def test_a_repository_gone_under_a_task_stops_the_loop_and_loses_nothing(repo):
     assert str(repo.path) in err.strip().splitlines()[-1]
     task = repo.show(task_id)
     assert (task["state"], task["attempts"]) == ("paused", 0)
+
+
+def test_review_lists_the_work_and_sees_a_conflict_with_the_base(repo):
+    (task_id,) = repo.enqueue("edit readme")
+    plan = {"edit readme": ["commit"]}
+    code, err = finish(repo.loop(plan=plan))
+    assert code == 0, err
+    # the agent's commit added edit-readme.txt; main gains a conflicting one
+    (repo.path / "edit-readme.txt").write_text("main's own line\n")
+    repo.git("add", "-A")
+    repo.git("commit", "-q", "-m", "main moves on")
+    (item,) = repo.afk.json("review", "--json", env=repo.env)
+    assert item["id"] == task_id and item["commits"] == 1
+    assert item["diffstat"] == {"files": 1, "insertions": 1, "deletions": 0}
+    assert item["behind_by"] == 1 and item["base"] == "main"
+    assert item["conflicts"] == ["edit-readme.txt"]
+    assert repo.git("status", "--porcelain") == ""  # no checkout was touched
+    text = repo.afk("review", env=repo.env).stdout
+    assert "conflicts with main: edit-readme.txt" in text and "1 commit(s)" in text
+    # the morning's digest has it, in every format
+    for fmt in ("text", "html", "slack", "webhook"):
+        digest = repo.afk("digest", "--dry-run", "--format", fmt, env=repo.env).stdout
+        assert "edit-readme.txt" in digest and item["branch"] in digest, fmt
+
+
+def test_gc_removes_merged_clean_worktrees_keeps_the_rest_and_restores_byte_for_byte(repo):
+    merged, dirty = repo.enqueue("merged one", "dirty one")
+    code, err = finish(repo.loop(plan={"dirty one": ["dirty"]}))
+    assert code == 0, err
+    m, d = repo.show(merged)["workspace"], repo.show(dirty)["workspace"]
+    repo.git("merge", "-q", "--ff-only", m["branch"])  # the person merged it
+    # a folder afk did not make, under afk's worktrees folder: never removed
+    foreign = Path(d["path"]).parent / "not-afks"
+    foreign.mkdir()
+    (foreign / "keep.txt").write_text("mine\n")
+    dry = repo.afk.json("gc", "--dry-run", "--json", env=repo.env)
+    by_id = {w["id"]: w for w in dry["worktrees"]}
+    assert by_id[merged]["action"] == "removed" and by_id[dirty]["action"] == "kept"
+    assert by_id[dirty]["why"] == "uncommitted changes" and dry["bytes"] > 0
+    assert Path(m["path"]).is_dir()  # a dry run changes nothing
+    report = repo.afk.json("gc", "--json", env=repo.env)
+    assert not Path(m["path"]).exists() and Path(d["path"]).is_dir()
+    assert m["branch"] not in repo.git("branch", "--list")  # deleted with -d: merged
+    assert {w["id"] for w in report["worktrees"]} == {merged, dirty}
+    # --force saves the dirty one first, then removes it
+    before = {p.relative_to(d["path"]): p.read_bytes() for p in Path(d["path"]).rglob("*")
+              if p.is_file() and ".git" not in p.parts}  # fmt: skip
+    forced = repo.afk.json("gc", "--force", "--json", env=repo.env)
+    (gone,) = [w for w in forced["worktrees"] if w["id"] == dirty]
+    assert gone["action"] == "saved and removed" and not Path(d["path"]).exists()
+    assert repo.git("for-each-ref", f"refs/afk/trash/{dirty}/").count("refs/afk/trash") == 2
+    assert (foreign / "keep.txt").read_text() == "mine\n"
+    restored = repo.afk.json("restore", dirty, env=repo.env)
+    after = {p.relative_to(restored["path"]): p.read_bytes()
+             for p in Path(restored["path"]).rglob("*")
+             if p.is_file() and ".git" not in p.parts}  # fmt: skip
+    assert after == before
+    status = repo.git("status", "--porcelain", cwd=Path(restored["path"]))
+    assert "dirty-one.txt" in status  # uncommitted again, as it was

@@ -84,6 +84,35 @@ def sample_digest() -> Digest:
             }
         ],
         costs={"backlog-a": 4.125},
+        to_review=[
+            {
+                "id": "66666666-6666-6666-6666-666666666666",
+                "agent_id": "backlog-a",
+                "title": "Add the export button",
+                "done_at": "2026-11-30T05:10:00+00:00",
+                "branch": "afk/66666666-add-the-export-button",
+                "cost_usd": 0.42,
+                "check": {"status": 0, "tail": "12 passed"},
+                "denied_runs": 0,
+                "error": None,
+                "path": "/srv/afk/worktrees/app-1a2b3c4d/66666666",
+                "head_sha": "d00dfeed" * 5,
+                "commits": 2,
+                "subjects": ["export: the button", "export: tests"],
+                "diffstat": {"files": 3, "insertions": 48, "deletions": 5},
+                "dirty": False,
+                "pr": {
+                    "url": "https://github.example/acme/app/pull/42",
+                    "number": 42,
+                    "state": "OPEN",
+                    "isDraft": False,
+                },
+                "base": "main",
+                "behind_by": 3,
+                "conflicts": ["app/export.py"],
+                "changes": True,
+            }
+        ],
         accounts=[
             {
                 "account": "max-1",
