@@ -306,7 +306,11 @@ def pull_request(branch: str, cwd: str) -> dict[str, Any] | None:
         return None
     if not isinstance(said, dict):
         return None
-    return {k: said.get(k) for k in ("url", "number", "state", "isDraft")}
+    out = {k: said.get(k) for k in ("url", "number", "state", "isDraft")}
+    url = out["url"]
+    if not (isinstance(url, str) and re.match(r"https?://[^\s\"'<>]+$", url)):
+        out["url"] = None  # (it goes into links: a web address, or nothing)
+    return out
 
 
 def lineage(row: Mapping[str, Any], *, with_pr: bool = True) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from helpers import Afk, poll, require_tool
+from helpers.service import Service
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "Test",
@@ -276,7 +277,7 @@ def test_a_repository_gone_under_a_task_stops_the_loop_and_loses_nothing(repo):
     assert (task["state"], task["attempts"]) == ("paused", 0)
 
 
-def test_review_lists_the_work_and_sees_a_conflict_with_the_base(repo):
+def test_review_lists_the_work_and_sees_a_conflict_with_the_base(repo, dsn):
     (task_id,) = repo.enqueue("edit readme")
     plan = {"edit readme": ["commit"]}
     code, err = finish(repo.loop(plan=plan))
@@ -293,6 +294,15 @@ def test_review_lists_the_work_and_sees_a_conflict_with_the_base(repo):
     assert repo.git("status", "--porcelain") == ""  # no checkout was touched
     text = repo.afk("review", env=repo.env).stdout
     assert "conflicts with main: edit-readme.txt" in text and "1 commit(s)" in text
+    # its page shows its workspace and its commit
+    service = Service(dsn)
+    try:
+        poll(lambda: service.health() == 200, timeout=60)
+        page = service.get(f"/tasks/{task_id}")
+        assert page is not None and page.status_code == 200
+        assert item["branch"] in page.text and "edit readme: run 1" in page.text
+    finally:
+        service.cleanup()
     # the morning's digest has it, in every format
     for fmt in ("text", "html", "slack", "webhook"):
         digest = repo.afk("digest", "--dry-run", "--format", fmt, env=repo.env).stdout
