@@ -382,6 +382,35 @@ def run(
     return [
         *check_database(dsn, settings),
         *check_settings(settings),
+        check_git(dsn),
         *harness,
         *([check_hook_service(hook_argv or [], env)] if hooked else []),
     ]
+
+
+def check_git(dsn: str) -> Check:
+    """Git, for the tasks' workspaces (--repo): present, and new enough for
+    `afk review`'s `git merge-tree --write-tree`. Needed only once a task
+    asks for a workspace."""
+    from . import workspaces
+    from .db import Database
+
+    version = workspaces.git_version()
+    needed = ".".join(map(str, workspaces.GIT_NEEDED))
+    fix = f"install git {needed} or later (Debian: apt-get install git)"
+    try:
+        db = Database(dsn, connect_timeout=5, retry_for=0)
+        try:
+            in_use = workspaces.used(db)
+        finally:
+            db.close()
+    except AfkError:
+        in_use = False  # (the database check says what is wrong there)
+    if version is None:
+        if in_use:
+            return Check("git", False, "git is not installed; tasks here ask for workspaces", fix)
+        return Check("git", True, "not installed (needed only for workspaces: --repo)")
+    shown = ".".join(map(str, version))
+    if version < workspaces.GIT_NEEDED:
+        return Check("git", not in_use, f"git {shown} is older than {needed} (afk review)", fix)
+    return Check("git", True, f"git {shown}")

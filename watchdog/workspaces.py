@@ -642,3 +642,24 @@ def counts(db: Database, *, measure: bool) -> tuple[dict[str, int], int | None]:
         return per_state, None
     paths = [p for r in rows for p in r["paths"] if p and os.path.isdir(p)]
     return per_state, sum(folder_size(p) for p in paths)
+
+
+#: the oldest git whose `merge-tree --write-tree` afk review reads
+GIT_NEEDED = (2, 38)
+
+
+def used(db: Database) -> bool:
+    row = db.one("workspaces_used")
+    return bool(row and row["used"])
+
+
+def git_version() -> tuple[int, ...] | None:
+    """The installed git's version, None without git."""
+    try:
+        said = subprocess.run(
+            ["git", "--version"], capture_output=True, text=True, timeout=10
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", said)
+    return tuple(int(n) for n in found.groups() if n is not None) if found else None

@@ -343,3 +343,18 @@ def test_gc_removes_merged_clean_worktrees_keeps_the_rest_and_restores_byte_for_
     assert after == before
     status = repo.git("status", "--porcelain", cwd=Path(restored["path"]))
     assert "dirty-one.txt" in status  # uncommitted again, as it was
+
+
+def test_doctor_checks_git_once_tasks_ask_for_workspaces(repo, tmp_path):
+    def git_check(path: str) -> dict[str, Any]:
+        proc = repo.afk("doctor", "--json", env={**repo.env, "PATH": path})
+        (found,) = [c for c in json.loads(proc.stdout) if c["check"] == "git"]
+        return found
+
+    no_git = tmp_path / "empty-bin"
+    no_git.mkdir()
+    assert git_check(str(no_git))["ok"]  # no task needs it yet
+    assert git_check(repo.env["PATH"])["detail"].startswith("git 2.")
+    repo.enqueue("needs git")
+    missing = git_check(str(no_git))
+    assert not missing["ok"] and "apt-get install git" in missing["fix"]

@@ -101,3 +101,7 @@ SELECT t.state::text AS state, count(*) AS n, array_agg(w.path) AS paths
   FROM afk_workspace w JOIN afk_task t ON t.id = w.task_id
  WHERE w.removed_at IS NULL
  GROUP BY t.state;
+
+-- name: workspaces_used :one retry
+-- Whether any task asked for a workspace (afk doctor then needs git).
+SELECT EXISTS (SELECT 1 FROM afk_task WHERE workspace IS NOT NULL) AS used;
