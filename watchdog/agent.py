@@ -61,7 +61,25 @@ def resume_brief(queue: Queue, task_id: str) -> str:
                 out.append(f"  A: {one_line(q['answer'], 2000)}")
             else:
                 out.append("  A: (not answered yet)")
-    sessions = [r for r in queue.runs(task.id) if r["session_id"]]
+    runs = queue.runs(task.id)
+    ended = [r for r in runs if r["ended_at"] is not None]
+    if ended and ended[-1].get("check_status") not in (None, 0):
+        out += [
+            "",
+            "## The check failed (it must pass before the task is done)",
+            "",
+            f"It exited {ended[-1]['check_status']}; it printed:",
+            "",
+            text_fence(ended[-1].get("check_tail") or "(nothing)"),
+        ]
+    if task.workspace is not None:
+        out += ["", "## Workspace", ""]
+        out.append(
+            "- you work in your own git worktree (`$AFK_WORKTREE`) on your own branch "
+            "(`$AFK_BRANCH`): commit your work there; `$AFK_PORT` and the ports after it "
+            "are yours for servers"
+        )
+    sessions = [r for r in runs if r["session_id"]]
     if sessions:
         out += ["", "## Earlier sessions (resume one with `claude --resume ID`)", ""]
         for r in sessions[-5:]:
@@ -112,6 +130,13 @@ def _checkpoint_lines(task: Task) -> list[str]:
             lines.append(f"- **{key}**:")
             lines.append(fence(value))
     return lines
+
+
+def text_fence(text: str) -> str:
+    ticks = "```"
+    while ticks in text:
+        ticks += "`"
+    return f"{ticks}\n{text.rstrip()}\n{ticks}"
 
 
 def fence(value: Any) -> str:

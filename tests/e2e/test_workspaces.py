@@ -38,6 +38,7 @@ AGENT = textwrap.dedent(
     log = os.environ["AGENT_LOG"]
     with open(log, "a") as out:
         out.write(json.dumps({"title": title, "cwd": os.getcwd(), "pid": os.getpid(),
+                              "prompt": sys.argv[-1],
                               **{k: v for k, v in os.environ.items()
                                  if k in ("AFK_WORKTREE", "AFK_BRANCH", "AFK_BASE_SHA",
                                           "AFK_PORT", "AFK_TASK_ID")}}) + "\\n")
@@ -190,7 +191,8 @@ def test_a_retry_and_a_reclaim_work_in_the_same_worktree(repo, sql):
 
 
 def test_the_check_must_pass_before_done(repo):
-    (task_id,) = repo.enqueue("checked", verify="test -f check.ok && echo all good")
+    check = "test -f check.ok && echo all good || { echo 'check.ok is missing'; exit 1; }"
+    (task_id,) = repo.enqueue("checked", verify=check)
     plan = {"checked": ["commit", "fix"]}
     code, err = finish(repo.loop(plan=plan))
     assert code == 0, err
@@ -205,6 +207,12 @@ def test_the_check_must_pass_before_done(repo):
     assert second["check_status"] == 0 and "all good" in second["check_tail"]
     failed = [h for h in task["history"] if h["reason"] == "failed with error"]
     assert failed and failed[0]["error"].startswith("the check failed:")
+    # the second run's brief said what the check printed
+    first_run, second_run = [r for r in repo.runs() if r["title"] == "checked"]
+    assert "The check failed" not in first_run["prompt"]
+    assert (
+        "The check failed" in second_run["prompt"] and "check.ok is missing" in second_run["prompt"]
+    )
 
 
 def test_a_run_that_changes_nothing_is_recorded_and_may_be_required_to(repo):
@@ -358,3 +366,14 @@ def test_doctor_checks_git_once_tasks_ask_for_workspaces(repo, tmp_path):
     repo.enqueue("needs git")
     missing = git_check(str(no_git))
     assert not missing["ok"] and "apt-get install git" in missing["fix"]
+
+
+def test_claim_makes_the_worktree_and_prints_it(repo):
+    (task_id,) = repo.enqueue("claimed by hand")
+    claimed = repo.afk.json("claim", "--agent", "w", env=repo.env)
+    ws = claimed["workspace"]
+    assert claimed["id"] == task_id and Path(ws["path"]).is_dir()
+    assert ws["env"]["AFK_WORKTREE"] == ws["path"] and ws["env"]["AFK_BRANCH"] == ws["branch"]
+    assert ws["env"]["AFK_BASE_SHA"] == repo.git("rev-parse", "HEAD")
+    assert int(ws["env"]["AFK_PORT"]) == ws["port"]
+    assert repo.git("rev-parse", "--abbrev-ref", "HEAD", cwd=Path(ws["path"])) == ws["branch"]
