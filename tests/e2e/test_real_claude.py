@@ -322,3 +322,66 @@ def test_a_real_compaction_keeps_its_summary_for_the_next_brief(
         session("carry on", "--resume", session_id)
         asked = json.dumps([json.loads(r["body"]) for r in api.requests])
         assert "**compact_summary**" in asked and "error recovery" in asked
+
+
+def test_a_real_sessions_write_and_commit_land_in_the_tasks_worktree(
+    afk, claude, api, tmp_path, monkeypatch
+):
+    """The real client, run by `afk loop --repo`: its Write and its
+    Bash(git commit) happen in the task's worktree, on the task's branch;
+    the main checkout stays clean, and `afk show` lists the commit."""
+    import shutil
+    import uuid
+
+    from watchdog.workspaces import worktree_path
+
+    git_env = {
+        "GIT_AUTHOR_NAME": "Agent",
+        "GIT_AUTHOR_EMAIL": "agent@example.invalid",
+        "GIT_COMMITTER_NAME": "Agent",
+        "GIT_COMMITTER_EMAIL": "agent@example.invalid",
+    }
+    if shutil.which("git") is None:
+        pytest.fail("git is missing: .ci/run installs it")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for args in (["init", "-q", "-b", "main"], ["commit", "-q", "--allow-empty", "-m", "first"]):
+        subprocess.run(["git", *args], cwd=repo, check=True, env={**os.environ, **git_env})
+    env = {**tool_env(afk, tmp_path, api.url), **git_env, "AFK_HOME": str(tmp_path / "afk-home")}
+    (task_id,) = afk.json(
+        "enqueue", "--agent", "real", "--title", "add notes", "--repo", str(repo), env=env
+    )["enqueued"]
+    api.script = [
+        'tool:Write:{"file_path": "NOTES_PATH", "content": "written by the agent\\n"}',
+        "bash:git add notes.txt && git commit -q -m 'notes: the first'",
+        "text:committed",
+    ]
+    # the Write's path is in the worktree the task will get (where it lives
+    # is known before the claim: AFK_HOME, the repository, the task)
+    monkeypatch.setenv("AFK_HOME", env["AFK_HOME"])
+    path = worktree_path(os.path.realpath(repo), uuid.UUID(task_id))
+    api.script[0] = api.script[0].replace("NOTES_PATH", f"{path}/notes.txt")
+    agent = [claude, "-p", "--output-format", "json", "--allowedTools", "Write", "Bash", "--"]
+    proc = subprocess.run(
+        Afk.command("loop", "--agent", "real", "--account", "acct", "--max-tasks", "1", "--")
+        + agent,
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr
+    task = afk.json("show", task_id, env=env)
+    assert task["state"] == "done", task
+    ws = task["workspace"]
+    assert [c["subject"] for c in ws["commits"]] == ["notes: the first"]
+    assert (Path(ws["path"]) / "notes.txt").read_text() == "written by the agent\n"
+    branch = subprocess.run(
+        ["git", "branch", "--contains", ws["head_sha"]], cwd=repo, capture_output=True, text=True
+    ).stdout.split()
+    assert ws["branch"] in branch and "main" not in branch
+    status = subprocess.run(
+        ["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True
+    )
+    assert status.stdout == "" and not (repo / "notes.txt").exists()
