@@ -309,6 +309,9 @@ def test_review_lists_the_work_and_sees_a_conflict_with_the_base(repo, dsn):
         page = service.get(f"/tasks/{task_id}")
         assert page is not None and page.status_code == 200
         assert item["branch"] in page.text and "edit readme: run 1" in page.text
+        # and the gauges count it, and its bytes
+        poll(lambda: service.value("afk_workspaces", state="done") == 1, timeout=60)
+        assert (service.value("afk_workspace_bytes") or 0) > 0
     finally:
         service.cleanup()
     # the morning's digest has it, in every format
