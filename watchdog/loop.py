@@ -228,6 +228,8 @@ class Loop:
             prompt = self._prompt(task)
             report = self.run_agent(task, prompt, lease.lost, spent, budget, signs, ws)
         if lease.lost.is_set() and not self.stopped.is_set():
+            # the run still ends, with what it cost: budgets count it
+            self.q.record_lost_run(task, report.to_run(Outcome.LEASE_LOST, self.scrub))
             self.say(
                 f"task {task.id}: {lease.error or 'the lease was lost'}; the agent was "
                 "stopped and the task left to its new holder"

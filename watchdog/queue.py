@@ -631,6 +631,13 @@ class Queue:
         """A task's questions with their answers, in order."""
         return self.db.all("task_questions", {"id": task_ref(task, 0)[0]})
 
+    def record_lost_run(self, task: Task, run: Mapping[str, Any]) -> None:
+        """What a supervisor read of a run whose lease it lost (reclaimed,
+        paused, claimed again since): kept on that run, so that its cost
+        counts against the budgets; ended as lease_lost if nothing ended it.
+        Not fenced: the run is the lost token's own."""
+        self.db.one("run_lost", {"id": task.id, "token": task.token, "run": json_param(dict(run))})
+
     def cost(self, task: TaskRef) -> tuple[float | None, float | None]:
         """What a task's runs cost so far (None: no run said), and its budget."""
         row = self.db.one("task_cost", {"id": task_ref(task, 0)[0]})

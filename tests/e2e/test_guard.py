@@ -247,3 +247,28 @@ def test_a_command_that_cannot_run_stops_the_loop_at_once(guarded, command, said
     ran = [t for t in tasks if t["runs"]]
     assert len(ran) == 1 and ran[0]["state"] == "paused"  # no other task was started
     assert ran[0]["runs"][0]["outcome"] == "cannot_start"
+
+
+def test_a_run_whose_lease_is_lost_ends_with_what_it_cost(guarded, sql):
+    """M19: the run of a task reclaimed under its loop stayed open with no
+    outcome, its cost out of every budget. It ends as lease_lost, with the
+    cost its agent reported."""
+    (task_id,) = guarded.enqueue()
+    code = (
+        "import json, time; print(json.dumps({'type': 'result', 'is_error': False, "
+        "'result': 'x', 'total_cost_usd': 0.42, 'session_id': 's-lost'}), flush=True); "
+        "time.sleep(300)"
+    )
+    proc = guarded.loop("--lease", "3", command=[sys.executable, "-c", code])
+    try:
+        # (what the agent printed is read to the pipe's end, whenever it is stopped)
+        poll(lambda: sql("SELECT 1 FROM afk_run WHERE task_id = %s", task_id), timeout=60)
+        sql.expire(task_id)
+        assert guarded.afk("reclaim").returncode == 0
+        poll(lambda: "left to its new holder" in guarded.said(), timeout=60)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    run = guarded.afk.json("show", task_id)["runs"][0]  # (the loop may claim it again)
+    assert (run["outcome"], run["attempt_spent"]) == ("lease_lost", True), run
+    assert run["cost_usd"] == 0.42 and run["session_id"] == "s-lost" and run["ended_at"]

@@ -391,3 +391,61 @@ def test_queue_takes_a_database_and_connect_is_the_door_from_a_dsn(dsn):
         assert q.claim("a").lease_seconds == 7  # the settings given, not the environment's
     finally:
         q.close()
+
+
+# -- every run ends (a supervisor's run: a claim made under an account) ---------------
+
+
+def only_run(sql, task_id):
+    (run,) = sql("SELECT outcome, ended_at, attempt_spent FROM afk_run WHERE task_id = %s", task_id)
+    return run
+
+
+def test_a_reclaimed_run_ends_as_lease_lost_with_its_attempt_spent(queue, sql):
+    queue.enqueue("a", [NewTask("t")])
+    task = queue.claim("a", runner="loop-1", account="acct")
+    assert only_run(sql, task.id)["ended_at"] is None
+    sql.expire(task.id)
+    assert queue.reclaim().paused == 1
+    run = only_run(sql, task.id)
+    assert (run["outcome"], run["attempt_spent"]) == ("lease_lost", True)
+    assert run["ended_at"] is not None
+
+
+@pytest.mark.parametrize("how", ["task", "agent", "runner"])
+def test_a_paused_run_ends_with_no_attempt_spent(queue, sql, how):
+    queue.enqueue("a", [NewTask("t")])
+    task = queue.claim("a", runner="loop-1", account="acct")
+    if how == "task":
+        queue.pause_task(task, reason="paused by hand")
+    elif how == "agent":
+        queue.pause("a")
+    else:
+        queue.pause(runner="loop-1")
+    run = only_run(sql, task.id)
+    assert (run["outcome"], run["attempt_spent"]) == ("interrupted", False)
+    assert run["ended_at"] is not None
+
+
+def test_a_batch_finish_ends_its_runs(queue, sql):
+    queue.enqueue("a", [NewTask("t1"), NewTask("t2")])
+    tasks = [queue.claim("a", runner=f"w{n}", account="acct") for n in range(2)]
+    queue.done_many(tasks)
+    for task in tasks:
+        assert (only_run(sql, task.id)["outcome"], only_run(sql, task.id)["attempt_spent"]) == (
+            "done",
+            True,
+        )
+
+
+def test_a_run_whose_lease_was_lost_keeps_what_its_supervisor_read(queue, sql):
+    """The supervisor that outlived its lease (a database blip) still knows
+    what the run cost: it lands on the run, so budgets count it."""
+    queue.enqueue("a", [NewTask("t")])
+    task = queue.claim("a", runner="loop-1", account="acct")
+    sql.expire(task.id)
+    queue.reclaim()
+    queue.record_lost_run(task, {"exit_status": 0, "cost_usd": 0.75, "session_id": "s1"})
+    (run,) = sql("SELECT outcome, cost_usd, session_id FROM afk_run WHERE task_id = %s", task.id)
+    assert (run["outcome"], float(run["cost_usd"]), run["session_id"]) == ("lease_lost", 0.75, "s1")
+    assert queue.cost(task)[0] == 0.75

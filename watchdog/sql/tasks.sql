@@ -222,16 +222,20 @@ SELECT t.state AS cur_state, t.lease_token AS cur_token,
  WHERE t.id = %(id)s;
 
 -- name: pause_task :one retry
--- A runner's own clean stop of one task: fenced, gives the attempt back.
+-- A runner's own clean stop of one task: fenced, gives the attempt back; its
+-- run ends as interrupted.
 WITH upd AS (
     UPDATE afk_task
        SET state = 'paused', attempts = greatest(attempts - 1, 0),
            lease_until = NULL, updated_at = now(), change_reason = %(reason)s
      WHERE id = %(id)s AND state = 'running' AND lease_token = %(token)s
     RETURNING *
+), ended AS (
+    SELECT afk_end_run(id, lease_token, 'interrupted', NULL, false) FROM upd
 )
 SELECT t.state AS cur_state, t.lease_token AS cur_token,
-       (t.run_after = afk_held()) IS TRUE AS cur_held, u.*
+       (t.run_after = afk_held()) IS TRUE AS cur_held,
+       (SELECT count(*) FROM ended) AS runs_ended, u.*
   FROM afk_task t LEFT JOIN upd u ON true
  WHERE t.id = %(id)s;
 
@@ -245,8 +249,10 @@ WITH upd AS (
      WHERE agent_id = %(agent_id)s AND state = 'running'
        AND (%(runner)s::text IS NULL OR lease_owner = %(runner)s::text)
     RETURNING *
+), ended AS (
+    SELECT afk_end_run(id, lease_token, 'interrupted', NULL, false) FROM upd
 )
-SELECT id FROM upd;
+SELECT id FROM upd WHERE (SELECT count(*) FROM ended) >= 0;
 
 -- name: pause_runner :many retry
 -- The same for one runner across every agent (a Stop hook knows its session,
@@ -257,8 +263,10 @@ WITH upd AS (
            lease_until = NULL, updated_at = now(), change_reason = %(reason)s
      WHERE state = 'running' AND lease_owner = %(runner)s
     RETURNING *
+), ended AS (
+    SELECT afk_end_run(id, lease_token, 'interrupted', NULL, false) FROM upd
 )
-SELECT id FROM upd;
+SELECT id FROM upd WHERE (SELECT count(*) FROM ended) >= 0;
 
 -- name: reclaim :one retry
 -- The design's watchdog statement, in pages: running rows whose lease expired
@@ -282,10 +290,14 @@ WITH expired AS (
      -- no second look at the lease here: the row lock taken above already
      -- re-checked it against the row's latest version, and holds it
      WHERE t.id = e.id
-    RETURNING t.id, t.state
+    RETURNING t.id, t.state, t.lease_token
+), ended AS (
+    -- the runs of the dead: lease lost, their attempt spent
+    SELECT afk_end_run(id, lease_token, 'lease_lost', NULL, true) FROM upd
 )
 SELECT (SELECT id FROM expired ORDER BY id DESC LIMIT 1) AS last_id,
        (SELECT count(*) FROM expired) AS scanned,
+       (SELECT count(*) FROM ended) AS runs_ended,
        count(*) FILTER (WHERE state = 'paused') AS paused,
        count(*) FILTER (WHERE state = 'failed') AS failed
   FROM upd;
@@ -368,9 +380,11 @@ WITH input AS (
        SET state = 'done', lease_until = NULL, updated_at = now(), change_reason = 'done'
       FROM input i
      WHERE t.id = i.id AND t.state = 'running' AND t.lease_token = i.token
-    RETURNING t.id
+    RETURNING t.id, t.lease_token
+), ended AS (
+    SELECT afk_end_run(id, lease_token, 'done', NULL, true) FROM upd
 )
-SELECT id FROM upd;
+SELECT id FROM upd WHERE (SELECT count(*) FROM ended) >= 0;
 
 -- name: timeline :one retry
 -- The timeline this server writes WAL on (what afk_next_token() puts in a
@@ -594,3 +608,21 @@ SELECT g.id, g.token, t.state::text AS cur_state, t.lease_token AS cur_token,
        extract(epoch FROM coalesce((SELECT lease_until FROM upd), t.lease_until) - now())::float8
            AS lease_left
   FROM target g JOIN afk_task t ON t.id = g.id;
+
+-- name: run_lost :one
+-- What a supervisor read of a run whose lease it lost (reclaimed, paused or
+-- claimed again since): kept on that run, which is ended as lease_lost if
+-- nothing ended it yet; what its ending statement wrote is kept.
+UPDATE afk_run
+   SET ended_at = coalesce(ended_at, now()),
+       outcome = coalesce(outcome, 'lease_lost'),
+       exit_status = coalesce(exit_status, (%(run)s::jsonb ->> 'exit_status')::integer),
+       output_tail = coalesce(output_tail, %(run)s::jsonb ->> 'output_tail'),
+       session_id = coalesce(session_id, %(run)s::jsonb ->> 'session_id'),
+       cost_usd = coalesce(cost_usd, (%(run)s::jsonb ->> 'cost_usd')::numeric),
+       turns = coalesce(turns, (%(run)s::jsonb ->> 'turns')::integer),
+       usage = coalesce(usage, %(run)s::jsonb -> 'usage'),
+       permission_denials = coalesce(permission_denials, %(run)s::jsonb -> 'permission_denials'),
+       attempt_spent = coalesce(attempt_spent, false)
+ WHERE task_id = %(id)s AND token = %(token)s
+RETURNING id;
