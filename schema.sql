@@ -26,6 +26,7 @@ CREATE FUNCTION public.afk_end_run(p_task uuid, p_token bigint, p_outcome text, 
                changes = (p_run ->> 'changes')::integer,
                check_status = (p_run ->> 'check_status')::integer,
                check_tail = p_run ->> 'check_tail',
+               trace_id = coalesce(p_run ->> 'trace_id', trace_id),
                attempt_spent = p_spent
          WHERE task_id = p_task AND token = p_token AND ended_at IS NULL
         RETURNING 1
@@ -217,7 +218,8 @@ CREATE TABLE public.afk_run (
     after_sha text,
     changes integer,
     check_status integer,
-    check_tail text
+    check_tail text,
+    trace_id text
 );
 CREATE SEQUENCE public.afk_run_id_seq
     START WITH 1
@@ -252,6 +254,7 @@ CREATE TABLE public.afk_task (
     change_by text,
     budget_usd numeric,
     workspace jsonb,
+    trace_parent text,
     CONSTRAINT afk_task_running_has_lease CHECK (((state <> 'running'::public.afk_state) OR (lease_until IS NOT NULL)))
 );
 CREATE TABLE public.afk_task_effect (

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
 from typing import IO, Any
 
-from . import workspaces
+from . import tracing, workspaces
 from .accounts import DEFAULT_ACCOUNT, Accounts, Parking
 from .config import LoopSettings
 from .errors import AccountParked, DatabaseError, LeaseLost
@@ -214,36 +214,64 @@ class Loop:
             ws = self.workspace(task)
         except WorkspaceError as exc:
             return self.cannot_start(task, str(exc))
+        first = task.attempts <= 1  # a retry is a trace of its own, linked
         try:
-            return self._work(task, ws)
+            with tracing.span(
+                f"process {task.agent_id}",
+                kind="consumer",
+                parent=task.trace_parent if first else None,
+                link=None if first else task.trace_parent,
+                attributes={
+                    "messaging.system": tracing.SYSTEM,
+                    "messaging.operation.name": "process",
+                    "messaging.operation.type": "process",
+                    "messaging.destination.name": task.agent_id,
+                    "messaging.message.id": str(task.id),
+                    "afk.agent": task.agent_id,
+                    "afk.attempt": task.attempts,
+                    "afk.account": self.o.account,
+                    "afk.runner": self.runner,
+                },
+            ) as attempt:
+                return self._work(task, ws, tracing.trace_id(attempt))
         finally:
             if ws is not None:
                 workspaces.unlock(ws)
 
-    def _work(self, task: Task, ws: Workspace | None) -> int | None:
+    def _work(self, task: Task, ws: Workspace | None, trace_id: str | None) -> int | None:
         spent, budget = self.q.cost(task) if task.budget_usd is not None else (None, None)
         signs = Signs()
         before = workspaces.head(ws.path) if ws is not None else None
-        with self.q.leased(task, sign=signs.last) as lease:
-            prompt = self._prompt(task)
-            report = self.run_agent(task, prompt, lease.lost, spent, budget, signs, ws)
-        if lease.lost.is_set() and not self.stopped.is_set():
-            # the run still ends, with what it cost: budgets count it
-            self.q.record_lost_run(task, report.to_run(Outcome.LEASE_LOST, self.scrub))
-            self.say(
-                f"task {task.id}: {lease.error or 'the lease was lost'}; the agent was "
-                "stopped and the task left to its new holder"
-            )
-            return None
-        if report.cost_refused is not None:
-            self.say(f"warning: task {task.id}: {report.cost_refused}")
-        now = self.accounts.clock()
-        verdict = classify(report, now, self.tz, self.patterns, interrupted=self.stopped.is_set())
-        if ws is not None:
-            verdict = self.check_work(ws, report, verdict, before)
+        agent_span = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": task.agent_id}
+        with tracing.span(f"invoke_agent {task.agent_id}", attributes=agent_span) as session:
+            with self.q.leased(task, sign=signs.last) as lease:
+                prompt = self._prompt(task)
+                report = self.run_agent(task, prompt, lease.lost, spent, budget, signs, ws, session)
+            report.extra["trace_id"] = trace_id
+            tracing.set_attributes(session, {"gen_ai.conversation.id": report.session_id})
+            if lease.lost.is_set() and not self.stopped.is_set():
+                # the run still ends, with what it cost: budgets count it
+                tracing.error(session, str(Outcome.LEASE_LOST))
+                self.q.record_lost_run(task, report.to_run(Outcome.LEASE_LOST, self.scrub))
+                self.say(
+                    f"task {task.id}: {lease.error or 'the lease was lost'}; the agent was "
+                    "stopped and the task left to its new holder"
+                )
+                return None
+            if report.cost_refused is not None:
+                self.say(f"warning: task {task.id}: {report.cost_refused}")
+            now = self.accounts.clock()
+            stopped = self.stopped.is_set()
+            verdict = classify(report, now, self.tz, self.patterns, interrupted=stopped)
+            if ws is not None:
+                verdict = self.check_work(ws, report, verdict, before)
+            if verdict.outcome is not Outcome.DONE:
+                tracing.error(session, str(verdict.outcome))
         total = (spent or 0) + (report.cost_usd or 0)
         over = (total, budget) if budget is not None and total >= budget else None
-        return self.settle(task, report, verdict, now, over_budget=over)
+        outcome = {"afk.outcome": str(verdict.outcome)}
+        with tracing.span(f"settle {task.agent_id}", attributes=outcome):
+            return self.settle(task, report, verdict, now, over_budget=over)
 
     # -- the workspace -------------------------------------------------------------
 
@@ -484,10 +512,20 @@ class Loop:
         budget: float | None = None,
         signs: Signs | None = None,
         ws: Workspace | None = None,
+        session: Any = None,
     ) -> Report:
         env = self.agent_env(task)
         if ws is not None:
             env.update(ws.env())
+        if session is not None:  # the agent's own spans nest under its session
+            env.update(
+                {
+                    k.upper(): v for k, v in tracing.headers_of(session).items()
+                }  # TRACEPARENT, TRACESTATE
+            )
+            resource = f"afk.task_id={task.id},afk.run_id={task.token}"
+            given = env.get("OTEL_RESOURCE_ATTRIBUTES")
+            env["OTEL_RESOURCE_ATTRIBUTES"] = f"{given},{resource}" if given else resource
         if budget is not None:
             # what is left, for the agent's own cap (claude -p --max-budget-usd)
             env["AFK_TASK_BUDGET_USD"] = f"{max(budget - (spent or 0), 0):.2f}"

@@ -42,6 +42,8 @@ class Task:
     #: the workspace it asked for (watchdog.workspaces): repo, base, branch,
     #: verify, require_changes; None: it runs where its supervisor runs
     workspace: dict[str, Any] | None = None
+    #: the W3C traceparent of the span that enqueued it (tracing on)
+    trace_parent: str | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> Task:
@@ -67,6 +69,7 @@ class Task:
             lease_seconds=row.get("lease_seconds"),
             budget_usd=None if row.get("budget_usd") is None else float(row["budget_usd"]),
             workspace=row.get("workspace"),
+            trace_parent=row.get("trace_parent"),
         )
 
     def to_json(self) -> dict[str, Any]:

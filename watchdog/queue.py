@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Literal, NoReturn, overload
 
+from . import tracing
 from .checks import (
     MAX_ATTEMPTS,
     MAX_ERROR,
@@ -166,9 +167,37 @@ class Queue:
                 seen.add(task.key)
             kept.append(task)
             positions.append(n)
+        with tracing.span(
+            f"enqueue {agent_id}",
+            kind="producer",
+            parent=tracing.caller_parent(),
+            attributes={
+                "messaging.system": tracing.SYSTEM,
+                "messaging.operation.name": "enqueue",
+                "messaging.operation.type": "send",
+                "messaging.destination.name": agent_id,
+                "messaging.batch.message_count": len(kept) if len(kept) > 1 else None,
+            },
+        ) as span:
+            result = self._enqueue(
+                agent_id, kept, positions, duplicates, conn, tracing.current_traceparent()
+            )
+            if len(result.enqueued) == 1:
+                tracing.set_attributes(span, {"messaging.message.id": str(result.enqueued[0])})
+            return result
+
+    def _enqueue(
+        self,
+        agent_id: str,
+        kept: list[NewTask],
+        positions: list[int],
+        duplicates: list[str],
+        conn: Connection | None,
+        trace_parent: str | None,
+    ) -> EnqueueResult:
         if len(kept) >= COPY_FROM:
             try:
-                return self._enqueue_copy(agent_id, kept, positions, duplicates, conn)
+                return self._enqueue_copy(agent_id, kept, positions, duplicates, conn, trace_parent)
             except Conflict:
                 pass  # a key exists already: the statement below skips and reports it
         rows = [
@@ -180,6 +209,7 @@ class Queue:
                 "max_attempts": task.max_attempts,
                 "budget_usd": task.budget_usd,
                 "workspace": None if task.workspace is None else dict(task.workspace),
+                "trace_parent": trace_parent,
             }
             for n, task in zip(positions, kept, strict=True)
         ]
@@ -211,6 +241,7 @@ class Queue:
         positions: list[int],
         duplicates: list[str],
         conn: Connection | None,
+        trace_parent: str | None = None,
     ) -> EnqueueResult:
         """A large batch: reserve its ordinals, COPY it, read the ids back, in
         one transaction (a savepoint of the caller's). Raises Conflict, with
@@ -232,6 +263,7 @@ class Queue:
                         t.max_attempts or default,
                         t.budget_usd,
                         None if t.workspace is None else dumps_json("a workspace", t.workspace),
+                        trace_parent,
                     )
                     for i, t in enumerate(tasks)
                 ),

@@ -53,7 +53,12 @@ def main() -> int:
     started = time.time()
     step = take_line(os.environ["STANDIN_SCRIPT"]) if os.environ.get("STANDIN_SCRIPT") else {}
     with open(os.environ["STANDIN_LOG"], "a", encoding="utf-8") as log:
-        env = {k: v for k, v in os.environ.items() if k.startswith("AFK_")}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k.startswith("AFK_")
+            or k in ("TRACEPARENT", "TRACESTATE", "OTEL_RESOURCE_ATTRIBUTES")
+        }
         log.write(
             json.dumps({"at": started, "pid": os.getpid(), "argv": sys.argv[1:], "env": env}) + "\n"
         )

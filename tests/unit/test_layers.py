@@ -17,7 +17,7 @@ PACKAGE = ROOT / "watchdog"
 #: (CONTRIBUTING.md draws this picture.)
 FLOORS = {
     0: ["errors", "states", "hooklink"],
-    1: ["text", "logs", "systemd", "sql", "harnesses"],
+    1: ["text", "logs", "systemd", "sql", "harnesses", "tracing"],
     2: ["outcome"],
     3: ["config", "process"],
     4: ["db", "checks"],

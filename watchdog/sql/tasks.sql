@@ -18,10 +18,10 @@
 WITH input AS (
     SELECT x.n, x.title, coalesce(x.spec, '{}'::jsonb) AS spec, x.idem_key,
            coalesce(x.max_attempts, %(default_max_attempts)s) AS max_attempts, x.budget_usd,
-           x.workspace
+           x.workspace, x.trace_parent
       FROM jsonb_to_recordset(%(tasks)s::jsonb)
            AS x(n int, title text, spec jsonb, idem_key text, max_attempts int,
-                budget_usd numeric, workspace jsonb)
+                budget_usd numeric, workspace jsonb, trace_parent text)
 ), too_big AS (
     SELECT min(n) AS n FROM input WHERE octet_length(spec::text) > %(max_bytes)s
 ), fresh AS (
@@ -37,9 +37,10 @@ WITH input AS (
     RETURNING next_ordinal - (SELECT count(*) FROM fresh) AS first
 ), ins AS (
     INSERT INTO afk_task (agent_id, ordinal, title, spec, idem_key, max_attempts, budget_usd,
-                          workspace)
+                          workspace, trace_parent)
     SELECT %(agent_id)s, c.first + row_number() OVER (ORDER BY f.n) - 1,
-           f.title, f.spec, f.idem_key, f.max_attempts, f.budget_usd, f.workspace
+           f.title, f.spec, f.idem_key, f.max_attempts, f.budget_usd, f.workspace,
+           f.trace_parent
       FROM fresh f CROSS JOIN counter c
     ON CONFLICT (idem_key) DO NOTHING
     RETURNING id, idem_key, ordinal
@@ -65,7 +66,8 @@ ON CONFLICT (agent_id) DO UPDATE SET next_ordinal = a.next_ordinal + %(n)s::bigi
 RETURNING next_ordinal - %(n)s::bigint AS first;
 
 -- name: enqueue_copy :copy
-COPY afk_task (agent_id, ordinal, title, spec, idem_key, max_attempts, budget_usd, workspace)
+COPY afk_task (agent_id, ordinal, title, spec, idem_key, max_attempts, budget_usd, workspace,
+               trace_parent)
 FROM STDIN;
 
 -- name: enqueue_copied :one
@@ -420,7 +422,7 @@ SELECT t.state AS cur_state, t.lease_token AS cur_token,
 SELECT id, token, runner, account, started_at, ended_at, outcome, exit_status, output_tail,
        session_id, cost_usd::float8 AS cost_usd, turns, usage, attempt_spent,
        permission_denials, last_sign, last_sign_at, before_sha, after_sha, changes,
-       check_status, check_tail
+       check_status, check_tail, trace_id
   FROM afk_run WHERE task_id = %(id)s
  ORDER BY started_at, id;
 
@@ -623,6 +625,7 @@ UPDATE afk_run
        turns = coalesce(turns, (%(run)s::jsonb ->> 'turns')::integer),
        usage = coalesce(usage, %(run)s::jsonb -> 'usage'),
        permission_denials = coalesce(permission_denials, %(run)s::jsonb -> 'permission_denials'),
+       trace_id = coalesce(trace_id, %(run)s::jsonb ->> 'trace_id'),
        attempt_spent = coalesce(attempt_spent, false)
  WHERE task_id = %(id)s AND token = %(token)s
 RETURNING id;

@@ -1,0 +1,183 @@
+"""Traces: one OpenTelemetry trace per attempt, from enqueue through claim,
+the agent's session and its tool calls, to the finish.
+
+Optional (``pip install 'afk-watchdog[otel]'``) and configured by the
+standard variables: ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or
+``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``), ``OTEL_SERVICE_NAME``,
+``OTEL_TRACES_EXPORTER``, ``OTEL_SDK_DISABLED``. Without the extra, or with
+no endpoint, nothing here imports OpenTelemetry and every call is a no-op
+(:func:`enabled` reads the environment only), so every command costs what it
+did.
+
+The spans follow the semantic conventions of OpenTelemetry 1.37: messaging
+for the queue (``enqueue {agent}``, producer; ``process {agent}``, the whole
+attempt, consumer; ``settle {agent}``), GenAI for the agent (``invoke_agent
+{agent}``, ``execute_tool {tool}``). Nothing secret goes into a span: ids,
+names and numbers, and a tool's input only as a short scrubbed summary.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+#: the span of a task's first attempt is a child of its enqueue span, whose
+#: context the task keeps (afk_task.trace_parent)
+SYSTEM = "afk"
+
+_tracer: Any = None
+_provider: Any = None
+
+
+def enabled(env: Mapping[str, str] | None = None) -> bool:
+    """Whether traces are to be exported: an OTLP endpoint is named, the SDK
+    is not disabled, the exporter is not "none". Reads the environment only."""
+    env = os.environ if env is None else env
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    if env.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower() in ("none", ""):
+        return False
+    return bool(
+        env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    )
+
+
+def tracer() -> Any:
+    """The process's tracer (set up once, flushed at exit), or None: not
+    configured, or the extra is not installed."""
+    global _tracer, _provider
+    if _tracer is not None or not enabled():
+        return _tracer
+    try:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    except ImportError:  # no extra: no traces, and no word on every command
+        return None
+    from . import __name__ as package
+
+    resource = Resource.create(
+        {"service.name": os.environ.get("OTEL_SERVICE_NAME") or "afk-watchdog"}
+    )
+    _provider = TracerProvider(resource=resource)
+    _provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    atexit.register(shutdown)
+    _tracer = _provider.get_tracer(package)
+    return _tracer
+
+
+def shutdown() -> None:
+    """Export what is left (a CLI command's spans, before it exits)."""
+    if _provider is not None:
+        with contextlib.suppress(Exception):
+            _provider.shutdown()
+
+
+def context_of(traceparent: str | None, tracestate: str | None = None) -> Any:
+    """A W3C ``traceparent`` (and ``tracestate``) as a context to parent a
+    span by; None for none."""
+    if not traceparent:
+        return None
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    carrier = {"traceparent": traceparent}
+    if tracestate:
+        carrier["tracestate"] = tracestate
+    return TraceContextTextMapPropagator().extract(carrier)
+
+
+def headers_of(span: Any) -> dict[str, str]:
+    """``{"traceparent": ..., "tracestate": ...}`` of a span, to hand on."""
+    from opentelemetry import trace
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    carrier: dict[str, str] = {}
+    TraceContextTextMapPropagator().inject(carrier, context=trace.set_span_in_context(span))
+    return carrier
+
+
+def trace_id(span: Any) -> str | None:
+    if span is None:
+        return None
+    return f"{span.get_span_context().trace_id:032x}"
+
+
+@contextlib.contextmanager
+def span(
+    name: str,
+    *,
+    kind: str = "internal",
+    parent: str | None = None,
+    link: str | None = None,
+    attributes: Mapping[str, Any] | None = None,
+) -> Iterator[Any]:
+    """A span (None when tracing is off), ended when the block ends; an
+    exception in the block is recorded on it. ``parent``/``link``: W3C
+    traceparents."""
+    t = tracer()
+    if t is None:
+        yield None
+        return
+    from opentelemetry import trace
+
+    links = []
+    if link:
+        linked = trace.get_current_span(context_of(link)).get_span_context()
+        if linked.is_valid:
+            links.append(trace.Link(linked))
+    with t.start_as_current_span(
+        name,
+        context=context_of(parent) if parent else None,
+        kind=getattr(trace.SpanKind, kind.upper()),
+        links=links,
+        attributes={k: v for k, v in (attributes or {}).items() if v is not None},
+    ) as s:
+        yield s
+
+
+def current_traceparent() -> str | None:
+    """The traceparent of the span now current (None: none, or tracing off)."""
+    if tracer() is None:
+        return None
+    from opentelemetry import trace
+
+    current = trace.get_current_span()
+    if not current.get_span_context().is_valid:
+        return None
+    return headers_of(current).get("traceparent")
+
+
+def set_attributes(s: Any, attributes: Mapping[str, Any]) -> None:
+    if s is not None:
+        s.set_attributes({k: v for k, v in attributes.items() if v is not None})
+
+
+def add_event(s: Any, name: str, attributes: Mapping[str, Any] | None = None) -> None:
+    if s is not None:
+        s.add_event(name, attributes={k: v for k, v in (attributes or {}).items() if v is not None})
+
+
+def error(s: Any, error_type: str) -> None:
+    """The span's run did not end well: ``error.type`` and an error status."""
+    if s is None:
+        return
+    from opentelemetry.trace import Status, StatusCode
+
+    s.set_attribute("error.type", error_type)
+    s.set_status(Status(StatusCode.ERROR, error_type))
+
+
+def caller_parent() -> str | None:
+    """The caller's ``TRACEPARENT`` (a process started inside a trace), when
+    no span is current in this process."""
+    if tracer() is None:
+        return None
+    from opentelemetry import trace
+
+    if trace.get_current_span().get_span_context().is_valid:
+        return None  # (the current span is the parent)
+    return os.environ.get("TRACEPARENT") or None
