@@ -361,6 +361,12 @@ class DigestSettings:
         True, "tell the destinations at once when an agent asks a person (afk ask)"
     )
     link_template: str = _field("", "per-task link, e.g. https://tracker/{agent_id}/{task_id}")
+    trace_url: str = _field(
+        "",
+        "a run's trace in your tracing tool, e.g. https://jaeger.example/trace/{trace_id} "
+        "(the task page links each run's trace)",
+        env="AFK_TRACE_URL",
+    )
     paused_after: float = _field(6 * 3600.0, "a task paused this long counts as stuck", True)
     todo_late_after: float = _field(
         6 * 3600.0, "an agent's oldest todo this old counts as waiting too long", True
@@ -415,6 +421,8 @@ class DigestSettings:
             )
         if self.link_template:
             problems += _link_template_problems(self.link_template)
+        if self.trace_url:
+            problems += _trace_url_problems(self.trace_url)
         if self.retry_cap < self.retry_base:
             problems.append("retry_cap must not be less than retry_base")
         if not 1 <= self.max_groups <= 40:
@@ -446,6 +454,21 @@ def no_destination() -> str:
 
 #: the fields a digest link may name
 LINK_FIELDS = ("task_id", "agent_id", "idem_key")
+
+
+def _trace_url_problems(template: str) -> list[str]:
+    """AFK_TRACE_URL: an http(s) address that names {trace_id}, and nothing else."""
+    import string
+
+    if not re.match(r"^https?://[^\s]+$", template):
+        return ["trace_url (AFK_TRACE_URL) must be an http(s):// address"]
+    try:
+        named = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+    except ValueError as exc:
+        return [f"trace_url (AFK_TRACE_URL) is not a valid template: {exc}"]
+    if named != ["trace_id"]:
+        return ["trace_url (AFK_TRACE_URL) must name {trace_id}, once, and nothing else"]
+    return []
 
 
 def _link_template_problems(template: str) -> list[str]:

@@ -73,6 +73,10 @@ FORWARDED = (
     "TZ",
     "USER",
     "XDG_DATA_HOME",
+    # traces: the session's span (afk loop's), and whether the agent exports its own
+    "TRACEPARENT",
+    "TRACESTATE",
+    "CLAUDE_CODE_ENABLE_TELEMETRY",
 )
 #: and every variable with these prefixes (ours, and libpq's)
 FORWARDED_PREFIXES = ("AFK_", "PG")

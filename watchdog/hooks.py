@@ -56,8 +56,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import tracing
 from .checks import check_token
-from .errors import BadInput
+from .errors import BadInput, redact
 from .harnesses import (
     BY_EVENT,
     CURSOR_TO_OURS,
@@ -67,6 +68,7 @@ from .harnesses import (
 )
 from .hooklink import MAX_PAYLOAD, Untrusted, hook_folder, open_private
 from .states import FINISHED
+from .text import one_line
 
 if TYPE_CHECKING:
     from .config import LoopSettings, QueueSettings, Settings
@@ -114,6 +116,9 @@ ACCOUNT_ERRORS = {
 class Malformed(BadInput):
     """The hook payload is not usable; nothing was changed."""
 
+
+#: tool calls whose start a session keeps for its execute_tool spans
+MAX_TOOL_STARTS = 50
 
 #: what separates, redirects or groups commands in a shell, outside quotes
 _OPERATORS = "();<>|&\n\r"
@@ -663,6 +668,12 @@ class Hook:
         }
 
     def pre_tool_use(self) -> None:
+        try:
+            self._pre_tool_use()
+        finally:
+            self.trace_tool(denied=bool(self.ctx.out))
+
+    def _pre_tool_use(self) -> None:
         if self.cache.fresh():
             return  # held a moment ago, and the lease has not run out since
         reason = self.check()
@@ -674,6 +685,49 @@ class Hook:
                     "permissionDecisionReason": reason,
                 }
             }
+
+    def trace_tool(self, *, denied: bool = False, ended: bool = False) -> None:
+        """``execute_tool <tool>`` spans, under the session's span (its
+        TRACEPARENT, which afk loop gives the agent), paired by tool_use_id:
+        PreToolUse keeps the start, PostToolUse ends it; a deny is an event
+        on a span that ends at once. None when traces are off, or when the
+        agent exports its own (CLAUDE_CODE_ENABLE_TELEMETRY=1)."""
+        parent = self.ctx.env.get("TRACEPARENT")
+        if not parent or not tracing.enabled() or self._own_telemetry():
+            return
+        now = time.time_ns()
+        key = str(self.ctx.payload.get("tool_use_id") or "")
+        starts: dict[str, int] = self.cache.data.setdefault("tool_starts", {})
+        if not ended and not denied:
+            starts[key] = now
+            while len(starts) > MAX_TOOL_STARTS:
+                starts.pop(next(iter(starts)))
+            self.cache.save()
+            return
+        start = starts.pop(key, now)
+        self.cache.save()
+        tool = str(self.ctx.payload.get("tool_name") or "tool")
+        given = self.ctx.payload.get("tool_input")
+        gist = ""
+        if isinstance(given, dict):
+            gist = str(next((given[k] for k in ("command", "file_path", "path") if k in given), ""))
+        tracing.record(
+            f"execute_tool {tool}",
+            start,
+            now,
+            parent=parent,
+            attributes={
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": tool,
+                "gen_ai.tool.call.id": key or None,
+                # a bounded, scrubbed summary: never the whole input
+                "afk.tool.summary": one_line(redact(gist), 100) if gist else None,
+            },
+            events=["deny"] if denied else [],
+        )
+
+    def _own_telemetry(self) -> bool:
+        return self.ctx.env.get("CLAUDE_CODE_ENABLE_TELEMETRY", "").strip() in ("1", "true")
 
     def _is_afk_command(self) -> bool:
         """Whether the tool call is an afk command that a zombie may still run
@@ -688,6 +742,7 @@ class Hook:
         return bool(words) and zombie_may_run(words, own)
 
     def post_tool_use(self) -> None:
+        self.trace_tool(ended=True)
         files = self._edited_files()
         if self.ctx.harness == "cursor" and self.cache.data.get("compressed"):
             self.before_agent()

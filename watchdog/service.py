@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from . import hooklink, jobs, systemd
+from . import hooklink, jobs, systemd, tracing
 from .config import Settings
 from .db import Database
 from .errors import DatabaseError
@@ -116,6 +116,15 @@ class Watchdog:
         """Run one job of :data:`jobs.JOBS` once: never raises; counts, times
         and logs it. A leader-only job first renews (or takes) the lease."""
         job = jobs.BY_NAME[name]
+        with tracing.span(f"afk.job {name}", attributes={"afk.job": name}) as span:
+            outcome = self._run_job(job, name)
+            if isinstance(outcome.result, dict):  # what it changed, as numbers and flags
+                tracing.set_attributes(span, tracing.flat(outcome.result, "afk.job"))
+            if not outcome.ok:
+                tracing.error(span, outcome.error or "failed")
+            return outcome
+
+    def _run_job(self, job: jobs.Job, name: str) -> JobOutcome:
         started = time.monotonic()
         try:
             if job.leader_only and not jobs.run_leader(self)["leader"]:

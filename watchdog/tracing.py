@@ -167,6 +167,9 @@ def error(s: Any, error_type: str) -> None:
         return
     from opentelemetry.trace import Status, StatusCode
 
+    from .errors import redact
+
+    error_type = redact(error_type)[:200]
     s.set_attribute("error.type", error_type)
     s.set_status(Status(StatusCode.ERROR, error_type))
 
@@ -181,3 +184,38 @@ def caller_parent() -> str | None:
     if trace.get_current_span().get_span_context().is_valid:
         return None  # (the current span is the parent)
     return os.environ.get("TRACEPARENT") or None
+
+
+def record(
+    name: str,
+    start_ns: int,
+    end_ns: int,
+    *,
+    parent: str | None,
+    attributes: Mapping[str, Any] | None = None,
+    events: list[str] | None = None,
+) -> None:
+    """A span of something that happened between two times (a tool call
+    whose start one hook saw and whose end another one did)."""
+    t = tracer()
+    if t is None:
+        return
+    s = t.start_span(
+        name,
+        context=context_of(parent),
+        start_time=start_ns,
+        attributes={k: v for k, v in (attributes or {}).items() if v is not None},
+    )
+    for event in events or []:
+        s.add_event(event, timestamp=end_ns)
+    s.end(end_time=end_ns)
+
+
+def flat(values: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    """A job's result as span attributes: its numbers, flags and short
+    strings (no lists of ids, nothing nested)."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if isinstance(value, bool | int | float) or (isinstance(value, str) and len(value) <= 100):
+            out[f"{prefix}.{key}"] = value
+    return out

@@ -376,6 +376,7 @@ class StatusPages:
                 task=task,
                 history=history,
                 runs=queue.runs(task_id),
+                trace_url=self.digest_settings.trace_url,
                 workspace=task_workspace(queue, task),
                 questions=queue.task_questions(task_id),
                 effects=queue.effects(task_id),
