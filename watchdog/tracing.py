@@ -9,11 +9,15 @@ no endpoint, nothing here imports OpenTelemetry and every call is a no-op
 (:func:`enabled` reads the environment only), so every command costs what it
 did.
 
-The spans follow the semantic conventions of OpenTelemetry 1.37: messaging
-for the queue (``enqueue {agent}``, producer; ``process {agent}``, the whole
-attempt, consumer; ``settle {agent}``), GenAI for the agent (``invoke_agent
-{agent}``, ``execute_tool {tool}``). Nothing secret goes into a span: ids,
-names and numbers, and a tool's input only as a short scrubbed summary.
+The spans follow OpenTelemetry's semantic conventions v1.41.0 (both still at
+"Development"): messaging spans for the queue (``enqueue {agent}``, producer,
+``messaging.message.id`` the task id; ``process {agent}``, the whole attempt,
+consumer; ``settle {agent}``), and the GenAI agent spans
+(docs/gen-ai/gen-ai-agent-spans.md) for the agent: ``invoke_agent {agent}``
+with ``gen_ai.conversation.id`` the session id, and ``execute_tool {tool}``
+with ``gen_ai.tool.name`` and ``gen_ai.tool.call.id``. Nothing secret goes
+into a span: ids, names and numbers, and a tool's input only as a short
+scrubbed summary.
 """
 
 from __future__ import annotations
