@@ -592,6 +592,8 @@ def configure_show(p: Parser) -> None:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from . import workspaces
+
     with open_queue(args) as q:
         task, history = q.show(args.id)
         runs = q.runs(task)
@@ -599,7 +601,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         emit(
             {
                 **task.to_json(),
-                "workspace": shown_workspace(q, task),
+                "workspace": workspaces.view(q.db, task.id, task.workspace),
                 "cost_usd": round(sum(costs), 6) if costs else None,
                 "history": history,
                 "runs": runs,
@@ -607,20 +609,6 @@ def cmd_show(args: argparse.Namespace) -> int:
             }
         )
     return EXIT_OK
-
-
-def shown_workspace(q: Queue, task: Task) -> dict[str, Any] | None:
-    """The task's worktree as it is now (its commits, what they change, what
-    is left uncommitted, its pull request), or what it asked for before its
-    first claim."""
-    if task.workspace is None:
-        return None
-    from . import workspaces
-
-    row = workspaces.row_of(q.db, task.id)
-    if row is None or row["path"] is None:
-        return {**task.workspace, "path": None}
-    return workspaces.lineage(row)
 
 
 def configure_review(p: Parser) -> None:

@@ -32,17 +32,14 @@ import uuid
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from . import workspaces
 from .accounts import Accounts
 from .config import DigestSettings
 from .db import Database
 from .errors import AfkError, TaskNotFound, redact
 from .states import STATES
-
-if TYPE_CHECKING:
-    from .models import Task
-    from .queue import Queue
 
 logger = logging.getLogger(__name__)
 
@@ -377,24 +374,12 @@ class StatusPages:
                 history=history,
                 runs=queue.runs(task_id),
                 trace_url=self.digest_settings.trace_url,
-                workspace=task_workspace(queue, task),
+                workspace=workspaces.view(queue.db, task.id, task.workspace),
                 questions=queue.task_questions(task_id),
                 effects=queue.effects(task_id),
                 brief=resume_brief(queue, str(task_id)),
             ),
         )
-
-
-def task_workspace(queue: Queue, task: Task) -> dict[str, Any] | None:
-    """A task's worktree on its page: its branch, commits and pull request."""
-    if task.workspace is None:
-        return None
-    from . import workspaces
-
-    row = workspaces.row_of(queue.db, task.id)
-    if row is None or row["path"] is None:
-        return {**task.workspace, "path": None}
-    return workspaces.lineage(row)
 
 
 # -- helpers for the templates ---------------------------------------------

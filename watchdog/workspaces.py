@@ -187,6 +187,20 @@ def row_of(db: Database, task_id: uuid.UUID) -> dict[str, Any] | None:
     return db.one("workspace_of", {"id": task_id})
 
 
+def view(
+    db: Database, task_id: uuid.UUID, request: Mapping[str, Any] | None
+) -> dict[str, Any] | None:
+    """A task's worktree as it is now (its commits, what they change, what is
+    left uncommitted, its pull request), or what it asked for before its first
+    claim; None for a task without a workspace."""
+    if request is None:
+        return None
+    row = row_of(db, task_id)
+    if row is None or row["path"] is None:
+        return {**request, "path": None}
+    return lineage(row)
+
+
 def adopt(db: Database, task_id: uuid.UUID, req: Mapping[str, Any]) -> None:
     """A supervisor's default workspace for a task that asked for none."""
     db.one("workspace_adopt", {"id": task_id, "request": json.dumps(dict(req))})

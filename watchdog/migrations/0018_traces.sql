@@ -5,6 +5,9 @@
 ALTER TABLE afk_task ADD COLUMN IF NOT EXISTS trace_parent text;
 ALTER TABLE afk_run ADD COLUMN IF NOT EXISTS trace_id text;
 
+-- The end of a run (0013) with all that a supervisor now records of it: the
+-- tools denied (0016), the workspace's lineage and check (0017), the trace.
+
 CREATE OR REPLACE FUNCTION afk_end_run(
     p_task uuid, p_token bigint, p_outcome text, p_run jsonb, p_spent boolean
 ) RETURNS integer
