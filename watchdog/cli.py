@@ -935,6 +935,20 @@ def configure_hooks(p: Parser) -> None:
         help="Stop blocks (a few times at most) a "
         "session that still holds a task it claimed itself",
     )
+    p.add_argument(
+        "--transport",
+        choices=["command", "http"],
+        default="command",
+        help="claude only: http posts each hook to the watchdog service (AFK_HOOK_HTTP) "
+        "instead of starting a process; SessionStart stays a command",
+    )
+    p.add_argument(
+        "--fail-closed",
+        action="store_true",
+        dest="fail_closed",
+        help="with --transport http: a PreToolUse the service does not answer blocks the "
+        "tool call (Claude Code 2.1.295 and later)",
+    )
 
 
 def cmd_hooks(args: argparse.Namespace) -> int:
@@ -944,13 +958,50 @@ def cmd_hooks(args: argparse.Namespace) -> int:
 
     found = shutil.which("afk") or str(Path(sys.executable).parent / "afk")
     afk = os.path.abspath(found)
-    ours = harnesses.SETTINGS[args.agent_kind](afk, args.gate, hook_database_args(args))
+    if args.transport == "http" or args.fail_closed:
+        ours = http_hook_settings(args, afk)
+    else:
+        ours = harnesses.SETTINGS[args.agent_kind](afk, args.gate, hook_database_args(args))
     if args.install is None:
         emit(ours)
         return EXIT_OK
     written = harnesses.install(Path(args.install), ours)
     print(f"afk: installed the {', '.join(ours['hooks'])} hooks in {written}", file=sys.stderr)
     return EXIT_OK
+
+
+def hook_token_of(settings: Any) -> dict[str, str]:
+    """AFK_HOOK_TOKEN for the agents of a loop, when its settings hold one
+    (their HTTP hooks send it): an environment's own wins."""
+    token = settings.service.hook_token
+    return {"AFK_HOOK_TOKEN": token} if token and "AFK_HOOK_TOKEN" not in os.environ else {}
+
+
+def http_hook_settings(args: argparse.Namespace, afk: str) -> dict[str, Any]:
+    """`afk hooks claude --transport http`: the service's address from the
+    settings (AFK_HOOK_HTTP), the token by name only."""
+    from . import harnesses
+    from .config import load_all
+
+    if args.agent_kind != "claude":
+        raise BadInput("--transport http is for claude (Claude Code's HTTP hooks)")
+    if args.transport != "http":
+        raise BadInput("--fail-closed goes with --transport http")
+    service = load_all(args.config).service
+    if not service.hook_http:
+        raise BadInput(
+            "--transport http needs the watchdog service's hook address: set AFK_HOOK_HTTP "
+            "(e.g. 127.0.0.1:18735) and AFK_HOOK_TOKEN, for the service and here"
+        )
+    host, port = service.hook_http_host_port()
+    shown = f"[{host}]" if ":" in host else host
+    return harnesses.claude_http_settings(
+        afk,
+        args.gate,
+        hook_database_args(args),
+        f"http://{shown}:{port}",
+        fail_closed=args.fail_closed,
+    )
 
 
 def hook_database_args(args: argparse.Namespace) -> tuple[str, ...]:
@@ -1153,7 +1204,7 @@ def cmd_loop(args: argparse.Namespace) -> int:
         wait=args.wait,
         max_tasks=args.max_tasks,
         runner=runner_of(args),
-        env=dict(agent_variables(args.dsn, args.config)),
+        env={**agent_variables(args.dsn, args.config), **hook_token_of(settings)},
         day_zone=getattr(zone, "key", None) or str(zone),
         stall_after=args.stall_after,
         max_run=args.max_run,

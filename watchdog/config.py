@@ -215,6 +215,17 @@ class ServiceSettings:
         "afk-hooks-UID/service.sock under TMPDIR; off: none); the hooks "
         "read AFK_HOOK_SOCKET from their environment",
     )
+    hook_http: str = _field(
+        "",
+        "a loopback host:port on which the service answers Claude Code's HTTP hooks "
+        "(afk hooks claude --transport http; empty: off)",
+    )
+    hook_token: str = _field(
+        "",
+        "the bearer token an HTTP hook must carry (its settings name $AFK_HOOK_TOKEN: "
+        "give the agents the same variable)",
+        secret=True,
+    )
 
     def __post_init__(self) -> None:
         problems = []
@@ -240,8 +251,34 @@ class ServiceSettings:
             self.metrics_host_port()
         except ValueError as exc:
             problems.append(str(exc))
+        if self.hook_http:
+            try:
+                self.hook_http_host_port()
+            except ValueError as exc:
+                problems.append(str(exc))
+            if len(self.hook_token) < 16:
+                problems.append(
+                    "hook_http is set: AFK_HOOK_TOKEN must be set too, 16 characters or more"
+                )
         if problems:
             raise BadInput("invalid settings: " + "; ".join(problems))
+
+    def hook_http_host_port(self) -> tuple[str, int]:
+        """AFK_HOOK_HTTP as (host, port): a loopback address only, for no hook
+        is ever answered from anywhere else."""
+        import ipaddress
+
+        host, sep, port = self.hook_http.rpartition(":")
+        if not sep or not port.isdigit() or int(port) > 65535:
+            raise ValueError(f"hook_http must be host:port, not {self.hook_http!r}")
+        host = host.strip("[]") or "127.0.0.1"
+        try:
+            loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            loopback = False
+        if not loopback:
+            raise ValueError(f"hook_http must be a loopback address, not {host}")
+        return host, int(port)
 
     def metrics_host_port(self) -> tuple[str, int]:
         host, sep, port = self.metrics_addr.rpartition(":")

@@ -26,7 +26,7 @@ from typing import Any
 from . import hooklink
 from .config import Settings
 from .errors import AfkError, BadInput
-from .harnesses import SURVIVE_EXIT, is_ours, read_settings
+from .harnesses import SURVIVE_EXIT, is_our_entry, is_ours, read_settings
 
 #: seconds this machine's clock may be off the database's
 CLOCK_SKEW = 2.0
@@ -237,6 +237,8 @@ def _our_commands(hooks: dict[str, Any]) -> dict[str, list[str]]:
                 command = entry.get("command", entry.get("bash"))
                 if isinstance(command, str) and is_ours(command):
                     out.setdefault(event, []).append(command)
+                elif is_our_entry(entry):  # an HTTP hook: its URL stands for it
+                    out.setdefault(event, []).append(f"http {entry.get('url')}")
     return out
 
 
@@ -313,6 +315,8 @@ HARNESS_OF = {"claude": "claude", "codex": "claude"}
 
 
 def _command_problem(command: str, kind: str) -> str | None:
+    if command.startswith("http "):
+        return None  # an HTTP hook: the service answers it (afk doctor's hook-service)
     try:
         words = shlex.split(command.removeprefix(SURVIVE_EXIT))
     except ValueError:

@@ -132,6 +132,61 @@ def claude_settings(afk: str, gate: bool = False, extra: tuple[str, ...] = ()) -
     return {"hooks": hooks}
 
 
+#: the headers a Claude Code HTTP hook sends (each the value of the agent's
+#: variable of that name, listed in allowedEnvVars: the service reads what the
+#: hook would read of its environment from them)
+HTTP_ENV = {
+    "X-Afk-Task-Id": "AFK_TASK_ID",
+    "X-Afk-Task-Token": "AFK_TASK_TOKEN",
+    "X-Afk-Task-Lease": "AFK_TASK_LEASE",
+    "X-Afk-Account": "AFK_ACCOUNT",
+    "X-Afk-Runner-Id": "AFK_RUNNER_ID",
+    "Traceparent": "TRACEPARENT",
+}
+#: the variable that holds an HTTP hook's bearer token (never the token itself
+#: in a settings file that git may track)
+HTTP_TOKEN_ENV = "AFK_HOOK_TOKEN"
+
+
+def claude_http_settings(
+    afk: str, gate: bool, extra: tuple[str, ...], url: str, fail_closed: bool = False
+) -> dict[str, Any]:
+    """Claude Code hook settings over HTTP (``"type": "http"``): every event
+    afk uses posts its payload to the watchdog service at ``url``, but
+    SessionStart, which Claude Code runs only as a command. ``fail_closed``:
+    a PreToolUse that gets no answer blocks the tool call (``onFailure``)."""
+    out = claude_settings(afk, gate, extra)
+    headers = {"Authorization": f"Bearer ${HTTP_TOKEN_ENV}"}
+    headers.update({header: f"${name}" for header, name in HTTP_ENV.items()})
+    for event in EVENT_TABLE:
+        if event.name not in out["hooks"] or event.name == "SessionStart":
+            continue
+        entry: dict[str, Any] = {
+            "type": "http",
+            "url": url.rstrip("/")
+            + "/hooks/claude"
+            + ("?gate=1" if gate and event.gate_only else ""),
+            "headers": headers,
+            "allowedEnvVars": [HTTP_TOKEN_ENV, *HTTP_ENV.values()],
+            "timeout": event.timeout,
+        }
+        if fail_closed and event.name == "PreToolUse":
+            entry["onFailure"] = "block"
+        out["hooks"][event.name][0]["hooks"] = [entry]
+    return out
+
+
+def is_our_entry(entry: Any) -> bool:
+    """A hook entry `afk hooks` wrote: its command, or its HTTP hook."""
+    if not isinstance(entry, dict):
+        return False
+    if entry.get("type") == "http":
+        given = entry.get("headers")
+        auth = given.get("Authorization") if isinstance(given, dict) else None
+        return isinstance(auth, str) and f"${HTTP_TOKEN_ENV}" in auth
+    return is_ours(entry.get("command", entry.get("bash")))
+
+
 def gemini_settings(afk: str, gate: bool = False, extra: tuple[str, ...] = ()) -> dict[str, Any]:
     """Gemini CLI's settings.json hooks: its own event names, timeouts in
     milliseconds, each command told it runs for Gemini (`--harness gemini`:
@@ -292,7 +347,7 @@ def merge_settings(path: Path, ours: dict[str, Any]) -> dict[str, Any]:
                 continue  # a flat entry (Cursor's and Copilot CLI's formats)
             entries = group.get("hooks") if isinstance(group, dict) else None
             if isinstance(entries, list):
-                mine = [h for h in entries if isinstance(h, dict) and is_ours(h.get("command"))]
+                mine = [h for h in entries if is_our_entry(h)]
                 if mine:
                     rest = [h for h in entries if h not in mine]
                     if not rest:

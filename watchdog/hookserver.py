@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Mapping
 from contextlib import suppress
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from . import hooklink, hooks
 from .config import known_env, load_all
 from .db import Database
 from .errors import AfkError, redact
-from .harnesses import HARNESSES
+from .harnesses import HARNESSES, HTTP_ENV
 from .resolve import running_dsn
 
 logger = logging.getLogger(__name__)
@@ -162,6 +163,21 @@ class HookServer:
         with suppress(OSError):  # the hook gave up waiting, or its agent ended it
             conn.sendall(json.dumps(said, ensure_ascii=False).encode())
 
+    def answer_local(self, payload: bytes, harness: str, gate: bool, env: dict[str, str]) -> str:
+        """An HTTP hook's answer: the same hook code, for this service's own
+        database and settings (an HTTP hook names no other)."""
+        settings = load_all(None)
+        try:
+            ctx = hooks.context(hooks.parse_payload(payload), gate, None, harness, env=env)
+        except AfkError:
+            return ""  # (a malformed payload: nothing to say, nothing changed)
+        if ctx is None:
+            return ""
+        said, notes = hooks.respond(ctx, self.dsn, settings, db=self.db)
+        for line in notes:
+            logger.debug("%s", line, extra={"action": "hook"})
+        return _answer_text(said)
+
     def answer(self, request: Any, payload: bytes) -> dict[str, str]:
         """What the hook prints; ``{"fallback": why}`` for a request that is
         not this service's to answer."""
@@ -211,6 +227,10 @@ class HookServer:
         return {"stdout": out, "stderr": "".join(f"{line}\n" for line in notes)}
 
 
+def _answer_text(said: dict[str, Any]) -> str:
+    return json.dumps(said, ensure_ascii=False) if said else ""
+
+
 def _str(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
@@ -223,3 +243,140 @@ def _answers(path: str) -> bool:
         except OSError:
             return False
     return True
+
+
+# -- Claude Code's HTTP hooks ---------------------------------------------------------
+
+#: seconds a connection may take to send its request (a slow one is cut off)
+HTTP_READ_WAIT = 5.0
+#: connections served at once; one more is closed at once (no thread for it)
+HTTP_CONNECTIONS = 64
+
+
+class BoundedHTTPServer(ThreadingHTTPServer):
+    """A thread per connection, :data:`HTTP_CONNECTIONS` at most: many idle
+    or slow connections cannot grow the service's threads without bound."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        self.places = threading.BoundedSemaphore(HTTP_CONNECTIONS)
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.places.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.places.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.places.release()
+
+
+class HttpHooks:
+    """Claude Code's HTTP hooks (``"type": "http"``), answered on a loopback
+    port with the same code as the socket: the bearer token is checked before
+    the body is read (401 and nothing changed without it), a request is bounded
+    in size and time, and a fixed pool of threads answers them."""
+
+    def __init__(self, host: str, port: int, token: str, hooks: HookServer) -> None:
+        self.token, self.hooks = token, hooks
+        self._server: ThreadingHTTPServer | None = None
+        self.address = (host, port)
+
+    def start(self) -> bool:
+        handler = self._handler()
+        try:
+            server = BoundedHTTPServer(self.address, handler)
+        except OSError as exc:
+            logger.warning(
+                "not answering HTTP hooks on %s:%d: %s",
+                *self.address,
+                exc.strerror or exc,
+                extra={"action": "listen"},
+            )
+            return False
+        self._server = server
+        threading.Thread(target=server.serve_forever, name="afk-http-hooks", daemon=True).start()
+        host = f"[{self.address[0]}]" if ":" in self.address[0] else self.address[0]
+        logger.info(
+            "answering HTTP hooks on http://%s:%d/hooks/",
+            host,
+            server.server_address[1],
+            extra={"action": "listen"},
+        )
+        return True
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        hooks = self
+
+        class Handler(BaseHTTPRequestHandler):
+            timeout = HTTP_READ_WAIT  # an idle or slow connection is cut off
+
+            def do_POST(self) -> None:
+                status, body = hooks.handle(self)
+                self._reply(status, body)
+
+            def _reply(self, status: int, body: bytes) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.send_header("Connection", "close")
+                self.end_headers()
+                with suppress(OSError):
+                    self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass  # (the service's own log says what matters)
+
+        return Handler
+
+    def handle(self, request: Any) -> tuple[int, bytes]:
+        """One HTTP hook: (status, body). The body is the hook's answer as its
+        harness reads it (empty: nothing to say)."""
+        import hmac
+        from urllib.parse import parse_qs, urlsplit
+
+        given = request.headers.get("Authorization", "")
+        if not hmac.compare_digest(given.encode(), f"Bearer {self.token}".encode()):
+            return 401, b'{"error": "no or wrong bearer token"}'
+        where = urlsplit(request.path)
+        harness = where.path.removeprefix("/hooks/").strip("/") or "claude"
+        if not where.path.startswith("/hooks/") or harness not in HARNESSES:
+            return 404, b'{"error": "no such hook"}'
+        try:
+            size = int(request.headers.get("Content-Length", ""))
+        except ValueError:
+            return 411, b'{"error": "a Content-Length is needed"}'
+        if not 0 <= size <= hooklink.MAX_PAYLOAD:
+            return 413, b'{"error": "too large"}'
+        try:
+            payload = request.rfile.read(size)
+        except OSError:  # (too slow: the handler's timeout)
+            return 408, b'{"error": "too slow"}'
+        query = parse_qs(where.query)
+        env = {k: v for k, v in os.environ.items() if k in HTTP_BASE_ENV}
+        for header, name in HTTP_ENV.items():
+            value = request.headers.get(header, "")
+            if value.strip():
+                env[name] = value.strip()
+        said = self.hooks.answer_local(payload, harness, "1" in query.get("gate", []), env)
+        return 200, said.encode()
+
+
+#: what a hook over HTTP reads from the service's own environment (the cache
+#: folder, the zone): the rest comes in its headers
+HTTP_BASE_ENV = ("HOME", "TMPDIR", "XDG_RUNTIME_DIR", "TZ", "PATH", "USER")

@@ -23,7 +23,7 @@ from . import hooklink, jobs, systemd, tracing
 from .config import Settings
 from .db import Database
 from .errors import DatabaseError
-from .hookserver import HookServer
+from .hookserver import HookServer, HttpHooks
 from .metrics import Metrics, serve
 from .queue import Queue
 
@@ -207,6 +207,7 @@ class Watchdog:
             )
 
         hook_server = self._hook_server()
+        http_hooks = self._http_hooks()
 
         scheduler = BackgroundScheduler(
             executors={"default": ThreadPoolExecutor(6)},
@@ -262,6 +263,9 @@ class Watchdog:
         server.server_close()
         if hook_server is not None:
             hook_server.stop()
+        if http_hooks is not None:
+            http_hooks.stop()
+            http_hooks.hooks.stop()
         self.close()
         return clean
 
@@ -273,3 +277,17 @@ class Watchdog:
             return None
         hook_server = HookServer(path, self.db.conninfo)
         return hook_server if hook_server.start() else None
+
+    def _http_hooks(self) -> HttpHooks | None:
+        """Claude Code's HTTP hooks on a loopback port (AFK_HOOK_HTTP), off
+        unless set."""
+        s = self.settings.service
+        if not s.hook_http:
+            return None
+        host, port = s.hook_http_host_port()
+        answering = HookServer("", self.db.conninfo)  # (its connections, not its socket)
+        http = HttpHooks(host, port, s.hook_token, answering)
+        if http.start():
+            return http
+        answering.stop()
+        return None

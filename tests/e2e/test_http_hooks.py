@@ -1,0 +1,158 @@
+"""Claude Code's HTTP hooks, answered by the watchdog service on a loopback
+port: the recorded payloads get the same answers as over the command hook,
+the bearer token is checked before anything is read, and a bad, huge, slow
+or idle request costs the service nothing lasting."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+import pytest
+from helpers import TESTS, poll
+from helpers.service import Service, free_port
+
+from watchdog import NewTask
+
+TOKEN = "test-hook-token-0123456789"
+CLAUDE = json.loads((TESTS / "fixtures" / "hooks" / "claude.json").read_text())
+
+
+@pytest.fixture
+def http_service(dsn):
+    port = free_port()
+    service = Service(dsn, AFK_HOOK_HTTP=f"127.0.0.1:{port}", AFK_HOOK_TOKEN=TOKEN)
+    try:
+        poll(lambda: "answering HTTP hooks on" in service.log(), timeout=60)
+    except BaseException:
+        service.cleanup()
+        raise
+    service.hook_url = f"http://127.0.0.1:{port}/hooks/claude"
+    yield service
+    service.cleanup()
+
+
+def post(
+    url: str, payload: Any, env: dict[str, str] | None = None, token: str | None = TOKEN
+) -> tuple[int, Any]:
+    """A hook as Claude Code sends it: the payload as a POST, the headers its
+    settings name filled from the agent's environment."""
+    env = env or {}
+    headers = {"Content-Type": "application/json"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    for header, name in {
+        "X-Afk-Task-Id": "AFK_TASK_ID",
+        "X-Afk-Task-Token": "AFK_TASK_TOKEN",
+        "X-Afk-Task-Lease": "AFK_TASK_LEASE",
+    }.items():
+        headers[header] = env.get(name, "")
+    request = urllib.request.Request(
+        url, data=json.dumps(payload).encode(), headers=headers, method="POST"
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            body = response.read()
+            return response.status, (json.loads(body) if body.strip() else None)
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def matches(expected: Any, got: Any) -> bool:
+    if expected == "*":
+        return isinstance(got, str) and bool(got.strip())
+    if isinstance(expected, dict):
+        return (
+            isinstance(got, dict)
+            and set(got) == set(expected)
+            and all(matches(v, got[k]) for k, v in expected.items())
+        )
+    return bool(expected == got)
+
+
+#: (SessionStart stays a command hook: Claude Code runs no HTTP hook there)
+OVER_HTTP = [c for c in CLAUDE["cases"] if c["payload"].get("hook_event_name") != "SessionStart"]
+
+
+@pytest.mark.parametrize("case", OVER_HTTP, ids=[c["case"] for c in OVER_HTTP])
+def test_a_recorded_payload_gets_the_same_answer_over_http(http_service, queue, sql, case):
+    queue.enqueue("agent", [NewTask("port the parser", {"repo": "acme"})])
+    task = queue.claim("agent", runner="a-supervisor")
+    if case["task"] == "lost":
+        sql.expire(task.id)
+        assert queue.reclaim()
+    url = http_service.hook_url + ("?gate=1" if case.get("gate") else "")
+    env = {"AFK_TASK_ID": str(task.id), "AFK_TASK_LEASE": str(task.token)}
+    status, got = post(url, case["payload"], env)
+    assert status == 200
+    assert matches(case["expect"], got), got
+
+
+def test_without_the_token_nothing_is_read_and_nothing_changes(http_service, queue, sql):
+    queue.enqueue("a", [NewTask("t")])
+    task = queue.claim("a", runner="s-1")
+    before = sql.fingerprint()
+    end = {"session_id": "s-1", "hook_event_name": "SessionEnd", "reason": "logout"}
+    env = {"AFK_TASK_ID": str(task.id), "AFK_TASK_TOKEN": str(task.token)}
+    for token in (None, "wrong", TOKEN + "x"):
+        status, _ = post(http_service.hook_url, end, env, token=token)
+        assert status == 401
+    assert sql.fingerprint() == before
+
+
+def test_a_huge_slow_or_idle_request_costs_the_service_nothing_lasting(http_service, queue, sql):
+    host, port = "127.0.0.1", int(http_service.hook_url.split(":")[2].split("/")[0])
+    # a huge one is refused by its length, before a byte of it is read
+    with socket.create_connection((host, port), timeout=10) as s:
+        s.sendall(
+            b"POST /hooks/claude HTTP/1.1\r\nAuthorization: Bearer " + TOKEN.encode()
+            + b"\r\nContent-Length: 999999999\r\n\r\n"
+        )  # fmt: skip
+        answer = s.recv(200)
+        assert b" 413 " in answer.split(b"\r\n", 1)[0], answer
+    # slow and idle connections are cut off, and many of them block no one
+    idle = [socket.create_connection((host, port), timeout=10) for _ in range(100)]
+    try:
+        began = time.monotonic()
+        status, _ = post(http_service.hook_url, {"hook_event_name": "Notification"})
+        assert status == 200 and time.monotonic() - began < 30
+    finally:
+        for s in idle:
+            s.close()
+
+
+def test_a_hook_address_that_is_not_loopback_is_refused(afk):
+    proc = afk("status", env={"AFK_HOOK_HTTP": "0.0.0.0:18735", "AFK_HOOK_TOKEN": TOKEN})
+    assert proc.returncode == 2 and "must be a loopback address" in proc.stderr, proc.stderr
+    proc = afk("status", env={"AFK_HOOK_HTTP": "127.0.0.1:18735"})
+    assert proc.returncode == 2 and "AFK_HOOK_TOKEN must be set" in proc.stderr, proc.stderr
+
+
+def test_hooks_install_writes_http_entries_with_the_token_by_name_only(afk, tmp_path):
+    path = tmp_path / ".claude" / "settings.json"
+    env = {"AFK_HOOK_HTTP": "127.0.0.1:18735", "AFK_HOOK_TOKEN": TOKEN}
+    proc = afk(
+        "hooks", "claude", "--transport", "http", "--fail-closed", "--install", str(path), env=env
+    )
+    assert proc.returncode == 0, proc.stderr
+    text = path.read_text()
+    assert TOKEN not in text  # the token stays in the environment
+    hooks = json.loads(text)["hooks"]
+    assert hooks["SessionStart"][0]["hooks"][0]["type"] == "command"
+    pre = hooks["PreToolUse"][0]["hooks"][0]
+    assert pre["type"] == "http" and pre["onFailure"] == "block"
+    assert pre["headers"]["Authorization"] == "Bearer $AFK_HOOK_TOKEN"
+    assert "AFK_HOOK_TOKEN" in pre["allowedEnvVars"]
+    assert "onFailure" not in hooks["PostToolUse"][0]["hooks"][0]
+    # installed again, as command hooks: one entry per event, no HTTP one left
+    assert afk("hooks", "claude", "--install", str(path), env=env).returncode == 0
+    again = json.loads(path.read_text())["hooks"]
+    assert all(len(g[0]["hooks"]) == 1 for g in again.values())
+    assert all(g[0]["hooks"][0]["type"] == "command" for g in again.values())
+    # without the service's address, one line
+    bad = afk("hooks", "claude", "--transport", "http")
+    assert bad.returncode == 2 and "AFK_HOOK_HTTP" in bad.stderr
