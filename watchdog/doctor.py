@@ -205,6 +205,8 @@ def check_harness(project: Path, home: Path) -> list[Check]:
                     )
         if not any(c.name == name and not c.ok for c in out):
             out.append(Check(name, True, f"afk's hooks for {', '.join(sorted(ours))}"))
+        if kind == "claude" and _fails_closed(hooks):
+            out.append(check_fail_closed())
         if kind == "codex" and not any(c.name.startswith("codex trust") for c in out):
             out.append(check_codex_trust(home))
         if kind == "codex" and path == project / ".codex" / "hooks.json":
@@ -219,6 +221,54 @@ def check_harness(project: Path, home: Path) -> list[Check]:
             )
         )
     return out
+
+
+#: the first Claude Code that reads an HTTP hook's onFailure (--fail-closed)
+FAIL_CLOSED_SINCE = (2, 1, 295)
+
+
+def _fails_closed(hooks: Any) -> bool:
+    groups = hooks.get("PreToolUse") if isinstance(hooks, dict) else None
+    for group in groups if isinstance(groups, list) else []:
+        entries = group.get("hooks") if isinstance(group, dict) else None
+        for entry in entries if isinstance(entries, list) else []:
+            if isinstance(entry, dict) and entry.get("onFailure") == "block":
+                if is_our_entry(entry):
+                    return True
+    return False
+
+
+def check_fail_closed() -> Check:
+    """`--fail-closed` is `"onFailure": "block"`, which a Claude Code before
+    2.1.295 ignores: its PreToolUse would fail open, silently."""
+    import re
+    import shutil
+    import subprocess
+
+    name = "claude fail-closed"
+    claude = shutil.which("claude")
+    if claude is None:
+        return Check(name, True, "claude is not on PATH here: its version is not checked")
+    try:
+        said = subprocess.run(
+            [claude, "--version"], capture_output=True, text=True, timeout=20
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        said = ""
+    found = re.search(r"(\d+)\.(\d+)\.(\d+)", said)
+    if found is None:
+        return Check(name, True, "claude's version could not be read")
+    version = tuple(int(n) for n in found.groups())
+    shown, needed = ".".join(found.groups()), ".".join(map(str, FAIL_CLOSED_SINCE))
+    if version < FAIL_CLOSED_SINCE:
+        return Check(
+            name,
+            False,
+            f"--fail-closed needs Claude Code {needed} or later; {shown} ignores onFailure "
+            "and lets a tool call through when the service does not answer",
+            "upgrade Claude Code (npm install -g @anthropic-ai/claude-code)",
+        )
+    return Check(name, True, f"Claude Code {shown} blocks a tool call the service does not answer")
 
 
 def _our_commands(hooks: dict[str, Any]) -> dict[str, list[str]]:

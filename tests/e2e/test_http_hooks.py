@@ -156,3 +156,24 @@ def test_hooks_install_writes_http_entries_with_the_token_by_name_only(afk, tmp_
     # without the service's address, one line
     bad = afk("hooks", "claude", "--transport", "http")
     assert bad.returncode == 2 and "AFK_HOOK_HTTP" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    ("version", "ok"), [("2.1.200", False), ("2.1.295", True), ("2.1.332", True)]
+)
+def test_doctor_fails_fail_closed_hooks_under_a_claude_that_ignores_them(
+    afk, tmp_path, version, ok
+):
+    project = tmp_path / "project"
+    env = {"AFK_HOOK_HTTP": "127.0.0.1:18735", "AFK_HOOK_TOKEN": TOKEN}
+    settings = project / ".claude" / "settings.json"
+    args = ["hooks", "claude", "--transport", "http", "--fail-closed", "--install", str(settings)]
+    assert afk(*args, env=env).returncode == 0
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "claude").write_text(f"#!/bin/sh\necho '{version} (Claude Code)'\n")
+    (bin_dir / "claude").chmod(0o755)
+    path = f"{bin_dir}:{afk.env['PATH']}"
+    proc = afk("doctor", "--json", "--project", str(project), env={**env, "PATH": path})
+    (check,) = [c for c in json.loads(proc.stdout) if c["check"] == "claude fail-closed"]
+    assert check["ok"] is ok, check

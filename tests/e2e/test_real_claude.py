@@ -385,3 +385,58 @@ def test_a_real_sessions_write_and_commit_land_in_the_tasks_worktree(
         ["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True
     )
     assert status.stdout == "" and not (repo / "notes.txt").exists()
+
+
+HTTP_TOKEN = "test-hook-token-0123456789"
+
+
+def http_hooked_project(afk: Afk, tmp_path: Path, port: int, *flags: str) -> Path:
+    """A project with afk's hooks installed over HTTP (`--transport http`)."""
+    project = tmp_path / "project"
+    project.mkdir(exist_ok=True)
+    env = {"AFK_HOOK_HTTP": f"127.0.0.1:{port}", "AFK_HOOK_TOKEN": HTTP_TOKEN}
+    installed = afk(
+        "hooks", "claude", "--transport", "http", *flags,
+        "--install", str(project / ".claude/settings.json"), env=env,
+    )  # fmt: skip
+    assert installed.returncode == 0, installed.stderr
+    return project
+
+
+def test_http_hooks_stop_a_real_zombie_and_a_stopped_service_is_fail_open_or_closed(
+    afk, sql, claude, api, tmp_path
+):
+    """The real client posts its hooks to the service: a zombie's Bash call is
+    denied. With the service stopped, the default lets the call through (as
+    the README says the HTTP transport gives up), --fail-closed blocks it."""
+    from helpers.service import Service
+
+    port = free_port()
+    project = http_hooked_project(afk, tmp_path, port)
+    task, env = supervised(afk, tmp_path, api.url, "h", "zombie over http")
+    env["AFK_HOOK_TOKEN"] = HTTP_TOKEN
+    sql.expire(task["id"])
+    afk("reclaim")
+
+    def session(name: str) -> None:
+        api.script = [f"bash:touch {name}", "text:done"]
+        done = subprocess.run(
+            [claude, "-p", "go", "--allowedTools", "Bash"],
+            env=env, cwd=project, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+
+    service = Service(
+        afk.env["AFK_DSN"], AFK_HOOK_HTTP=f"127.0.0.1:{port}", AFK_HOOK_TOKEN=HTTP_TOKEN
+    )
+    try:
+        poll(lambda: "answering HTTP hooks on" in service.log(), timeout=60)
+        session("zombie.txt")
+        assert not (project / "zombie.txt").exists()  # denied over HTTP
+    finally:
+        service.cleanup()
+    session("unguarded.txt")  # no service: fail-open, the call goes through
+    assert (project / "unguarded.txt").exists()
+    http_hooked_project(afk, tmp_path, port, "--fail-closed")
+    session("blocked.txt")  # no service, fail-closed: blocked
+    assert not (project / "blocked.txt").exists()
