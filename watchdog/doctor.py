@@ -232,9 +232,9 @@ def _fails_closed(hooks: Any) -> bool:
     for group in groups if isinstance(groups, list) else []:
         entries = group.get("hooks") if isinstance(group, dict) else None
         for entry in entries if isinstance(entries, list) else []:
-            if isinstance(entry, dict) and entry.get("onFailure") == "block":
-                if is_our_entry(entry):
-                    return True
+            blocks = isinstance(entry, dict) and entry.get("onFailure") == "block"
+            if blocks and is_our_entry(entry):
+                return True
     return False
 
 
