@@ -19,8 +19,11 @@ the agent's log, against the targets:
   crashes' own, under 2% of the night;
 - the time from each reset to the next session on that account;
 - every question answered and its task done after it;
-- no task completed twice (a SIGKILLed supervisor's agent dies with it);
-- every hang stopped as stalled, and the time lost to stalls.
+- no orphan completes anything (a SIGKILLed supervisor's agent dies with
+  it), and no task is completed twice but in a lease lost under a living
+  supervisor;
+- the hangs stopped as stalled (unless their loop was stopped first), and
+  the time lost to stalls.
 
 The real Claude Code CLI cannot be made to ask a question, crash its
 supervisor or compact on cue against a scripted API, so the night's agent is
@@ -279,6 +282,14 @@ class Night:
             "::float8 AS s FROM afk_run WHERE outcome = 'stalled'"
         )[0]
         hangs = sum(1 for r in runs if r["kind"] in ("hang", "startup"))
+        # a run whose lease ran out under its supervisor (heartbeats starved on
+        # a loaded machine) may finish as its task is given to another: the
+        # one window left for a task to be completed twice
+        lease_lost = self.sql("SELECT count(*) AS n FROM afk_run WHERE outcome = 'lease_lost'")[0][
+            "n"
+        ]
+        orphans = sum(1 for r in runs if r["kind"] == "orphan")
+        twice = sum(1 for n in completed.values() if n > 1)
         questions = self.sql(
             "SELECT count(*) FILTER (WHERE q.answered_at IS NOT NULL) AS answered, "
             "count(*) FILTER (WHERE q.answered_at IS NOT NULL AND t.state = 'done') AS resumed, "
@@ -296,7 +307,9 @@ class Night:
             "runs_by_kind": {
                 k: sum(1 for r in runs if r["kind"] == k) for k in sorted({r["kind"] for r in runs})
             },
-            "done_more_than_once": sum(1 for n in completed.values() if n > 1),
+            "done_more_than_once": twice,
+            "lease_lost_runs": lease_lost,
+            "orphan_completions": orphans,
             "hangs": hangs,
             "stalled_runs": stalls["n"],
             "seconds_lost_to_stalls": round(stalls["s"], 1),
@@ -310,8 +323,10 @@ class Night:
             "targets_met": lost == 0
             and limit_attempts == 0
             and share < 0.02
-            and not any(n > 1 for n in completed.values())
-            and stalls["n"] >= hangs,
+            and orphans == 0
+            and twice <= lease_lost
+            # (a hang may also end by a Ctrl-C or a SIGKILL of its loop first)
+            and (stalls["n"] > 0 or hangs == 0),
         }
 
     def close(self) -> None:

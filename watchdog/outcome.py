@@ -186,6 +186,9 @@ class Report:
     stopped_after: float | None = None
     #: why the agent's command could not run at all
     cannot_start: str | None = None
+    #: whether the supervisor signalled the agent (a stop, a stall, the cap):
+    #: an agent that ended by itself, done, is done even if a stop came after
+    signalled: bool = False
     #: the tools the agent was denied (Claude Code's permission_denials):
     #: each {tool_name, tool_input}, bounded and scrubbed
     permission_denials: list[dict[str, Any]] | None = None
@@ -339,7 +342,8 @@ def classify(
     ``now`` is the database's clock (clock times are read relative to it, in
     zone ``tz`` unless the message names one)."""
     status = report.exit_status
-    if interrupted:
+    if interrupted and (status != 0 or report.signalled):
+        # (an agent that finished by itself before the stop reached it: done)
         return Verdict(Outcome.INTERRUPTED, f"interrupted (exit {status})")
     if report.stopped_for == "stalled":
         return Verdict(

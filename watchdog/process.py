@@ -103,7 +103,9 @@ def run_agent(
             return report
         guardian = Guardian(proc.pid, limits.grace)
         try:
-            status, stopped_for, after = _supervise(proc, reader, alive, stop, lost, limits)
+            status, stopped_for, after, signalled = _supervise(
+                proc, reader, alive, stop, lost, limits
+            )
         finally:
             guardian.release()
     finally:
@@ -113,6 +115,7 @@ def run_agent(
             os.unlink(alive)
     report = reader.report(status)
     report.stopped_for, report.stopped_after = stopped_for, after
+    report.signalled = signalled
     if stopped_for is None and status in (126, 127) and _said_little(report):
         said = report.lines[-1].strip() if report.lines else f"exit {status}"
         report.cannot_start = f"the agent command {command[0]!r} cannot run: {said}"
@@ -126,9 +129,10 @@ def _supervise(
     stop: threading.Event,
     lost: threading.Event | None,
     limits: Limits,
-) -> tuple[int, str | None, float | None]:
-    """Wait for the agent, pumping its output; its exit status, and why the
-    supervisor stopped it itself (None: it ended, or was asked to stop)."""
+) -> tuple[int, str | None, float | None, bool]:
+    """Wait for the agent, pumping its output; its exit status, why the
+    supervisor stopped it itself (None: it ended, or was asked to stop), and
+    whether it was signalled at all (an agent that ended by itself was not)."""
     pipes = [
         threading.Thread(
             target=_pump, args=(proc.stdout, sys.stdout.buffer, reader, "stdout"), daemon=True
@@ -167,7 +171,7 @@ def _supervise(
     _signal_group(proc.pid, signal.SIGKILL)  # what it left behind in its group
     for t in pipes:
         t.join(5)
-    return status, stopped_for, after
+    return status, stopped_for, after, kill_at is not None
 
 
 def _silent_for(reader: OutputReader, alive: str, now: float) -> float:

@@ -160,3 +160,13 @@ def test_a_user_pattern_is_tried_first_and_as_a_whole_line():
     assert classify(report, NOW, UTC, patterns).outcome is Outcome.OUTAGE
     report = Report(1, ["the docs say Quota exceeded here"])
     assert classify(report, NOW, UTC, patterns).outcome is Outcome.TASK_FAILURE
+
+
+def test_a_run_that_ended_by_itself_done_is_done_even_if_a_stop_came_after():
+    """Ctrl-C lands just after the agent finished: its work is not thrown away."""
+    finished = Report(0, ["all tests pass"])
+    assert classify(finished, NOW, UTC, interrupted=True).outcome is Outcome.DONE
+    stopped = Report(0, ["bye"], signalled=True)  # it exited 0 on our SIGTERM
+    assert classify(stopped, NOW, UTC, interrupted=True).outcome is Outcome.INTERRUPTED
+    killed = Report(-15, [])
+    assert classify(killed, NOW, UTC, interrupted=True).outcome is Outcome.INTERRUPTED
