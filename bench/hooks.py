@@ -37,7 +37,7 @@ import psycopg
 
 from watchdog import sql
 from watchdog.db import Database
-from watchdog.models import NewTask
+from watchdog.models import NewTask, Task
 from watchdog.queue import Queue
 
 ROOT = Path(__file__).parent.parent
@@ -94,20 +94,30 @@ def main() -> None:
         Path(args.out).write_text(report)
 
 
-@contextmanager
-def service(dsn: str, folder: Path) -> Iterator[str]:
-    """`afk watchdog run` answering hooks on a socket of its own."""
-    path = str(folder / "hook.sock")
+#: the HTTP hooks' token in the benchmark (the service's and the client's)
+HTTP_TOKEN = "bench-hook-token-0123456789"
+
+
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def service(dsn: str, folder: Path, http_port: int) -> Iterator[str]:
+    """`afk watchdog run` answering hooks on a socket of its own, and over
+    HTTP on ``http_port``."""
+    path = str(folder / "hook.sock")
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AFK_")}
     env.update(AFK_DSN=dsn, AFK_HOOK_SOCKET=path, AFK_METRICS_ADDR=f"127.0.0.1:{port}")
+    env.update(AFK_HOOK_HTTP=f"127.0.0.1:{http_port}", AFK_HOOK_TOKEN=HTTP_TOKEN)
     log = open(folder / "service.log", "w")  # noqa: SIM115 - closed below
     proc = subprocess.Popen([AFK, "watchdog", "run"], env=env, stdout=log, stderr=log)
     try:
         deadline = time.monotonic() + 60
-        while "answering hooks on" not in (folder / "service.log").read_text():
+        while "answering HTTP hooks on" not in (folder / "service.log").read_text():
             assert proc.poll() is None and time.monotonic() < deadline, "the service did not start"
             time.sleep(0.05)
         yield path
@@ -171,8 +181,11 @@ def run(dsn: str, runs: int, sessions: int, calls: int) -> str:
         "python -c pass": timed([sys.executable, "-c", "pass"], runs),
         "psql -c (the hook's statement)": timed([psql, dsn, "-qAtc", statement], runs),
     }
-    with service(dsn, folder) as path:
+    http_port = free_port()
+    http_ms: list[float] = []
+    with service(dsn, folder, http_port) as path:
         env = {**base_env, "AFK_HOOK_SOCKET": path}
+        http_ms = http_round_trips(http_port, task, payload("PreToolUse"), 200)
         results |= {
             "**service** PreToolUse, asking the database": timed(
                 hook, runs, fresh("PreToolUse"), env
@@ -184,7 +197,7 @@ def run(dsn: str, runs: int, sessions: int, calls: int) -> str:
                 hook, runs, payload("PostToolUse"), env
             ),
         }
-        sessions_table = claude_sessions(base_env, path, folder, sessions, calls)
+        sessions_table = claude_sessions(base_env, path, http_port, folder, sessions, calls)
     env = {**base_env, "AFK_HOOK_SOCKET": "off"}
     results |= {
         "no service: PreToolUse, asking the database": timed(hook, runs, fresh("PreToolUse"), env),
@@ -200,17 +213,46 @@ def run(dsn: str, runs: int, sessions: int, calls: int) -> str:
     lines += [row(name, ms, base) for name, ms in results.items()]
     q.close()
     shutil.rmtree(folder, ignore_errors=True)
+    http_ms.sort()
+    http = (
+        f"Claude Code's HTTP hook through the service (PreToolUse, verdict cached; a new "
+        f"connection each, {len(http_ms)} round trips): p50 {statistics.median(http_ms):.2f} ms, "
+        f"p99 {http_ms[int(len(http_ms) * 0.99) - 1]:.2f} ms (target p50 <= 5 ms).\n\n"
+    )
     return (
         "\n".join(lines) + f"\n\n{runs} runs each, one after another, on one machine, with the "
-        "installed `afk` script.\n\n" + sessions_table
+        "installed `afk` script.\n\n" + http + sessions_table
     )
 
 
+def http_round_trips(port: int, task: Task, body: bytes, n: int) -> list[float]:
+    """An HTTP hook as Claude Code posts it, ``n`` times: milliseconds each."""
+    import http.client
+
+    headers = {
+        "Authorization": f"Bearer {HTTP_TOKEN}",
+        "Content-Type": "application/json",
+        "X-Afk-Task-Id": str(task.id),
+        "X-Afk-Task-Token": str(task.token),
+    }
+    took = []
+    for _ in range(n):
+        started = time.perf_counter()
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("POST", "/hooks/claude", body=body, headers=headers)
+        answer = conn.getresponse()
+        answer.read()
+        conn.close()
+        assert answer.status == 200, answer.status
+        took.append((time.perf_counter() - started) * 1000)
+    return took
+
+
 def claude_sessions(
-    env: dict[str, str], socket_path: str, folder: Path, sessions: int, calls: int
+    env: dict[str, str], socket_path: str, http_port: int, folder: Path, sessions: int, calls: int
 ) -> str:
-    """Sessions of the real client, interleaved: no hooks, hooks through the
-    service, hooks with no service."""
+    """Sessions of the real client, interleaved: no hooks, command hooks
+    through the service, HTTP hooks, command hooks with no service."""
     sys.path.insert(0, str(ROOT / "tests"))  # the real client's pin, its scripted API
     claude_code = importlib.import_module("helpers.claude_code")
     MessagesAPI = importlib.import_module("helpers.messages_api").MessagesAPI
@@ -233,10 +275,24 @@ def claude_sessions(
         capture_output=True,
     )
     assert installed.returncode == 0, installed.stderr
+    over_http = folder / "over-http"
+    over_http.mkdir()
+    http_env = {**env, "AFK_HOOK_HTTP": f"127.0.0.1:{http_port}", "AFK_HOOK_TOKEN": HTTP_TOKEN}
+    installed = subprocess.run(
+        [AFK, "hooks", "claude", "--transport", "http", "--install",
+         str(over_http / ".claude" / "settings.json")],
+        env=http_env,
+        capture_output=True,
+    )  # fmt: skip
+    assert installed.returncode == 0, installed.stderr
     variants = {
         "without afk's hooks": (bare, {}),
-        "hooks, through the service": (hooked, {"AFK_HOOK_SOCKET": socket_path}),
-        "hooks, no service": (hooked, {"AFK_HOOK_SOCKET": "off"}),
+        "command hooks, through the service": (hooked, {"AFK_HOOK_SOCKET": socket_path}),
+        "HTTP hooks (SessionStart a command)": (
+            over_http,
+            {"AFK_HOOK_SOCKET": socket_path, "AFK_HOOK_TOKEN": HTTP_TOKEN},
+        ),
+        "command hooks, no service": (hooked, {"AFK_HOOK_SOCKET": "off"}),
     }
     took: dict[str, list[float]] = {name: [] for name in variants}
     api = MessagesAPI()
