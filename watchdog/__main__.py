@@ -37,6 +37,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()
         signal.alarm(0)
         return 0
+    if os.environ.get("AFK_HOOK_EXPLAIN") == "1":  # (afk doctor --live asks)
+        why = "it is a StopFailure" if hooklink.unattended(payload) else hooklink.why_not
+        sys.stderr.write(f"afk hook: answered by the database itself: {why}\n")
     from .cli import main as cli_main
 
     return cli_main(argv, payload=payload)

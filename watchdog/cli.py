@@ -1277,6 +1277,12 @@ def _detach() -> bool:
 def configure_doctor(p: Parser) -> None:
     p.add_argument("--json", action="store_true", help="the checks as a JSON list")
     p.add_argument("--project", help="the project folder to look in (default: here)")
+    p.add_argument(
+        "--live",
+        action="store_true",
+        help="fire each installed hook as its agent would, for a task that does not exist: "
+        "each must answer in its shape, in time, through the service",
+    )
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -1294,6 +1300,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             *(["--config", str(Path(args.config).resolve())] if args.config else []),
             *(["--dsn", args.dsn] if args.dsn else []),
         ],
+        live=args.live,
     )
     if args.json:
         emit([c.to_json() for c in checks])

@@ -429,6 +429,7 @@ def run(
     home: Path,
     hook_argv: list[str] | None = None,
     env: Mapping[str, str] | None = None,
+    live: bool = False,
 ) -> list[Check]:
     harness = check_harness(project, home)
     hooked = any(c.ok and c.detail.startswith("afk's hooks") for c in harness)
@@ -439,6 +440,7 @@ def run(
         check_git(dsn),
         *harness,
         *([check_hook_service(hook_argv or [], env)] if hooked else []),
+        *(check_live(project, home, env) if live else []),
     ]
 
 
@@ -468,3 +470,167 @@ def check_git(dsn: str) -> Check:
     if version < workspaces.GIT_NEEDED:
         return Check("git", not in_use, f"git {shown} is older than {needed} (afk review)", fix)
     return Check("git", True, f"git {shown}")
+
+
+# -- afk doctor --live: every installed hook fired as its harness fires it -----------
+
+#: seconds a hook may take before it counts as timed out (the timeout afk writes)
+LIVE_TIMEOUT = 10.0
+
+
+def live_payload(kind: str, event: str, project: Path) -> dict[str, Any]:
+    """A payload of ``event`` as ``kind``'s harness sends it, for no real task."""
+    common = {"session_id": "afk-doctor-live", "hook_event_name": event, "cwd": str(project)}
+    if kind == "cursor":
+        return {
+            "conversation_id": "afk-doctor-live",
+            "hook_event_name": event,
+            "workspace_roots": [str(project)],
+            "command": "true",
+        }
+    tool = {"gemini": "run_shell_command", "copilot": "bash"}.get(kind, "Bash")
+    return {**common, "tool_name": tool, "tool_input": {"command": "true"}}
+
+
+def check_live(project: Path, home: Path, env: Mapping[str, str]) -> list[Check]:
+    """Fire each hook installed in each settings file that holds afk's, as its
+    harness would: the command with a payload on stdin, or the HTTP request
+    with its headers, for a task that does not exist. Each must answer in its
+    harness's shape, in time, and through the service (a command hook that
+    went to the database itself says why)."""
+    import uuid
+
+    out: list[Check] = []
+    fire_env = {
+        **env,
+        "AFK_TASK_ID": str(uuid.uuid4()),  # a task that does not exist
+        "AFK_TASK_TOKEN": "1",
+        "AFK_HOOK_EXPLAIN": "1",
+    }
+    for kind, path in settings_files(project, home):
+        if not path.is_file():
+            continue
+        try:
+            hooks = read_settings(path, comments=kind == "gemini").get("hooks")
+        except BadInput:
+            continue  # (the harness check names it)
+        for event, groups in hooks.items() if isinstance(hooks, dict) else []:
+            for entry in _entries(groups):
+                if not is_our_entry(entry):
+                    continue
+                payload = live_payload(kind, event, project)
+                if entry.get("type") == "http":
+                    out.append(_fire_http(kind, path, event, entry, payload, fire_env))
+                else:
+                    command = str(entry.get("command", entry.get("bash")))
+                    out.append(_fire_command(kind, path, event, command, payload, fire_env))
+    return out
+
+
+def _entries(groups: Any) -> list[Any]:
+    out: list[Any] = []
+    for group in groups if isinstance(groups, list) else []:
+        if isinstance(group, dict) and ("command" in group or "bash" in group):
+            out.append(group)  # a flat entry (Cursor's and Copilot CLI's formats)
+        elif isinstance(group, dict) and isinstance(group.get("hooks"), list):
+            out += group["hooks"]
+    return out
+
+
+def _shaped(stdout: str) -> bool:
+    """An answer a harness reads: nothing, or one JSON object."""
+    if not stdout.strip():
+        return True
+    try:
+        return isinstance(json.loads(stdout), dict)
+    except ValueError:
+        return False
+
+
+def _fire_command(
+    kind: str, path: Path, event: str, command: str, payload: dict[str, Any], env: Any
+) -> Check:
+    import subprocess
+    import time
+
+    name = f"live {kind} {event} ({path.name})"
+    started = time.monotonic()
+    try:
+        proc = subprocess.run(
+            ["sh", "-c", command],
+            input=json.dumps(payload),
+            capture_output=True,
+            text=True,
+            env=dict(env),
+            timeout=LIVE_TIMEOUT,
+        )
+    except subprocess.TimeoutExpired:
+        return Check(
+            name, False, f"timed out after {LIVE_TIMEOUT:g}s", "afk doctor (the hook-service check)"
+        )
+    took = (time.monotonic() - started) * 1000
+    said = [line for line in proc.stderr.splitlines() if "answered by the database itself" in line]
+    if proc.returncode != 0 or not _shaped(proc.stdout):
+        last = (proc.stderr.strip().splitlines() or ["no answer"])[-1]
+        return Check(
+            name,
+            False,
+            f"no answer of its shape (exit {proc.returncode}: {last[:200]})",
+            f"afk hooks {kind} --install {path}",
+        )
+    if said and event not in ("StopFailure",):
+        why = said[-1].split("itself: ", 1)[-1]
+        return Check(
+            name,
+            False,
+            f"answered in {took:.0f} ms by the database, not the service: {why}",
+            "run `afk watchdog run` as this user (deploy/systemd/user/afk-watchdog.service)",
+        )
+    return Check(name, True, f"answered in {took:.0f} ms")
+
+
+def _fire_http(
+    kind: str, path: Path, event: str, entry: dict[str, Any], payload: dict[str, Any], env: Any
+) -> Check:
+    import re
+    import time
+    import urllib.error
+    import urllib.request
+
+    name = f"live {kind} {event} ({path.name}, http)"
+    allowed = set(entry.get("allowedEnvVars") or [])
+
+    def fill(value: str) -> str:  # $VAR and ${VAR}, for the variables it lists only
+        def one(m: re.Match[str]) -> str:
+            var = m.group(1) or m.group(2)
+            return str(env.get(var, "")) if var in allowed else ""
+
+        return re.sub(r"\$\{(\w+)\}|\$(\w+)", one, value)
+
+    headers = {k: fill(str(v)) for k, v in (entry.get("headers") or {}).items()}
+    headers["Content-Type"] = "application/json"
+    url = str(entry.get("url"))
+    request = urllib.request.Request(
+        url, data=json.dumps(payload).encode(), headers=headers, method="POST"
+    )
+    started = time.monotonic()
+    try:
+        with urllib.request.urlopen(
+            request, timeout=float(entry.get("timeout") or LIVE_TIMEOUT)
+        ) as r:
+            body = r.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as exc:
+        hint = " (is AFK_HOOK_TOKEN the service's?)" if exc.code == 401 else ""
+        return Check(name, False, f"{url} answered {exc.code}{hint}", "afk doctor --live again")
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return Check(
+            name,
+            False,
+            f"no service answers on {url} ({reason})",
+            "start the watchdog service with AFK_HOOK_HTTP and AFK_HOOK_TOKEN",
+        )
+    took = (time.monotonic() - started) * 1000
+    if not _shaped(body):
+        return Check(name, False, "its answer is not of its harness's shape", "afk doctor")
+    return Check(name, True, f"answered in {took:.0f} ms by the service")

@@ -350,11 +350,14 @@ def ask(argv: list[str], payload: bytes, env: Mapping[str, str]) -> dict[str, st
 def exchange(argv: list[str], payload: bytes, env: Mapping[str, str]) -> dict[str, object] | None:
     """The service's reply as it came (``{"fallback": why}`` included); None
     when there is no trusted service to ask or it does not answer in time."""
+    global why_not
     path = socket_path(env)
     if path is None:
+        why_not = "AFK_HOOK_SOCKET is off"
         return None
     header = json.dumps({"argv": argv, "env": forwarded(env)}).encode() + b"\n"
     if len(header) > MAX_HEADER:
+        why_not = "its environment is too large to send"
         return None
     try:
         with connect(path) as conn:  # nothing is sent before the peer is checked
@@ -364,17 +367,34 @@ def exchange(argv: list[str], payload: bytes, env: Mapping[str, str]) -> dict[st
             answer = receive(conn, time.monotonic() + ANSWER_WAIT)
     except TimeoutError:  # connected or not, no answer in time: a wedged service
         remember_wedged(path)
+        why_not = f"the service on {path} did not answer in time"
         return None
-    except (OSError, Untrusted, Wedged):
+    except Wedged:
+        why_not = f"the service on {path} did not answer a moment ago"
+        return None
+    except Untrusted as exc:
+        why_not = str(exc)
+        return None
+    except OSError as exc:
+        why_not = f"no service answers on {path} ({exc.strerror or exc})"
         return None
     if answer is None:
         remember_wedged(path)
+        why_not = f"the service on {path} did not answer in time"
         return None
     try:
         said = json.loads(answer)
     except ValueError:
+        why_not = "the service's answer is not JSON"
         return None
+    if isinstance(said, dict) and said.get("fallback") is not None:
+        why_not = f"the service handed it back: {said['fallback']}"
     return said if isinstance(said, dict) else None
+
+
+#: why the last :func:`exchange` got no answer to use (``AFK_HOOK_EXPLAIN=1``
+#: has `afk hook` say it: `afk doctor --live` reads it)
+why_not: str | None = None
 
 
 def receive(conn: socket.socket, deadline: float, limit: int = MAX_PAYLOAD) -> bytes | None:

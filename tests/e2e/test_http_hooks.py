@@ -177,3 +177,73 @@ def test_doctor_fails_fail_closed_hooks_under_a_claude_that_ignores_them(
     proc = afk("doctor", "--json", "--project", str(project), env={**env, "PATH": path})
     (check,) = [c for c in json.loads(proc.stdout) if c["check"] == "claude fail-closed"]
     assert check["ok"] is ok, check
+
+
+def live(afk, project, env: dict[str, str]) -> tuple[int, list[dict[str, Any]]]:
+    proc = afk("doctor", "--live", "--json", "--project", str(project), env=env)
+    checks = [c for c in json.loads(proc.stdout) if c["check"].startswith("live ")]
+    return proc.returncode, checks
+
+
+def test_doctor_live_fires_every_installed_hook(afk, dsn, tmp_path):
+    """A good install answers every event through the service; a stopped
+    service is named with the reason the hooks gave; a hook command that is
+    not executable, and an HTTP hook pointing at a dead port, are named."""
+    project = tmp_path / "project"
+    socket_path = str(tmp_path / "hook.sock")
+    http_port = free_port()
+    env = {
+        "AFK_HOOK_SOCKET": socket_path,
+        "AFK_HOOK_HTTP": f"127.0.0.1:{http_port}",
+        "AFK_HOOK_TOKEN": TOKEN,
+        "HOME": str(tmp_path / "home"),
+    }
+    assert (
+        afk("hooks", "claude", "--install", str(project / ".claude/settings.json")).returncode == 0
+    )
+    service = Service(dsn, **env)
+    try:
+        poll(lambda: "answering HTTP hooks on" in service.log(), timeout=60)
+        code, checks = live(afk, project, env)
+        assert checks and all(c["ok"] for c in checks), checks
+        assert any(c["check"].startswith("live claude PreToolUse") for c in checks)
+        # the same over HTTP
+        args = [
+            "hooks",
+            "claude",
+            "--transport",
+            "http",
+            "--install",
+            str(project / ".claude/settings.json"),
+        ]
+        assert afk(*args, env=env).returncode == 0
+        code, checks = live(afk, project, env)
+        http = [c for c in checks if "http" in c["check"]]
+        assert http and all(c["ok"] for c in http), checks
+    finally:
+        service.cleanup()
+    # the service stopped: the HTTP hooks do not answer, named with their URL
+    code, checks = live(afk, project, env)
+    assert code == 1 and any(f"127.0.0.1:{http_port}" in c["detail"] for c in checks if not c["ok"])
+    # command hooks with the service stopped: answered by the database, and why
+    assert (
+        afk("hooks", "claude", "--install", str(project / ".claude/settings.json")).returncode == 0
+    )
+    code, checks = live(afk, project, env)
+    fallen = [c for c in checks if not c["ok"]]
+    assert (
+        code == 1
+        and fallen
+        and all("by the database, not the service" in c["detail"] for c in fallen)
+    )
+    assert "no service answers on" in fallen[0]["detail"]
+    # a hook command that cannot run
+    settings = project / ".claude" / "settings.json"
+    text = settings.read_text()
+    program = json.loads(text)["hooks"]["PreToolUse"][0]["hooks"][0]["command"].split()[0]
+    broken = tmp_path / "not-executable" / "afk"
+    broken.parent.mkdir()
+    broken.write_text("#!/bin/sh\nexit 0\n")  # (no execute bit)
+    settings.write_text(text.replace(program, str(broken)))
+    code, checks = live(afk, project, env)
+    assert code == 1 and any("no answer of its shape" in c["detail"] for c in checks), checks
