@@ -6,8 +6,6 @@ touches the database (``afk --help``, ``afk hooks``) does not load the driver.
 
 from __future__ import annotations
 
-import importlib
-
 # (not `typing`: a hook answered by the watchdog service loads next to nothing)
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -63,6 +61,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     if name not in _EXPORTS:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    module = __import__(f"{__name__}.{_EXPORTS[name]}", fromlist=[name])
+    value = getattr(module, name)
     globals()[name] = value
     return value

@@ -8,10 +8,13 @@ settings, the database driver) only when the service does not answer.
 
 from __future__ import annotations
 
+import _signal  # type: ignore[import-not-found,unused-ignore]
 import os
-import signal
 import sys
-from collections.abc import Sequence
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # (the hook's process imports no more than it must)
+    from collections.abc import Sequence
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -26,8 +29,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .cli import main as cli_main
 
         return cli_main(argv)
-    signal.signal(signal.SIGALRM, hooklink.give_up)
-    signal.alarm(hooklink.HOOK_DEADLINE)  # the whole run, fast path and fallback alike
+    _signal.signal(_signal.SIGALRM, hooklink.give_up)
+    _signal.alarm(hooklink.HOOK_DEADLINE)  # the whole run, fast path and fallback alike
     hooklink.touch_alive(os.environ)
     payload = hooklink.read_stdin()
     answer = None if hooklink.unattended(payload) else hooklink.ask(argv[1:], payload, os.environ)
@@ -35,7 +38,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write(answer["stdout"])
         sys.stderr.write(answer["stderr"])
         sys.stdout.flush()
-        signal.alarm(0)
+        _signal.alarm(0)
         return 0
     if os.environ.get("AFK_HOOK_EXPLAIN") == "1":  # (afk doctor --live asks)
         why = "it is a StopFailure" if hooklink.unattended(payload) else hooklink.why_not

@@ -35,16 +35,21 @@ with the payload it already read.
 
 from __future__ import annotations
 
+# The hook's process imports these only: C modules where the Python ones
+# would bring enum and re with them (socket, signal, json each cost more
+# than the interpreter's own start); see tests/e2e/test_hook_service.py.
+import _json
+import _socket
 import errno
-import json
 import os
 import select
-import socket
 import stat
-import struct
 import sys
 import time
-from collections.abc import Mapping
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 #: seconds after which `afk hook` gives up and exits 0 (its hook timeouts are 10 s)
 HOOK_DEADLINE = 8
@@ -175,20 +180,21 @@ def through(fd: int, name: str) -> str:
     return f"/proc/self/fd/{fd}/{name}"
 
 
-def peer_uid(conn: socket.socket) -> int | None:
-    """The user of the process at the other end (Linux ``SO_PEERCRED``)."""
+def peer_uid(conn: _socket.socket) -> int | None:
+    """The user of the process at the other end (Linux ``SO_PEERCRED``: pid,
+    uid, gid as native ints)."""
     try:
-        raw = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        raw = conn.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
     except OSError:
         return None
-    return int(struct.unpack("3i", raw)[1])
+    return int.from_bytes(raw[4:8], sys.byteorder)
 
 
 class Wedged(Exception):
     """The service did not answer in time a moment ago: not asked again yet."""
 
 
-def connect(path: str, wait: float = CONNECT_WAIT) -> socket.socket:
+def connect(path: str, wait: float = CONNECT_WAIT) -> _socket.socket:
     """A connection to the service at ``path``, made through its checked
     folder and kept only when the server is this user's. Raises
     :class:`Untrusted`, :class:`Wedged`, or OSError where there is nothing
@@ -202,7 +208,7 @@ def connect(path: str, wait: float = CONNECT_WAIT) -> socket.socket:
         info = os.stat(name, dir_fd=fd, follow_symlinks=False)
         if not stat.S_ISSOCK(info.st_mode) or info.st_uid != uid:
             raise Untrusted(f"{path} is not a socket of this user")
-        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         try:
             conn.settimeout(wait)
             try:
@@ -327,6 +333,8 @@ def unattended(payload: bytes) -> bool:
     payload is not parsed twice on the hot path.)"""
     if b"StopFailure" not in payload:
         return False
+    import json  # (rare: the bytes said StopFailure)
+
     try:
         said = json.loads(payload)
     except ValueError:
@@ -355,16 +363,19 @@ def exchange(argv: list[str], payload: bytes, env: Mapping[str, str]) -> dict[st
     if path is None:
         why_not = "AFK_HOOK_SOCKET is off"
         return None
-    header = json.dumps({"argv": argv, "env": forwarded(env)}).encode() + b"\n"
+    header = encode_request(argv, forwarded(env)) + b"\n"
     if len(header) > MAX_HEADER:
         why_not = "its environment is too large to send"
         return None
     try:
-        with connect(path) as conn:  # nothing is sent before the peer is checked
+        conn = connect(path)  # nothing is sent before the peer is checked
+        try:
             conn.settimeout(ANSWER_WAIT)
             conn.sendall(header + payload)
-            conn.shutdown(socket.SHUT_WR)
+            conn.shutdown(_socket.SHUT_WR)
             answer = receive(conn, time.monotonic() + ANSWER_WAIT)
+        finally:
+            conn.close()
     except TimeoutError:  # connected or not, no answer in time: a wedged service
         remember_wedged(path)
         why_not = f"the service on {path} did not answer in time"
@@ -382,14 +393,71 @@ def exchange(argv: list[str], payload: bytes, env: Mapping[str, str]) -> dict[st
         remember_wedged(path)
         why_not = f"the service on {path} did not answer in time"
         return None
-    try:
-        said = json.loads(answer)
-    except ValueError:
+    said = decode_answer(answer)
+    if said is None:
         why_not = "the service's answer is not JSON"
         return None
-    if isinstance(said, dict) and said.get("fallback") is not None:
+    if said.get("fallback") is not None:
         why_not = f"the service handed it back: {said['fallback']}"
-    return said if isinstance(said, dict) else None
+    return dict(said)
+
+
+def encode_request(argv: list[str], env: Mapping[str, str]) -> bytes:
+    """``{"argv": [...], "env": {...}}`` in JSON, by the C encoder of
+    strings (the json package costs the hook a few milliseconds)."""
+    quote = _json.encode_basestring_ascii
+    args = ",".join(quote(a) for a in argv)
+    pairs = ",".join(f"{quote(k)}:{quote(v)}" for k, v in env.items())
+    return f'{{"argv":[{args}],"env":{{{pairs}}}}}'.encode("ascii")
+
+
+def decode_answer(raw: bytes) -> dict[str, str | None] | None:
+    """The service's answer, a JSON object of strings (or null), read by the
+    C scanner of strings; None for anything else."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    out: dict[str, str | None] = {}
+    i, n = _skip(text, 0), len(text)
+    if i >= n or text[i] != "{":
+        return None
+    i = _skip(text, i + 1)
+    if i < n and text[i] == "}":
+        return out
+    while i < n:
+        if text[i] != '"':
+            return None
+        try:
+            key, i = _json.scanstring(text, i + 1)
+        except ValueError:
+            return None
+        i = _skip(text, i)
+        if i >= n or text[i] != ":":
+            return None
+        i = _skip(text, i + 1)
+        if text.startswith("null", i):
+            value, i = None, i + 4
+        elif i < n and text[i] == '"':
+            try:
+                value, i = _json.scanstring(text, i + 1)
+            except ValueError:
+                return None
+        else:
+            return None
+        out[key] = value
+        i = _skip(text, i)
+        if i < n and text[i] == ",":
+            i = _skip(text, i + 1)
+            continue
+        return out if i < n and text[i] == "}" and _skip(text, i + 1) == n else None
+    return None
+
+
+def _skip(text: str, i: int) -> int:
+    while i < len(text) and text[i] in " \t\r\n":
+        i += 1
+    return i
 
 
 #: why the last :func:`exchange` got no answer to use (``AFK_HOOK_EXPLAIN=1``
@@ -397,7 +465,7 @@ def exchange(argv: list[str], payload: bytes, env: Mapping[str, str]) -> dict[st
 why_not: str | None = None
 
 
-def receive(conn: socket.socket, deadline: float, limit: int = MAX_PAYLOAD) -> bytes | None:
+def receive(conn: _socket.socket, deadline: float, limit: int = MAX_PAYLOAD) -> bytes | None:
     """Everything the peer sends until it closes, within ``deadline``."""
     chunks: list[bytes] = []
     size = 0
