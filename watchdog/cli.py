@@ -952,12 +952,11 @@ def configure_hooks(p: Parser) -> None:
 
 
 def cmd_hooks(args: argparse.Namespace) -> int:
-    import shutil
 
     from . import harnesses
 
-    found = shutil.which("afk") or str(Path(sys.executable).parent / "afk")
-    afk = os.path.abspath(found)
+    # the hooks run afk's entry point by the interpreter this afk runs in
+    afk = os.path.abspath(sys.executable)
     if args.transport == "http" or args.fail_closed:
         ours = http_hook_settings(args, afk)
     else:

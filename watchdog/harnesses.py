@@ -100,14 +100,22 @@ BY_EVENT = {e.name: e for e in EVENT_TABLE}
 SURVIVE_EXIT = "trap '' TERM; exec "
 
 
+#: what a hook command runs: afk's entry point, by the interpreter it is
+#: installed in (``python -I -c HOOK_CODE hook ...``), not the console script,
+#: whose own ``import re`` cost a third of the hook; ``-I``: the agent's folder
+#: (a project with a ``watchdog`` package of its own) and PYTHON* variables
+#: have no say in what it imports
+HOOK_CODE = "import sys; from watchdog.__main__ import main; sys.exit(main())"
+
+
 def hook_command(
-    afk: str, gate: bool = False, survive_exit: bool = False, extra: tuple[str, ...] = ()
+    python: str, gate: bool = False, survive_exit: bool = False, extra: tuple[str, ...] = ()
 ) -> str:
-    """The command of one hook entry; ``extra`` (``--config FILE``, ``--dsn
-    DSN``) makes the hook reach the database the supervisor uses."""
-    command = " ".join(
-        [shlex.quote(afk), "hook", *(shlex.quote(a) for a in extra)] + (["--gate"] if gate else [])
-    )
+    """The command of one hook entry, run by ``python`` (the interpreter afk
+    is installed in); ``extra`` (``--config FILE``, ``--dsn DSN``) makes the
+    hook reach the database the supervisor uses."""
+    words = [shlex.quote(python), "-I", "-c", shlex.quote(HOOK_CODE), "hook"]
+    command = " ".join([*words, *(shlex.quote(a) for a in extra)] + (["--gate"] if gate else []))
     return SURVIVE_EXIT + command if survive_exit else command
 
 
@@ -265,7 +273,16 @@ def is_ours(command: Any) -> bool:
         words = shlex.split(command)
     except ValueError:
         return False
-    return len(words) >= 2 and Path(words[0]).name == "afk" and words[1] == "hook"
+    if len(words) >= 2 and Path(words[0]).name == "afk" and words[1] == "hook":
+        return True  # (as `afk hooks` wrote it before: the console script)
+    return len(words) >= 5 and words[1:5] == ["-I", "-c", HOOK_CODE, "hook"]
+
+
+def hook_words(command: str) -> list[str]:
+    """An installed hook command's words from ``hook`` on (its arguments),
+    whichever way it runs afk."""
+    words = shlex.split(command.removeprefix(SURVIVE_EXIT))
+    return words[words.index("hook") :] if "hook" in words else []
 
 
 #: the largest settings file read (a real one is a few KiB; /dev/zero is endless)

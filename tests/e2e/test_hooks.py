@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -70,9 +72,12 @@ def test_hooks_claude_writes_every_event_with_matchers_absolute_paths_and_timeou
     assert "compact" in settings["SessionStart"][0]["matcher"].split("|")
     for event_name, groups in settings.items():
         (entry,) = groups[0]["hooks"]
-        command = entry["command"].removeprefix("trap '' TERM; exec ").split()
-        assert Path(command[0]).is_absolute() and Path(command[0]).name == "afk", event_name
-        assert command[1:] == ["hook"] and 0 < entry["timeout"] <= 20
+        command = shlex.split(entry["command"].removeprefix("trap '' TERM; exec "))
+        # afk's entry point by the interpreter it is installed in, isolated
+        # (-I: the project's own folder and PYTHON* variables have no say)
+        assert Path(command[0]).is_absolute() and command[0] == sys.executable, event_name
+        assert command[1:3] == ["-I", "-c"] and "watchdog.__main__" in command[3]
+        assert command[4:] == ["hook"] and 0 < entry["timeout"] <= 20
     gated = afk.json("hooks", "claude", "--gate")["hooks"]
     assert gated["Stop"][0]["hooks"][0]["command"].endswith(" hook --gate")
     assert not gated["PreToolUse"][0]["hooks"][0]["command"].endswith("--gate")
