@@ -1,6 +1,6 @@
 """The cost of `afk hook` to the agent, in one run.
 
-1. Process start to exit, as Claude Code runs the installed `afk` script before
+1. Process start to exit, as Claude Code runs the installed hook command before
    and after every tool call: answered by the running watchdog service (the
    fast path), and straight against the database (no service: the fallback),
    beside `python -c pass` and beside `psql -c` running the hook's statement.
@@ -37,6 +37,7 @@ import psycopg
 
 from watchdog import sql
 from watchdog.db import Database
+from watchdog.harnesses import HOOK_CODE
 from watchdog.models import NewTask, Task
 from watchdog.queue import Queue
 
@@ -176,7 +177,8 @@ def run(dsn: str, runs: int, sessions: int, calls: int) -> str:
         from watchdog.embedded import bin_dir
 
         psql = str(bin_dir() / "psql")
-    hook = [AFK, "hook"]
+    # the hook as `afk hooks` installs it: afk's entry point, isolated
+    hook = [sys.executable, "-I", "-c", HOOK_CODE, "hook"]
     results: dict[str, list[float]] = {
         "python -c pass": timed([sys.executable, "-c", "pass"], runs),
         "psql -c (the hook's statement)": timed([psql, dsn, "-qAtc", statement], runs),
@@ -220,8 +222,9 @@ def run(dsn: str, runs: int, sessions: int, calls: int) -> str:
         f"p99 {http_ms[int(len(http_ms) * 0.99) - 1]:.2f} ms (target p50 <= 5 ms).\n\n"
     )
     return (
-        "\n".join(lines) + f"\n\n{runs} runs each, one after another, on one machine, with the "
-        "installed `afk` script.\n\n" + http + sessions_table
+        "\n".join(lines)
+        + f"\n\n{runs} runs each, one after another, on one machine, with the hook "
+        "command as `afk hooks` installs it.\n\n" + http + sessions_table
     )
 
 

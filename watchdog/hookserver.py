@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from . import hooklink, hooks
-from .config import known_env, load_all
+from .config import Settings, known_env, load_all
 from .db import Database
 from .errors import AfkError, redact
 from .harnesses import HARNESSES, HTTP_ENV
@@ -36,6 +36,8 @@ logger = logging.getLogger(__name__)
 
 #: connections kept for hooks, beside the jobs' own
 POOL_SIZE = 4
+#: configurations whose settings are kept (the sessions of one user share a few)
+SETTINGS_KEPT = 32
 
 
 def libpq_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -60,6 +62,9 @@ class HookServer:
         )
         self._server: socketserver.ThreadingUnixStreamServer | None = None
         self._known = set(known_env())
+        #: the settings of the configurations hooks came with (:meth:`_settings`)
+        self._seen: dict[tuple[Any, ...], Settings] = {}
+        self._lock = threading.Lock()
 
     # -- the socket ----------------------------------------------------------
 
@@ -163,10 +168,31 @@ class HookServer:
         with suppress(OSError):  # the hook gave up waiting, or its agent ended it
             conn.sendall(json.dumps(said, ensure_ascii=False).encode())
 
+    def _settings(self, config: str | None, env: dict[str, str]) -> Settings:
+        """:func:`load_all` for one hook's configuration, kept for the next
+        hooks of the same configuration (a session's hooks all share one): a
+        hook is answered in the time of its own work. The file's time is in
+        the key, so an edited config file is read again."""
+        stamp = None
+        if config is not None:
+            with suppress(OSError):
+                stamp = os.stat(config).st_mtime_ns
+        same = {k: v for k, v in env.items() if k not in ("TRACEPARENT", "TRACESTATE")}
+        key = (config, stamp, tuple(sorted(same.items())))
+        with self._lock:
+            found = self._seen.get(key)
+        if found is None:
+            found = load_all(config, env)
+            with self._lock:
+                if len(self._seen) >= SETTINGS_KEPT:
+                    self._seen.pop(next(iter(self._seen)))
+                self._seen[key] = found
+        return found
+
     def answer_local(self, payload: bytes, harness: str, gate: bool, env: dict[str, str]) -> str:
         """An HTTP hook's answer: the same hook code, for this service's own
         database and settings (an HTTP hook names no other)."""
-        settings = load_all(None)
+        settings = self._settings(None, dict(os.environ))
         try:
             ctx = hooks.context(hooks.parse_payload(payload), gate, None, harness, env=env)
         except AfkError:
@@ -195,7 +221,7 @@ class HookServer:
             return {"fallback": "another libpq environment"}
         notes: list[str] = []
         try:
-            settings = load_all(
+            settings = self._settings(
                 _str(args["config"]),
                 {k: v for k, v in env.items() if not k.startswith("AFK_") or k in self._known},
             )
