@@ -431,6 +431,26 @@ def test_http_hooks_stop_a_real_zombie_and_a_stopped_service_is_fail_open_or_clo
     )
     try:
         poll(lambda: "answering HTTP hooks on" in service.log(), timeout=60)
+        # a held task's session: the brief at SessionStart (a command hook),
+        # its Write recorded by PostToolUse over HTTP
+        held, held_env = supervised(afk, tmp_path, api.url, "h2", "held over http")
+        held_env["AFK_HOOK_TOKEN"] = HTTP_TOKEN
+        written = project / "notes.md"
+        api.script = [
+            f'tool:Write:{{"file_path": "{written}", "content": "x"}}',
+            "text:done",
+        ]
+        api.requests.clear()
+        done = subprocess.run(
+            [claude, "-p", "go", "--allowedTools", "Write"],
+            env=held_env, cwd=project, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "# Resume: held over http" in json.dumps(
+            [json.loads(r["body"]) for r in api.requests]
+        )
+        checkpoint = afk.json("show", held["id"])["checkpoint"]
+        assert checkpoint["files_touched"] == [str(written)]
         session("zombie.txt")
         assert not (project / "zombie.txt").exists()  # denied over HTTP
     finally:
