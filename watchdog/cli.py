@@ -274,7 +274,7 @@ def read_jsonl(path: str) -> list[dict[str, Any]]:
             raise BadInput(f"{path}: {exc}; nothing was enqueued") from None
         unknown = (
             set(item)
-            - {"title", "spec", "key", "max_attempts", "budget_usd"}
+            - {"title", "spec", "key", "max_attempts", "budget_usd", "not_before"}
             - set(WORKSPACE_FIELDS)
         )
         if unknown:
@@ -283,6 +283,8 @@ def read_jsonl(path: str) -> list[dict[str, Any]]:
             )
         try:
             ws = workspace_request(**{k: item.pop(k) for k in WORKSPACE_FIELDS if k in item})
+            if "not_before" in item:
+                item.update(not_before_of(item.pop("not_before"), "not_before"))
         except (BadInput, TypeError) as exc:
             raise BadInput(f"{path}: line {number}: {exc}; nothing was enqueued") from None
         if ws is not None:
@@ -336,6 +338,27 @@ def workspace_request(
     )
 
 
+def not_before_of(when: Any, what: str) -> dict[str, Any]:
+    """--not-before as a task takes it: an ISO 8601 time (one without an
+    offset in this machine's zone), or +DURATION from the database's now."""
+    if when is None:
+        return {}
+    if not isinstance(when, str) or not when.strip():
+        raise BadInput(f"{what} must be an ISO 8601 time or +DURATION (+2h, +30m)")
+    text = when.strip()
+    if text.startswith("+"):
+        try:
+            return {"not_before": parse_duration(text[1:])}
+        except BadInput:
+            raise BadInput(f"{what} {text!r} is not +DURATION (+90s, +30m, +2h, +1d)") from None
+    try:
+        return {"not_before": parse_when(text)}
+    except BadInput:
+        raise BadInput(
+            f"{what} {text!r} is not an ISO 8601 time or +DURATION (+2h, +30m)"
+        ) from None
+
+
 def checked_verify(command: str | None) -> str | None:
     if command is not None and not command.strip():
         raise BadInput("--verify is empty: give the command that checks the work")
@@ -359,6 +382,12 @@ def configure_enqueue(p: Parser) -> None:
         dest="budget_usd",
         help="what the task's runs may cost together, US dollars; reached, it waits for a person",
     )
+    p.add_argument(
+        "--not-before",
+        dest="not_before",
+        metavar="WHEN",
+        help="not claimable before then: an ISO 8601 time, or +DURATION (+2h, +30m)",
+    )
     workspace_options(p, branch=True)
     p.add_argument(
         "--file",
@@ -377,6 +406,8 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
         given = [args.repo, args.base, args.branch, args.verify]
         if any(v is not None for v in given) or args.require_changes:
             raise BadInput("--file takes repo, base, branch and verify keys per line")
+        if args.not_before is not None:
+            raise BadInput("--file takes a not_before key per line, not --not-before")
         tasks = read_jsonl(args.file)
     else:
         if args.title is None:
@@ -391,6 +422,7 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
                 "max_attempts": args.max_attempts,
                 "budget_usd": args.budget_usd,
                 **({"workspace": ws} if ws is not None else {}),
+                **not_before_of(args.not_before, "--not-before"),
             }
         ]
     if args.max_attempts is not None:

@@ -180,7 +180,8 @@ class Loop:
                 if claimed.next_at is not None:
                     self.say(
                         f"the next task of {self.o.agent!r} is due at "
-                        f"{self._local(claimed.next_at)} (a retry's backoff); waiting",
+                        f"{self._local(claimed.next_at)} (a retry's backoff or its "
+                        "--not-before); waiting",
                         once=True,
                     )
                     self._nap(claimed.next_at, claimed.db_now)

@@ -85,7 +85,9 @@ class Task:
 
 
 #: the fields of a new task given as a mapping
-NEW_TASK_FIELDS = frozenset({"title", "spec", "key", "max_attempts", "budget_usd", "workspace"})
+NEW_TASK_FIELDS = frozenset(
+    {"title", "spec", "key", "max_attempts", "budget_usd", "workspace", "not_before"}
+)
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,8 @@ class NewTask:
     #: a git worktree of its own: {"repo", "base", "branch", "verify",
     #: "require_changes"} (watchdog.workspaces.request checks one)
     workspace: Mapping[str, Any] | None = None
+    #: not claimable before then: a time, or seconds from now (the database's)
+    not_before: datetime | float | None = None
 
 
 @dataclass(frozen=True)

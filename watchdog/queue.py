@@ -10,6 +10,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any, Literal, NoReturn, overload
 
 from . import tracing
@@ -39,6 +40,7 @@ from .errors import (
 )
 from .fence import explain_fence, fenced
 from .models import (
+    NEW_TASK_FIELDS,
     BatchResult,
     Claimed,
     EffectContext,
@@ -195,7 +197,7 @@ class Queue:
         conn: Connection | None,
         trace_parent: str | None,
     ) -> EnqueueResult:
-        if len(kept) >= COPY_FROM:
+        if len(kept) >= COPY_FROM and not any(t.not_before is not None for t in kept):
             try:
                 return self._enqueue_copy(agent_id, kept, positions, duplicates, conn, trace_parent)
             except Conflict:
@@ -210,6 +212,7 @@ class Queue:
                 "budget_usd": task.budget_usd,
                 "workspace": None if task.workspace is None else dict(task.workspace),
                 "trace_parent": trace_parent,
+                **not_before_fields(task.not_before),
             }
             for n, task in zip(positions, kept, strict=True)
         ]
@@ -301,14 +304,7 @@ class Queue:
         """One task of a batch, checked (the same object when it needs no
         change: a batch of 100k is checked in a blink)."""
         if not isinstance(task, NewTask) and isinstance(task, Mapping):
-            unknown = set(task) - {
-                "title",
-                "spec",
-                "key",
-                "max_attempts",
-                "budget_usd",
-                "workspace",
-            }
+            unknown = set(task) - NEW_TASK_FIELDS
             if unknown:
                 raise BadInput(f"unknown field(s) {sorted(unknown)}")
             task = NewTask(
@@ -318,6 +314,7 @@ class Queue:
                 max_attempts=task.get("max_attempts"),
                 budget_usd=task.get("budget_usd"),
                 workspace=task.get("workspace"),
+                not_before=task.get("not_before"),
             )
         if task.workspace is not None:
             check_workspace(task.workspace)
@@ -1017,6 +1014,26 @@ class Queue:
         obj: dict[str, Any] = dict(value)
         check_json_size(what, obj, self.settings.max_json_bytes)
         return obj
+
+
+def not_before_fields(value: datetime | float | None) -> dict[str, Any]:
+    """A task's start time as the enqueue statement takes it: a time, or
+    seconds from the database's now."""
+    if value is None:
+        return {}
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise BadInput("not_before needs a time zone (an ISO 8601 offset)")
+        if value.year >= 9999:  # afk_held() is the end of year 9999: never claimable
+            raise BadInput("not_before is too far ahead (a task held for good is paused)")
+        return {"not_before_at": value.isoformat()}
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= MAX_START:
+        raise BadInput("not_before must be a time, or seconds from now up to a year")
+    return {"not_before_in": float(value)}
+
+
+#: the furthest ahead a task may be made to start (a year)
+MAX_START = 366 * 86400
 
 
 class Keepalive:

@@ -9,6 +9,7 @@ import json
 import os
 
 import pytest
+from helpers import poll
 
 from watchdog import NewTask
 
@@ -332,3 +333,59 @@ def test_a_token_issued_before_says_the_task_was_claimed_again(afk, sql):
     assert stale.returncode == 4, stale.stderr
     said = f"claimed again since (token {second['token']} replaced {first['token']})"
     assert said in stale.stderr
+
+
+def test_not_before_keeps_a_task_unclaimable_until_then_and_claim_says_when(afk, sql):
+    """Issue 32 item 2: --not-before +2s: claim exits 3 naming next_at, the
+    same time afk show gives, then the task is claimable."""
+    (task_id,) = afk.json(
+        "enqueue", "--agent", "A", "--title", "after the deploy", "--not-before", "+2s"
+    )["enqueued"]
+    waiting = afk("claim", "--agent", "A")
+    assert waiting.returncode == 3, waiting.stderr
+    next_at = json.loads(waiting.stdout)["next_at"]
+    assert next_at == afk.json("show", task_id)["run_after"]
+    ahead = sql.one("SELECT extract(epoch FROM run_after - created_at) FROM afk_task")
+    assert 1.5 < float(ahead) < 2.5
+    poll(lambda: sql.one("SELECT run_after <= now() FROM afk_task"))
+    assert afk.json("claim", "--agent", "A")["id"] == task_id
+
+
+def test_not_before_takes_an_iso_time_and_a_file_line(afk, sql, tmp_path):
+    lines = tmp_path / "backlog.jsonl"
+    lines.write_text(
+        json.dumps({"title": "at two", "not_before": "2099-01-02T02:00:00+00:00"})
+        + "\n"
+        + json.dumps({"title": "now"})
+        + "\n"
+    )
+    afk.json("enqueue", "--agent", "A", "--file", str(lines))
+    afk.json("enqueue", "--agent", "A", "--title", "later", "--not-before", "2099-01-03T02:00Z")
+    rows = sql("SELECT title, run_after FROM afk_task ORDER BY ordinal")
+    assert [(r["title"], r["run_after"] and r["run_after"].isoformat()) for r in rows] == [
+        ("at two", "2099-01-02T02:00:00+00:00"),
+        ("now", None),
+        ("later", "2099-01-03T02:00:00+00:00"),
+    ]
+    assert afk.json("claim", "--agent", "A")["title"] == "now"
+    proc = afk("claim", "--agent", "A")
+    assert proc.returncode == 3
+    assert json.loads(proc.stdout)["next_at"] == "2099-01-02T02:00:00+00:00"
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("tomorrow", "not an ISO 8601 time or +DURATION"),
+        ("+forever", "is not +DURATION"),
+        ("", "must be an ISO 8601 time"),
+        ("+400d", "up to a year"),
+        ("9999-12-31T23:00Z", "too far ahead"),
+    ],
+)
+def test_a_bad_not_before_is_one_line_and_enqueues_nothing(afk, sql, value, message):
+    before = sql.fingerprint()
+    proc = afk("enqueue", "--agent", "A", "--title", "t", "--not-before", value)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert sql.fingerprint() == before

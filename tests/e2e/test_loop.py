@@ -739,3 +739,13 @@ def test_a_done_run_with_denied_tools_is_done_and_keeps_them(night):
     task = night.show(task_id)
     assert task["state"] == "done"
     assert task["runs"][0]["permission_denials"][0]["tool_name"] == "Bash"
+
+
+def test_the_loop_waits_for_a_tasks_start_time_and_then_runs_it(night):
+    """Issue 32 item 2: a task enqueued --not-before +2s is not lost to an
+    empty backlog: the loop says when it is due, sleeps, and runs it."""
+    (task_id,) = night.backlog(1, not_before="+2s")
+    status, _, err = night.run()
+    assert status == 0, err
+    assert "is due at" in err and "--not-before" in err
+    assert night.show(task_id)["state"] == "done"

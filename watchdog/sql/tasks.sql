@@ -18,10 +18,14 @@
 WITH input AS (
     SELECT x.n, x.title, coalesce(x.spec, '{}'::jsonb) AS spec, x.idem_key,
            coalesce(x.max_attempts, %(default_max_attempts)s) AS max_attempts, x.budget_usd,
-           x.workspace, x.trace_parent
+           x.workspace, x.trace_parent,
+           -- not claimable before then (--not-before): a time, or seconds from now
+           coalesce(now() + make_interval(secs => x.not_before_in), x.not_before_at)
+               AS run_after
       FROM jsonb_to_recordset(%(tasks)s::jsonb)
            AS x(n int, title text, spec jsonb, idem_key text, max_attempts int,
-                budget_usd numeric, workspace jsonb, trace_parent text)
+                budget_usd numeric, workspace jsonb, trace_parent text,
+                not_before_in float8, not_before_at timestamptz)
 ), too_big AS (
     SELECT min(n) AS n FROM input WHERE octet_length(spec::text) > %(max_bytes)s
 ), fresh AS (
@@ -37,10 +41,10 @@ WITH input AS (
     RETURNING next_ordinal - (SELECT count(*) FROM fresh) AS first
 ), ins AS (
     INSERT INTO afk_task (agent_id, ordinal, title, spec, idem_key, max_attempts, budget_usd,
-                          workspace, trace_parent)
+                          workspace, trace_parent, run_after)
     SELECT %(agent_id)s, c.first + row_number() OVER (ORDER BY f.n) - 1,
            f.title, f.spec, f.idem_key, f.max_attempts, f.budget_usd, f.workspace,
-           f.trace_parent
+           f.trace_parent, f.run_after
       FROM fresh f CROSS JOIN counter c
     ON CONFLICT (idem_key) DO NOTHING
     RETURNING id, idem_key, ordinal
