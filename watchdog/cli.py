@@ -10,12 +10,14 @@ Exit status: 0 ok, 2 bad usage or input, 3 nothing to claim, 4 lease lost,
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
+import shutil
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -396,6 +398,25 @@ def configure_enqueue(p: Parser) -> None:
     )
 
 
+def check_branches(
+    q: Any, requests: list[Mapping[str, Any] | None], where: Callable[[int], str]
+) -> None:
+    """No two new tasks, nor a new one and an old one, on one branch (git
+    checks a branch out in one worktree only); ``where`` names the line."""
+    from . import workspaces
+
+    named: set[tuple[str, str]] = set()
+    for n, ws in enumerate(requests, 1):
+        if ws is None or not ws.get("branch"):
+            continue
+        if (ws["repo"], ws["branch"]) in named or workspaces.branch_taken(q.db, ws):
+            raise BadInput(
+                f"{where(n)}--branch {ws['branch']} is another task's workspace; "
+                "nothing was enqueued"
+            )
+        named.add((ws["repo"], ws["branch"]))
+
+
 def cmd_enqueue(args: argparse.Namespace) -> int:
     agent = agent_of(args)
     if args.file is not None:
@@ -430,20 +451,11 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
             task.setdefault("max_attempts", args.max_attempts)
     assert agent is not None
     with open_queue(args) as q:
-        from . import workspaces
-
-        named: set[tuple[str, str]] = set()
-        for n, task in enumerate(tasks, 1):
-            ws = task.get("workspace")
-            if ws is None or not ws.get("branch"):
-                continue
-            where = f"{args.file}: line {n}: " if args.file is not None else ""
-            if (ws["repo"], ws["branch"]) in named or workspaces.branch_taken(q.db, ws):
-                raise BadInput(
-                    f"{where}--branch {ws['branch']} is another task's workspace; "
-                    "nothing was enqueued"
-                )
-            named.add((ws["repo"], ws["branch"]))
+        check_branches(
+            q,
+            [task.get("workspace") for task in tasks],
+            lambda n: f"{args.file}: line {n}: " if args.file is not None else "",
+        )
         try:
             result = q.enqueue(agent, tasks)
         except BadInput as exc:
@@ -452,6 +464,130 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
                 raise BadInput(f"{args.file}: {exc}{tail}") from None
             raise
         emit(result.to_json())
+    return EXIT_OK
+
+
+def read_prd_file(path: str) -> tuple[str, str]:
+    """A prd.json's text and file name (bounded: a backlog, not a dump)."""
+    from .backlogs import MAX_PRD_BYTES
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_PRD_BYTES + 1)
+        if len(data) > MAX_PRD_BYTES:
+            raise BadInput(f"{path} is larger than {MAX_PRD_BYTES} bytes: not a prd.json")
+        return data.decode("utf-8"), os.path.basename(path)
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise BadInput(f"cannot read {path}: {reason}") from None
+
+
+def configure_import(p: Parser) -> None:
+    p.description = "Import a backlog written elsewhere as tasks (a re-import adds nothing new)."
+    isub = p.add_subparsers(dest="source", required=True, metavar="SOURCE", parser_class=Parser)
+    prd = isub.add_parser(
+        "prd",
+        parents=[common_options()],
+        help="a Ralph prd.json: a task per user story not passing yet, in priority order",
+    )
+    prd.add_argument("path", metavar="PATH", help="the prd.json")
+    agent_option(prd)
+    prd.add_argument(
+        "--dry-run", action="store_true", help="print the tasks it would enqueue; change nothing"
+    )
+    workspace_options(prd, branch=False)
+    prd.add_argument(
+        "--base", help="the ref the stories' branches start from (default: HEAD at each claim)"
+    )
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from .backlogs import prd_tasks
+    from .models import NewTask
+
+    agent = agent_of(args)
+    assert agent is not None
+    text, name = read_prd_file(args.path)
+    prd = prd_tasks(text, name)
+    tasks = [
+        NewTask(
+            title=t.title,
+            spec=t.spec,
+            key=t.key,
+            workspace=workspace_request(
+                args.repo,
+                args.base,
+                prd.story_branch(t) if args.repo is not None else None,
+                args.verify,
+                args.require_changes,
+            ),
+        )
+        for t in prd.tasks
+    ]
+    if args.dry_run:
+        emit(
+            {
+                "dry_run": True,
+                "tasks": [
+                    {"key": t.key, "title": t.title, "spec": t.spec, "workspace": t.workspace}
+                    for t in tasks
+                ],
+                "passing": prd.passing,
+            }
+        )
+        return EXIT_OK
+    with open_queue(args) as q:
+        known = q.states_by_key(str(t.key) for t in tasks)
+        check_branches(q, [t.workspace for t in tasks if t.key not in known], lambda n: "")
+        result = q.enqueue(agent, tasks)
+    out = {**result.to_json(), "passing": prd.passing}
+    if not result.enqueued and tasks:
+        print(
+            f"afk: nothing new in {args.path}: its {len(tasks)} stories not passing "
+            "are enqueued already",
+            file=sys.stderr,
+        )
+    emit(out)
+    return EXIT_OK
+
+
+def configure_export(p: Parser) -> None:
+    p.description = "Write what is done back where the backlog came from."
+    esub = p.add_subparsers(dest="source", required=True, metavar="SOURCE", parser_class=Parser)
+    prd = esub.add_parser(
+        "prd",
+        parents=[common_options()],
+        help='a Ralph prd.json: "passes": true for each story whose task is done '
+        "(nothing else in the file changes)",
+    )
+    prd.add_argument("path", metavar="PATH", help="the prd.json it was imported from")
+    prd.add_argument(
+        "--dry-run", action="store_true", help="print the stories it would mark; write nothing"
+    )
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from .backlogs import prd_key, prd_with_passes, read_prd, story_ids
+
+    text, name = read_prd_file(args.path)
+    doc, prd_name = read_prd(text, name)
+    ids = story_ids(doc, name)
+    with open_queue(args) as q:
+        states = q.states_by_key(prd_key(prd_name, sid) for sid in ids)
+    done = [sid for sid in ids if states.get(prd_key(prd_name, sid)) == "done"]
+    new_text, flipped = prd_with_passes(text, name, done)
+    if flipped and not args.dry_run:
+        tmp = f"{args.path}.afk-{os.getpid()}.tmp"
+        try:
+            with open(tmp, "w", encoding="utf-8", newline="") as f:
+                f.write(new_text)
+            shutil.copymode(args.path, tmp)
+            os.replace(tmp, args.path)  # whole or not at all
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise BadInput(f"cannot write {args.path}: {exc.strerror or exc}") from None
+    emit({"passes": flipped, "written": bool(flipped) and not args.dry_run})
     return EXIT_OK
 
 
@@ -1523,6 +1659,16 @@ COMMANDS: dict[
         cmd_dead,
         "failed tasks",
         configure_dead,
+    ),
+    "import": (
+        cmd_import,
+        "import a backlog written elsewhere: afk import prd PATH (a Ralph prd.json)",
+        configure_import,
+    ),
+    "export": (
+        cmd_export,
+        "write what is done back: afk export prd PATH (passes: true per done story)",
+        configure_export,
     ),
     "review": (
         cmd_review,

@@ -224,6 +224,8 @@ ZOMBIE_MAY: dict[str, ZombieRule | None] = {
     "watchdog": None,
     "gc": None,  # removes worktrees
     "restore": None,
+    "import": None,  # enqueues
+    "export": None,  # writes a file
 }
 _HELP = frozenset({"-h", "--help"})
 

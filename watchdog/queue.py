@@ -983,6 +983,12 @@ class Queue:
         history: list[dict[str, Any]] = row["history"]
         return Task.from_row(row), history
 
+    def states_by_key(self, keys: Iterable[str]) -> dict[str, str]:
+        """The state of each task of these idempotency keys (a key no task
+        has is left out)."""
+        rows = self.db.all("states_by_key", {"keys": list(keys)})
+        return {r["idem_key"]: r["state"] for r in rows}
+
     def dead(
         self, agent_id: str | None = None, *, since_seconds: float | None = None, limit: int = 1000
     ) -> list[Task]:

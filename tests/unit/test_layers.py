@@ -22,7 +22,7 @@ FLOORS = {
     3: ["config", "process"],
     4: ["db", "checks"],
     5: ["embedded", "models"],
-    6: ["resolve", "fence"],
+    6: ["resolve", "fence", "backlogs"],
     7: ["effects", "workspaces"],
     8: ["queue"],
     9: ["accounts", "agent", "digest", "metrics"],

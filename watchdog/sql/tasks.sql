@@ -343,6 +343,10 @@ SELECT t.*,
   FROM afk_task t
  WHERE t.id = %(id)s;
 
+-- name: states_by_key :many retry
+-- the state of each task a key names (afk export prd: which stories are done)
+SELECT idem_key, state::text AS state FROM afk_task WHERE idem_key = ANY(%(keys)s::text[]);
+
 -- name: dead :many retry
 SELECT * FROM afk_task
  WHERE state = 'failed'

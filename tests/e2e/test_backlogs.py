@@ -1,0 +1,145 @@
+"""A backlog written where people already write it: the README's Ralph
+prd.json imported, re-imported, and its passes exported after two tasks are
+done, against the real database and the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from helpers import require_tool
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def readme_prd() -> str:
+    """The prd.json the README shows (the code block after its heading)."""
+    text = README.read_text()
+    section = text[text.index("**A Ralph `prd.json`.**") :]
+    return re.search(r"```json\n(.*?)```", section, re.S).group(1)  # type: ignore[union-attr]
+
+
+@pytest.fixture
+def prd_file(tmp_path):
+    path = tmp_path / "prd.json"
+    path.write_text(readme_prd())
+    return path
+
+
+def test_the_readmes_prd_is_imported_reimported_and_exported_byte_for_byte(afk, sql, prd_file):
+    original = prd_file.read_bytes()
+    out = afk.json("import", "prd", str(prd_file), "--agent", "night")
+    assert len(out["enqueued"]) == 3 and out["duplicates"] == [] and out["passing"] == ["US-000"]
+    rows = sql("SELECT title, idem_key, spec FROM afk_task ORDER BY ordinal")
+    assert [r["idem_key"] for r in rows] == [
+        "prd:todo-app:US-001",
+        "prd:todo-app:US-002",
+        "prd:todo-app:US-003",
+    ]
+    assert rows[0]["title"] == "Add a priority column to the tasks table"
+    assert rows[0]["spec"]["acceptanceCriteria"][0] == "a migration adds priority (1-3, default 2)"
+    assert rows[0]["spec"]["prd"] == {"name": "todo-app", "story": "US-001", "file": "prd.json"}
+
+    again = afk("import", "prd", str(prd_file), "--agent", "night")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["enqueued"] == []
+    assert sorted(json.loads(again.stdout)["duplicates"]) == [r["idem_key"] for r in rows]
+    assert "nothing new" in again.stderr
+    assert sql.one("SELECT count(*) FROM afk_task") == 3
+
+    assert afk.json("export", "prd", str(prd_file)) == {"passes": [], "written": False}
+    for _ in range(2):  # the first two, in priority order
+        task = afk.json("claim", "--agent", "night")
+        afk.json("done", task["id"], "--token", str(task["token"]))
+    assert afk.json("export", "prd", str(prd_file)) == {
+        "passes": ["US-001", "US-002"],
+        "written": True,
+    }
+    after = prd_file.read_bytes()
+    # byte for byte, but for the two values flipped
+    first, second = [m.start() for m in re.finditer(rb'"passes": false', original)][:2]
+    want = original[:first] + b'"passes": true' + original[first + 15 : second]
+    want += b'"passes": true' + original[second + 15 :]
+    assert after == want
+    stories = {s["id"]: s["passes"] for s in json.loads(after)["userStories"]}
+    assert stories == {"US-001": True, "US-002": True, "US-003": False, "US-000": True}
+    assert afk.json("export", "prd", str(prd_file)) == {"passes": [], "written": False}
+    assert prd_file.read_bytes() == after
+
+
+def test_a_dry_run_prints_the_tasks_and_changes_nothing(afk, sql, prd_file):
+    before = sql.fingerprint()
+    out = afk.json("import", "prd", str(prd_file), "--agent", "night", "--dry-run")
+    assert [t["key"] for t in out["tasks"]] == [
+        "prd:todo-app:US-001",
+        "prd:todo-app:US-002",
+        "prd:todo-app:US-003",
+    ]
+    assert sql.fingerprint() == before
+    original = prd_file.read_bytes()
+    afk.json("import", "prd", str(prd_file), "--agent", "night")
+    task = afk.json("claim", "--agent", "night")
+    afk.json("done", task["id"], "--token", str(task["token"]))
+    assert afk.json("export", "prd", str(prd_file), "--dry-run") == {
+        "passes": ["US-001"],
+        "written": False,
+    }
+    assert prd_file.read_bytes() == original
+
+
+def test_with_a_repository_each_story_gets_a_branch_of_its_own(afk, sql, prd_file, tmp_path):
+    require_tool("git")
+    repo = tmp_path / "repo"
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "T",
+        "GIT_AUTHOR_EMAIL": "t@example.invalid",
+        "GIT_COMMITTER_NAME": "T",
+        "GIT_COMMITTER_EMAIL": "t@example.invalid",
+    }
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True, env=env)
+    subprocess.run(
+        ["git", "commit", "-q", "--allow-empty", "-m", "first"], cwd=repo, check=True, env=env
+    )
+    afk.env["AFK_HOME"] = str(tmp_path / "afk-home")
+    args = ["import", "prd", str(prd_file), "--agent", "night", "--repo", str(repo)]
+    afk.json(*args, "--verify", "true")
+    branches = sql("SELECT workspace->>'branch' AS b FROM afk_task ORDER BY ordinal")
+    assert [r["b"] for r in branches] == [
+        "ralph/priorities-US-001",
+        "ralph/priorities-US-002",
+        "ralph/priorities-US-003",
+    ]
+    # a re-import is not refused for the branches its own tasks hold
+    assert afk.json(*args)["enqueued"] == []
+
+
+@pytest.mark.parametrize(
+    "text, said",
+    [
+        ("{ not json", "is not JSON"),
+        ('{"project": "x"}', "no userStories"),
+        ('{"userStories": [{"title": "no id"}]}', "has no id"),
+        ('{"userStories": [{"id": "a", "title": "t"}, {"id": "a", "title": "u"}]}', "twice"),
+    ],
+)
+def test_a_bad_prd_is_one_line_exit_2_and_enqueues_nothing(afk, sql, tmp_path, text, said):
+    path = tmp_path / "prd.json"
+    path.write_text(text)
+    before = sql.fingerprint()
+    for args in (["import", "prd", str(path), "--agent", "a"], ["export", "prd", str(path)]):
+        proc = afk(*args)
+        assert proc.returncode == 2, proc.stderr
+        assert said in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+        assert proc.stdout == ""
+    assert sql.fingerprint() == before
+    assert path.read_text() == text
+
+
+def test_a_missing_file_is_one_line_exit_2(afk, tmp_path):
+    proc = afk("import", "prd", str(tmp_path / "nope.json"), "--agent", "a")
+    assert proc.returncode == 2 and "cannot read" in proc.stderr

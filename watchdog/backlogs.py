@@ -1,0 +1,183 @@
+"""Backlogs written where people already write them, read into tasks: a
+Ralph ``prd.json`` (``afk import prd``), and its ``passes`` written back
+(``afk export prd``).
+
+Pure: text in, tasks or text out. The CLI enqueues what :func:`prd_tasks`
+gives, and asks the queue which keys are done for :func:`prd_with_passes`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .checks import check_id
+from .errors import BadInput
+from .models import NewTask
+
+#: a prd.json larger than this is not a backlog (and would be read whole)
+MAX_PRD_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Prd:
+    """What a prd.json asks for: a task per story not yet passing, in
+    priority order (lowest number first, then the file's order)."""
+
+    name: str  # its project, else the file's name: the keys' middle part
+    branch: str | None  # its branchName
+    tasks: list[NewTask]
+    passing: list[str]  # the ids of the stories already passing (skipped)
+
+    def story_branch(self, task: NewTask) -> str | None:
+        """The branch of a story's worktree (with ``--repo``): the prd's
+        branchName and the story's id, ``ralph/login-US-001``. Git checks a
+        branch out in one worktree only, so stories worked side by side
+        cannot share the prd's one branch."""
+        if not self.branch:
+            return None
+        return f"{self.branch}-{task.spec['prd']['story']}"
+
+
+def prd_key(name: str, story_id: str) -> str:
+    return f"prd:{name}:{story_id}"
+
+
+def read_prd(text: str, file_name: str) -> tuple[dict[str, Any], str]:
+    """The document and its name, or BadInput naming what is wrong."""
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise BadInput(f"{file_name} is not JSON ({exc})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("userStories"), list):
+        raise BadInput(f"{file_name} has no userStories list: is it a Ralph prd.json?")
+    project = doc.get("project")
+    name = project.strip() if isinstance(project, str) and project.strip() else file_name
+    return doc, check_id("the prd's project", name)
+
+
+def story_ids(doc: Mapping[str, Any], file_name: str) -> list[str]:
+    """Every story's id, as text, each once."""
+    ids: list[str] = []
+    for n, story in enumerate(doc["userStories"], 1):
+        if not isinstance(story, dict):
+            raise BadInput(f"{file_name}: story {n} is not an object")
+        sid = story.get("id")
+        if isinstance(sid, bool) or not isinstance(sid, str | int) or str(sid).strip() == "":
+            raise BadInput(f"{file_name}: story {n} has no id")
+        text = check_id(f"story {n}'s id", str(sid))
+        if text in ids:
+            raise BadInput(f"{file_name}: story id {text!r} is there twice")
+        ids.append(text)
+    return ids
+
+
+def prd_tasks(text: str, file_name: str) -> Prd:
+    """The tasks of a prd.json: one per story whose ``passes`` is not true."""
+    doc, name = read_prd(text, file_name)
+    ids = story_ids(doc, file_name)
+    branch = doc.get("branchName")
+    branch = branch.strip() if isinstance(branch, str) and branch.strip() else None
+    order: list[tuple[float, int, NewTask]] = []
+    passing: list[str] = []
+    for n, (sid, story) in enumerate(zip(ids, doc["userStories"], strict=True)):
+        if story.get("passes") is True:
+            passing.append(sid)
+            continue
+        title = story.get("title")
+        if not isinstance(title, str) or not title.strip():
+            raise BadInput(f"{file_name}: story {sid!r} has no title")
+        priority = story.get("priority")
+        rank = (
+            float(priority)
+            if isinstance(priority, int | float) and not isinstance(priority, bool)
+            else float("inf")
+        )
+        spec = {
+            "prd": {"name": name, "story": sid, "file": file_name},
+            **{
+                k: story[k]
+                for k in ("description", "acceptanceCriteria", "notes", "priority")
+                if k in story
+            },
+        }
+        order.append((rank, n, NewTask(title=title, spec=spec, key=prd_key(name, sid))))
+    order.sort(key=lambda x: (x[0], x[1]))
+    return Prd(name, branch, [t for _, _, t in order], passing)
+
+
+def prd_with_passes(text: str, file_name: str, done: Iterable[str]) -> tuple[str, list[str]]:
+    """The file's text with ``"passes": true`` for the stories ``done`` (by
+    id) that did not pass yet, and the ids flipped. Nothing else changes:
+    only the bytes of those values are replaced (or, for a story without a
+    ``passes`` key, the key added before its closing brace)."""
+    doc, _ = read_prd(text, file_name)
+    ids = story_ids(doc, file_name)
+    wanted = set(done)
+    edits: list[tuple[int, int, str]] = []
+    flipped: list[str] = []
+    for sid, (start, _, spans) in zip(ids, _story_spans(text), strict=True):
+        if sid not in wanted:
+            continue
+        if "passes" in spans:
+            a, b = spans["passes"]
+            if text[a:b] != "true":
+                edits.append((a, b, "true"))
+                flipped.append(sid)
+        else:  # no passes key: add one after its last member
+            last = max((b for _, b in spans.values()), default=None)
+            at = last if last is not None else start + 1
+            edits.append((at, at, ', "passes": true' if last is not None else '"passes": true'))
+            flipped.append(sid)
+    for a, b, new in sorted(edits, reverse=True):
+        text = text[:a] + new + text[b:]
+    return text, flipped
+
+
+_DECODER = json.JSONDecoder()
+_WS = " \t\r\n"
+
+
+def _skip(text: str, i: int) -> int:
+    while i < len(text) and text[i] in _WS:
+        i += 1
+    return i
+
+
+def _members(text: str, i: int) -> Iterable[tuple[str, int, int]]:
+    """Each key of the object opening at ``i``, with its value's span."""
+    i = _skip(text, i + 1)
+    if text[i] == "}":
+        return
+    while True:
+        key, i = _DECODER.raw_decode(text, i)
+        i = _skip(text, _skip(text, i) + 1)  # past the colon
+        start = i
+        _, i = _DECODER.raw_decode(text, i)
+        yield str(key), start, i
+        i = _skip(text, i)
+        if text[i] == "}":
+            return
+        i = _skip(text, i + 1)  # past the comma
+
+
+def _story_spans(text: str) -> list[tuple[int, int, dict[str, tuple[int, int]]]]:
+    """Each story's span and the spans of its members' values, read from
+    the text (the document is known to be valid JSON). A key given twice
+    keeps its last span, as json.loads keeps its last value."""
+    stories: list[tuple[int, int, dict[str, tuple[int, int]]]] = []
+    for key, start, _ in _members(text, _skip(text, 0)):
+        if key != "userStories":
+            continue
+        stories = []
+        i = _skip(text, start + 1)
+        while text[i] != "]":
+            spans = {k: (a, b) for k, a, b in _members(text, i)}
+            _, end = _DECODER.raw_decode(text, i)
+            stories.append((i, end, spans))
+            i = _skip(text, end)
+            if text[i] == ",":
+                i = _skip(text, i + 1)
+    return stories
