@@ -7,6 +7,19 @@ CREATE TYPE public.afk_state AS ENUM (
     'done',
     'failed'
 );
+CREATE FUNCTION public.afk_concurrency_count() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' AND NEW.state = 'running' THEN
+        UPDATE afk_concurrency SET running = running + 1 WHERE key = NEW.concurrency_key;
+        RETURN NEW;
+    END IF;
+    -- a task leaving 'running' (an update), or deleted while running
+    UPDATE afk_concurrency SET running = greatest(running - 1, 0)
+     WHERE key = OLD.concurrency_key;
+    RETURN NULL;
+END $$;
 CREATE FUNCTION public.afk_end_run(p_task uuid, p_token bigint, p_outcome text, p_run jsonb, p_spent boolean) RETURNS integer
     LANGUAGE sql
     AS $$
@@ -145,6 +158,13 @@ CREATE TABLE public.afk_agent (
     agent_id text NOT NULL,
     next_ordinal bigint NOT NULL
 );
+CREATE TABLE public.afk_concurrency (
+    key text NOT NULL,
+    lim integer NOT NULL,
+    running integer DEFAULT 0 NOT NULL,
+    CONSTRAINT afk_concurrency_lim_check CHECK ((lim >= 1)),
+    CONSTRAINT afk_concurrency_running_check CHECK ((running >= 0))
+);
 CREATE TABLE public.afk_digest_delivery (
     destination text NOT NULL,
     kind text DEFAULT 'digest'::text NOT NULL,
@@ -255,6 +275,7 @@ CREATE TABLE public.afk_task (
     budget_usd numeric,
     workspace jsonb,
     trace_parent text,
+    concurrency_key text,
     CONSTRAINT afk_task_running_has_lease CHECK (((state <> 'running'::public.afk_state) OR (lease_until IS NOT NULL)))
 );
 CREATE TABLE public.afk_task_effect (
@@ -309,6 +330,8 @@ ALTER TABLE ONLY public.afk_account_park
     ADD CONSTRAINT afk_account_park_pkey PRIMARY KEY (id);
 ALTER TABLE ONLY public.afk_agent
     ADD CONSTRAINT afk_agent_pkey PRIMARY KEY (agent_id);
+ALTER TABLE ONLY public.afk_concurrency
+    ADD CONSTRAINT afk_concurrency_pkey PRIMARY KEY (key);
 ALTER TABLE ONLY public.afk_digest_delivery
     ADD CONSTRAINT afk_digest_delivery_pkey PRIMARY KEY (destination, kind, period);
 ALTER TABLE ONLY public.afk_leader
@@ -345,6 +368,8 @@ CREATE INDEX afk_task_lease_idx ON public.afk_task USING btree (lease_until) WHE
 CREATE INDEX afk_task_paused_idx ON public.afk_task USING btree (agent_id, updated_at) WHERE (state = 'paused'::public.afk_state);
 CREATE UNIQUE INDEX afk_workspace_branch ON public.afk_workspace USING btree (repo, branch) WHERE (removed_at IS NULL);
 CREATE INDEX afk_workspace_port ON public.afk_workspace USING btree (port) WHERE (removed_at IS NULL);
+CREATE TRIGGER afk_concurrency_delete AFTER DELETE ON public.afk_task FOR EACH ROW WHEN (((old.concurrency_key IS NOT NULL) AND (old.state = 'running'::public.afk_state))) EXECUTE FUNCTION public.afk_concurrency_count();
+CREATE TRIGGER afk_concurrency_update AFTER UPDATE OF state ON public.afk_task FOR EACH ROW WHEN (((new.concurrency_key IS NOT NULL) AND (old.state IS DISTINCT FROM new.state) AND ((old.state = 'running'::public.afk_state) OR (new.state = 'running'::public.afk_state)))) EXECUTE FUNCTION public.afk_concurrency_count();
 CREATE TRIGGER afk_task_event_no_update BEFORE UPDATE ON public.afk_task_event FOR EACH ROW EXECUTE FUNCTION public.afk_task_event_append_only();
 CREATE TRIGGER afk_task_history BEFORE UPDATE ON public.afk_task FOR EACH ROW WHEN (((new.state IS DISTINCT FROM old.state) OR (new.lease_token IS DISTINCT FROM old.lease_token) OR (new.change_reason IS NOT NULL) OR (new.change_error IS NOT NULL) OR (new.change_by IS NOT NULL))) EXECUTE FUNCTION public.afk_task_history();
 ALTER TABLE ONLY public.afk_question

@@ -276,7 +276,16 @@ def read_jsonl(path: str) -> list[dict[str, Any]]:
             raise BadInput(f"{path}: {exc}; nothing was enqueued") from None
         unknown = (
             set(item)
-            - {"title", "spec", "key", "max_attempts", "budget_usd", "not_before"}
+            - {
+                "title",
+                "spec",
+                "key",
+                "max_attempts",
+                "budget_usd",
+                "not_before",
+                "concurrency_key",
+                "concurrency_limit",
+            }
             - set(WORKSPACE_FIELDS)
         )
         if unknown:
@@ -390,6 +399,21 @@ def configure_enqueue(p: Parser) -> None:
         metavar="WHEN",
         help="not claimable before then: an ISO 8601 time, or +DURATION (+2h, +30m)",
     )
+    p.add_argument(
+        "--concurrency-key",
+        dest="concurrency_key",
+        metavar="KEY",
+        help="a shared thing it uses (repo:app): one task of a key runs at a time, "
+        "across agents and runners",
+    )
+    p.add_argument(
+        "--concurrency-limit",
+        dest="concurrency_limit",
+        metavar="N",
+        type=int,
+        help="how many tasks of its key may run at once (default 1; the key's first "
+        "enqueued limit stands)",
+    )
     workspace_options(p, branch=True)
     p.add_argument(
         "--file",
@@ -429,6 +453,11 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
             raise BadInput("--file takes repo, base, branch and verify keys per line")
         if args.not_before is not None:
             raise BadInput("--file takes a not_before key per line, not --not-before")
+        if args.concurrency_key is not None or args.concurrency_limit is not None:
+            raise BadInput(
+                "--file takes concurrency_key and concurrency_limit keys per line, "
+                "not --concurrency-key"
+            )
         tasks = read_jsonl(args.file)
     else:
         if args.title is None:
@@ -444,6 +473,8 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
                 "budget_usd": args.budget_usd,
                 **({"workspace": ws} if ws is not None else {}),
                 **not_before_of(args.not_before, "--not-before"),
+                "concurrency_key": args.concurrency_key,
+                "concurrency_limit": args.concurrency_limit,
             }
         ]
     if args.max_attempts is not None:

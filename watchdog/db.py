@@ -438,7 +438,11 @@ class Database:
                 lost = (not sent and not isinstance(cause, pg_errors.QueryCanceled)) or (
                     isinstance(cause, psycopg.Error) and _connection_lost(cause)
                 )
-                if not lost or (sent and not statement.retry) or not self._reached:
+                # a deadlock rolled the statement back (autocommit): it may
+                # always run again (two finishes of tasks of two concurrency
+                # keys, each claiming a task of the other's, can cross)
+                undone = isinstance(cause, pg_errors.DeadlockDetected)
+                if not undone and (not lost or (sent and not statement.retry) or not self._reached):
                     raise
                 now = time.monotonic()
                 deadline = deadline or now + self.retry_for

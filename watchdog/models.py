@@ -44,6 +44,8 @@ class Task:
     workspace: dict[str, Any] | None = None
     #: the W3C traceparent of the span that enqueued it (tracing on)
     trace_parent: str | None = None
+    #: at most its key's limit of tasks of one key run at a time (0019)
+    concurrency_key: str | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> Task:
@@ -70,6 +72,7 @@ class Task:
             budget_usd=None if row.get("budget_usd") is None else float(row["budget_usd"]),
             workspace=row.get("workspace"),
             trace_parent=row.get("trace_parent"),
+            concurrency_key=row.get("concurrency_key"),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -86,7 +89,17 @@ class Task:
 
 #: the fields of a new task given as a mapping
 NEW_TASK_FIELDS = frozenset(
-    {"title", "spec", "key", "max_attempts", "budget_usd", "workspace", "not_before"}
+    {
+        "title",
+        "spec",
+        "key",
+        "max_attempts",
+        "budget_usd",
+        "workspace",
+        "not_before",
+        "concurrency_key",
+        "concurrency_limit",
+    }
 )
 
 
@@ -103,6 +116,11 @@ class NewTask:
     workspace: Mapping[str, Any] | None = None
     #: not claimable before then: a time, or seconds from now (the database's)
     not_before: datetime | float | None = None
+    #: a shared thing it uses (``repo:app``): at most the key's limit of
+    #: tasks of one key run at a time, across agents and runners
+    concurrency_key: str | None = None
+    #: that limit (default 1), set by the key's first task: later ones keep it
+    concurrency_limit: int | None = None
 
 
 @dataclass(frozen=True)

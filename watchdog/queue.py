@@ -3,6 +3,7 @@ runs one statement, and never keeps a transaction open while a task runs."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import socket
@@ -197,7 +198,8 @@ class Queue:
         conn: Connection | None,
         trace_parent: str | None,
     ) -> EnqueueResult:
-        if len(kept) >= COPY_FROM and not any(t.not_before is not None for t in kept):
+        plain = all(t.not_before is None and t.concurrency_key is None for t in kept)
+        if len(kept) >= COPY_FROM and plain:
             try:
                 return self._enqueue_copy(agent_id, kept, positions, duplicates, conn, trace_parent)
             except Conflict:
@@ -213,6 +215,8 @@ class Queue:
                 "workspace": None if task.workspace is None else dict(task.workspace),
                 "trace_parent": trace_parent,
                 **not_before_fields(task.not_before),
+                "concurrency_key": task.concurrency_key,
+                "concurrency_limit": task.concurrency_limit,
             }
             for n, task in zip(positions, kept, strict=True)
         ]
@@ -315,9 +319,19 @@ class Queue:
                 budget_usd=task.get("budget_usd"),
                 workspace=task.get("workspace"),
                 not_before=task.get("not_before"),
+                concurrency_key=task.get("concurrency_key"),
+                concurrency_limit=task.get("concurrency_limit"),
             )
         if task.workspace is not None:
             check_workspace(task.workspace)
+        if task.concurrency_key is not None:
+            check_id("concurrency key", task.concurrency_key)
+        if task.concurrency_limit is not None:
+            lim = task.concurrency_limit
+            if task.concurrency_key is None:
+                raise BadInput("a concurrency limit goes with a concurrency key")
+            if isinstance(lim, bool) or not isinstance(lim, int) or not 1 <= lim <= 10_000:
+                raise BadInput("concurrency limit must be a whole number from 1 to 10000")
         check_text("title", task.title)
         if task.key is not None:
             check_id("key", task.key)
@@ -335,7 +349,7 @@ class Queue:
             check_budget(task.budget_usd)
         if is_dict:
             return task
-        return NewTask(task.title, dict(task.spec), task.key, max_attempts, task.budget_usd)
+        return dataclasses.replace(task, spec=dict(task.spec))
 
     # -- workers ----------------------------------------------------------
 

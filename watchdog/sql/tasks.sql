@@ -21,11 +21,13 @@ WITH input AS (
            x.workspace, x.trace_parent,
            -- not claimable before then (--not-before): a time, or seconds from now
            coalesce(now() + make_interval(secs => x.not_before_in), x.not_before_at)
-               AS run_after
+               AS run_after,
+           x.concurrency_key, x.concurrency_limit
       FROM jsonb_to_recordset(%(tasks)s::jsonb)
            AS x(n int, title text, spec jsonb, idem_key text, max_attempts int,
                 budget_usd numeric, workspace jsonb, trace_parent text,
-                not_before_in float8, not_before_at timestamptz)
+                not_before_in float8, not_before_at timestamptz,
+                concurrency_key text, concurrency_limit int)
 ), too_big AS (
     SELECT min(n) AS n FROM input WHERE octet_length(spec::text) > %(max_bytes)s
 ), fresh AS (
@@ -39,12 +41,19 @@ WITH input AS (
     ON CONFLICT (agent_id) DO UPDATE
         SET next_ordinal = a.next_ordinal + EXCLUDED.next_ordinal - 1
     RETURNING next_ordinal - (SELECT count(*) FROM fresh) AS first
+), keys AS (
+    -- each concurrency key's limit: the first enqueued stands (migration 0019)
+    INSERT INTO afk_concurrency (key, lim)
+    SELECT DISTINCT ON (concurrency_key) concurrency_key, coalesce(concurrency_limit, 1)
+      FROM fresh WHERE concurrency_key IS NOT NULL
+     ORDER BY concurrency_key, n
+    ON CONFLICT (key) DO NOTHING
 ), ins AS (
     INSERT INTO afk_task (agent_id, ordinal, title, spec, idem_key, max_attempts, budget_usd,
-                          workspace, trace_parent, run_after)
+                          workspace, trace_parent, run_after, concurrency_key)
     SELECT %(agent_id)s, c.first + row_number() OVER (ORDER BY f.n) - 1,
            f.title, f.spec, f.idem_key, f.max_attempts, f.budget_usd, f.workspace,
-           f.trace_parent, f.run_after
+           f.trace_parent, f.run_after, f.concurrency_key
       FROM fresh f CROSS JOIN counter c
     ON CONFLICT (idem_key) DO NOTHING
     RETURNING id, idem_key, ordinal
@@ -148,6 +157,14 @@ WITH fin AS (
        AND state IN ('todo', 'paused')
        AND (run_after IS NULL OR run_after <= now())
        AND NOT EXISTS (SELECT 1 FROM own) AND NOT EXISTS (SELECT 1 FROM parked)
+       -- its concurrency key (0019) has room: the key's row locked (a key
+       -- another claimer holds is passed over), the finish above counted out
+       AND (concurrency_key IS NULL OR EXISTS (
+            SELECT 1 FROM afk_concurrency c
+             WHERE c.key = afk_task.concurrency_key
+               AND c.running - (SELECT count(*) FROM fin f WHERE f.concurrency_key = c.key)
+                   < c.lim
+               FOR UPDATE SKIP LOCKED))
      ORDER BY ordinal
      LIMIT 1
        FOR UPDATE SKIP LOCKED
@@ -364,6 +381,9 @@ WITH next AS (
     SELECT id FROM afk_task
      WHERE agent_id = %(agent_id)s AND state IN ('todo', 'paused')
        AND (run_after IS NULL OR run_after <= now())
+       -- a batch takes no task of a concurrency key (one claim at a time
+       -- keeps a key's count; a batch would take several of one key at once)
+       AND concurrency_key IS NULL
      ORDER BY ordinal
      LIMIT %(limit)s
        FOR UPDATE SKIP LOCKED
