@@ -5,7 +5,8 @@ CREATE TYPE public.afk_state AS ENUM (
     'running',
     'paused',
     'done',
-    'failed'
+    'failed',
+    'blocked'
 );
 CREATE FUNCTION public.afk_concurrency_count() RETURNS trigger
     LANGUAGE plpgsql
@@ -18,6 +19,49 @@ BEGIN
     -- a task leaving 'running' (an update), or deleted while running
     UPDATE afk_concurrency SET running = greatest(running - 1, 0)
      WHERE key = OLD.concurrency_key;
+    RETURN NULL;
+END $$;
+CREATE FUNCTION public.afk_dependency_finished() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    -- the dependents locked first, in one order: two dependencies finishing
+    -- at once are serialised here, and the second sees the first (the next
+    -- statement's snapshot is taken after the lock)
+    PERFORM 1 FROM afk_task
+      WHERE id IN (SELECT task_id FROM afk_dependency WHERE dep_id = NEW.id)
+        AND state = 'blocked'
+      ORDER BY id FOR UPDATE;
+    IF NEW.state = 'failed' THEN
+        UPDATE afk_task t
+           SET state = 'failed', last_error = 'dependency failed: ' || NEW.id || ' ' || NEW.title,
+               updated_at = now(), change_reason = 'dependency failed',
+               change_error = 'dependency failed: ' || NEW.id || ' ' || NEW.title
+         WHERE t.id IN (SELECT task_id FROM afk_dependency WHERE dep_id = NEW.id)
+           AND t.state = 'blocked' AND coalesce(t.on_dep_failure, 'cancel') = 'cancel';
+    END IF;
+    UPDATE afk_task t
+       SET state = 'todo', updated_at = now(), change_reason = 'unblocked'
+     WHERE t.id IN (SELECT task_id FROM afk_dependency WHERE dep_id = NEW.id)
+       AND t.state = 'blocked'
+       AND NOT EXISTS (
+           SELECT 1 FROM afk_dependency x LEFT JOIN afk_task d ON d.id = x.dep_id
+            WHERE x.task_id = t.id
+              AND NOT coalesce(d.state = 'done'
+                               OR (d.state = 'failed' AND t.on_dep_failure = 'run'), false));
+    RETURN NULL;
+END $$;
+CREATE FUNCTION public.afk_dependency_resolve() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    WITH resolved AS (
+        UPDATE afk_dependency d SET dep_id = n.id
+          FROM new_rows n
+         WHERE d.dep_id IS NULL AND n.idem_key IS NOT NULL AND d.ref = n.idem_key
+        RETURNING d.dep_id
+    )
+    UPDATE afk_task SET has_dependents = true WHERE id IN (SELECT dep_id FROM resolved);
     RETURN NULL;
 END $$;
 CREATE FUNCTION public.afk_end_run(p_task uuid, p_token bigint, p_outcome text, p_run jsonb, p_spent boolean) RETURNS integer
@@ -105,6 +149,8 @@ BEGIN
     state := 'running'; n := c; exact := true; open_total := open_total + c; RETURN NEXT;
     SELECT count(*) INTO c FROM afk_task t WHERE t.state = 'failed';
     state := 'failed'; n := c; exact := true; open_total := open_total + c; RETURN NEXT;
+    SELECT count(*) INTO c FROM afk_task t WHERE t.state = 'blocked';
+    state := 'blocked'; n := c; exact := true; open_total := open_total + c; RETURN NEXT;
     SELECT reltuples::bigint INTO estimate FROM pg_class WHERE oid = 'afk_task'::regclass;
     state := 'done';
     IF estimate IS NULL OR estimate < exact_below THEN
@@ -164,6 +210,11 @@ CREATE TABLE public.afk_concurrency (
     running integer DEFAULT 0 NOT NULL,
     CONSTRAINT afk_concurrency_lim_check CHECK ((lim >= 1)),
     CONSTRAINT afk_concurrency_running_check CHECK ((running >= 0))
+);
+CREATE TABLE public.afk_dependency (
+    task_id uuid NOT NULL,
+    ref text NOT NULL,
+    dep_id uuid
 );
 CREATE TABLE public.afk_digest_delivery (
     destination text NOT NULL,
@@ -276,6 +327,9 @@ CREATE TABLE public.afk_task (
     workspace jsonb,
     trace_parent text,
     concurrency_key text,
+    on_dep_failure text,
+    has_dependents boolean DEFAULT false NOT NULL,
+    CONSTRAINT afk_task_on_dep_failure_check CHECK ((on_dep_failure = ANY (ARRAY['cancel'::text, 'run'::text, 'hold'::text]))),
     CONSTRAINT afk_task_running_has_lease CHECK (((state <> 'running'::public.afk_state) OR (lease_until IS NOT NULL)))
 );
 CREATE TABLE public.afk_task_effect (
@@ -332,6 +386,8 @@ ALTER TABLE ONLY public.afk_agent
     ADD CONSTRAINT afk_agent_pkey PRIMARY KEY (agent_id);
 ALTER TABLE ONLY public.afk_concurrency
     ADD CONSTRAINT afk_concurrency_pkey PRIMARY KEY (key);
+ALTER TABLE ONLY public.afk_dependency
+    ADD CONSTRAINT afk_dependency_pkey PRIMARY KEY (task_id, ref);
 ALTER TABLE ONLY public.afk_digest_delivery
     ADD CONSTRAINT afk_digest_delivery_pkey PRIMARY KEY (destination, kind, period);
 ALTER TABLE ONLY public.afk_leader
@@ -354,6 +410,8 @@ ALTER TABLE ONLY public.afk_workspace
     ADD CONSTRAINT afk_workspace_pkey PRIMARY KEY (task_id);
 CREATE UNIQUE INDEX afk_account_park_open ON public.afk_account_park USING btree (account) WHERE (cleared_at IS NULL);
 CREATE INDEX afk_account_park_parked_at ON public.afk_account_park USING btree (parked_at);
+CREATE INDEX afk_dependency_dep ON public.afk_dependency USING btree (dep_id);
+CREATE INDEX afk_dependency_forward ON public.afk_dependency USING btree (ref) WHERE (dep_id IS NULL);
 CREATE INDEX afk_digest_delivery_recent_idx ON public.afk_digest_delivery USING btree (updated_at);
 CREATE INDEX afk_question_open ON public.afk_question USING btree (asked_at) WHERE (answered_at IS NULL);
 CREATE INDEX afk_question_task ON public.afk_question USING btree (task_id);
@@ -370,8 +428,14 @@ CREATE UNIQUE INDEX afk_workspace_branch ON public.afk_workspace USING btree (re
 CREATE INDEX afk_workspace_port ON public.afk_workspace USING btree (port) WHERE (removed_at IS NULL);
 CREATE TRIGGER afk_concurrency_delete AFTER DELETE ON public.afk_task FOR EACH ROW WHEN (((old.concurrency_key IS NOT NULL) AND (old.state = 'running'::public.afk_state))) EXECUTE FUNCTION public.afk_concurrency_count();
 CREATE TRIGGER afk_concurrency_update AFTER UPDATE OF state ON public.afk_task FOR EACH ROW WHEN (((new.concurrency_key IS NOT NULL) AND (old.state IS DISTINCT FROM new.state) AND ((old.state = 'running'::public.afk_state) OR (new.state = 'running'::public.afk_state)))) EXECUTE FUNCTION public.afk_concurrency_count();
+CREATE TRIGGER afk_dependency_finished AFTER UPDATE OF state ON public.afk_task FOR EACH ROW WHEN ((new.has_dependents AND (old.state IS DISTINCT FROM new.state) AND (new.state = ANY (ARRAY['done'::public.afk_state, 'failed'::public.afk_state])))) EXECUTE FUNCTION public.afk_dependency_finished();
+CREATE TRIGGER afk_dependency_resolve AFTER INSERT ON public.afk_task REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.afk_dependency_resolve();
 CREATE TRIGGER afk_task_event_no_update BEFORE UPDATE ON public.afk_task_event FOR EACH ROW EXECUTE FUNCTION public.afk_task_event_append_only();
 CREATE TRIGGER afk_task_history BEFORE UPDATE ON public.afk_task FOR EACH ROW WHEN (((new.state IS DISTINCT FROM old.state) OR (new.lease_token IS DISTINCT FROM old.lease_token) OR (new.change_reason IS NOT NULL) OR (new.change_error IS NOT NULL) OR (new.change_by IS NOT NULL))) EXECUTE FUNCTION public.afk_task_history();
+ALTER TABLE ONLY public.afk_dependency
+    ADD CONSTRAINT afk_dependency_dep_id_fkey FOREIGN KEY (dep_id) REFERENCES public.afk_task(id) ON DELETE SET NULL;
+ALTER TABLE ONLY public.afk_dependency
+    ADD CONSTRAINT afk_dependency_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.afk_task(id) ON DELETE CASCADE;
 ALTER TABLE ONLY public.afk_question
     ADD CONSTRAINT afk_question_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.afk_task(id) ON DELETE CASCADE;
 ALTER TABLE ONLY public.afk_run

@@ -285,6 +285,8 @@ def read_jsonl(path: str) -> list[dict[str, Any]]:
                 "not_before",
                 "concurrency_key",
                 "concurrency_limit",
+                "after",
+                "on_dep_failure",
             }
             - set(WORKSPACE_FIELDS)
         )
@@ -400,6 +402,20 @@ def configure_enqueue(p: Parser) -> None:
         help="not claimable before then: an ISO 8601 time, or +DURATION (+2h, +30m)",
     )
     p.add_argument(
+        "--after",
+        action="append",
+        metavar="REF",
+        help="wait until that task is done: a task id or a key (one enqueued later, too); "
+        "give it again for more",
+    )
+    p.add_argument(
+        "--on-dep-failure",
+        dest="on_dep_failure",
+        choices=["cancel", "run", "hold"],
+        help="when a task it waits for fails: cancel (fail too; the default), run (run "
+        "anyway), hold (wait until a person retries it)",
+    )
+    p.add_argument(
         "--concurrency-key",
         dest="concurrency_key",
         metavar="KEY",
@@ -453,6 +469,8 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
             raise BadInput("--file takes repo, base, branch and verify keys per line")
         if args.not_before is not None:
             raise BadInput("--file takes a not_before key per line, not --not-before")
+        if args.after is not None or args.on_dep_failure is not None:
+            raise BadInput("--file takes after and on_dep_failure keys per line, not --after")
         if args.concurrency_key is not None or args.concurrency_limit is not None:
             raise BadInput(
                 "--file takes concurrency_key and concurrency_limit keys per line, "
@@ -475,6 +493,8 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
                 **not_before_of(args.not_before, "--not-before"),
                 "concurrency_key": args.concurrency_key,
                 "concurrency_limit": args.concurrency_limit,
+                "after": args.after,
+                "on_dep_failure": args.on_dep_failure,
             }
         ]
     if args.max_attempts is not None:
@@ -805,6 +825,7 @@ def cmd_show(args: argparse.Namespace) -> int:
                 "history": history,
                 "runs": runs,
                 "questions": q.task_questions(task),
+                "after": q.waits_for(task),
             }
         )
     return EXIT_OK

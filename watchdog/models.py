@@ -4,7 +4,7 @@ a new task, and the results of the batch, effect and reclaim calls."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -46,6 +46,8 @@ class Task:
     trace_parent: str | None = None
     #: at most its key's limit of tasks of one key run at a time (0019)
     concurrency_key: str | None = None
+    #: what it does when a task it waits for fails (0020; None: it waits for none)
+    on_dep_failure: str | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> Task:
@@ -73,6 +75,7 @@ class Task:
             workspace=row.get("workspace"),
             trace_parent=row.get("trace_parent"),
             concurrency_key=row.get("concurrency_key"),
+            on_dep_failure=row.get("on_dep_failure"),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -99,6 +102,8 @@ NEW_TASK_FIELDS = frozenset(
         "not_before",
         "concurrency_key",
         "concurrency_limit",
+        "after",
+        "on_dep_failure",
     }
 )
 
@@ -121,6 +126,12 @@ class NewTask:
     concurrency_key: str | None = None
     #: that limit (default 1), set by the key's first task: later ones keep it
     concurrency_limit: int | None = None
+    #: the tasks it waits for (ids or keys; a key may come later): blocked
+    #: until each is done
+    after: Sequence[str] | None = None
+    #: when one of them fails: "cancel" (the default: it fails too), "run"
+    #: (it runs anyway), or "hold" (it waits until a person retries it)
+    on_dep_failure: str | None = None
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import re
 import socket
 import threading
 import uuid
@@ -198,7 +199,11 @@ class Queue:
         conn: Connection | None,
         trace_parent: str | None,
     ) -> EnqueueResult:
-        plain = all(t.not_before is None and t.concurrency_key is None for t in kept)
+        plain = all(
+            t.not_before is None and t.concurrency_key is None and not t.after for t in kept
+        )
+        if not plain:
+            self._refuse_cycles(kept, conn)
         if len(kept) >= COPY_FROM and plain:
             try:
                 return self._enqueue_copy(agent_id, kept, positions, duplicates, conn, trace_parent)
@@ -217,6 +222,8 @@ class Queue:
                 **not_before_fields(task.not_before),
                 "concurrency_key": task.concurrency_key,
                 "concurrency_limit": task.concurrency_limit,
+                "after": list(task.after) if task.after else None,
+                "on_dep_failure": task.on_dep_failure,
             }
             for n, task in zip(positions, kept, strict=True)
         ]
@@ -237,6 +244,12 @@ class Queue:
         refused = [r["too_big"] for r in result if r["too_big"] is not None]
         if refused:
             self._too_big(refused[0])
+        unknown = [r["missing_ref"] for r in result if r["missing_ref"] is not None]
+        if unknown:
+            raise BadInput(
+                f"task {unknown[0] + 1}: --after names a task id that no task has; "
+                "nothing was enqueued"
+            )
         taken = {r["idem_key"] for r in result if r["idem_key"] is not None}
         duplicates += [t.key for t in kept if t.key is not None and t.key not in taken]
         return EnqueueResult([r["id"] for r in result], duplicates)
@@ -291,6 +304,83 @@ class Queue:
                 self._too_big(positions[copied["too_big"]])  # raises: rolls back
         return EnqueueResult(list(copied["ids"]), duplicates)
 
+    def _refuse_cycles(self, kept: list[NewTask], conn: Connection | None) -> None:
+        """BadInput naming the cycle when a task of the batch would wait for
+        itself: through the batch's own keys, or through tasks enqueued
+        before that wait for a key of this batch. (One read before the
+        enqueue, only for a batch with dependencies.)"""
+        if not any(t.after for t in kept):
+            return
+        batch = {t.key: i for i, t in enumerate(kept) if t.key is not None}
+        outside = {r for t in kept for r in t.after or () if r not in batch}
+        rows = (
+            self.db.all(
+                "dependency_graph",
+                {"ids": [r for r in outside if _UUID.fullmatch(r)], "keys": sorted(outside)},
+                conn,
+            )
+            if outside
+            else []
+        )
+        by_id = {str(r["id"]): r for r in rows}
+        by_key = {r["idem_key"]: r for r in rows if r["idem_key"] is not None}
+
+        def node(ref: str) -> str | None:
+            if ref in batch:
+                return f"b{batch[ref]}"
+            row = by_id.get(ref.lower()) if _UUID.fullmatch(ref) else None
+            row = row or by_key.get(ref)
+            return f"t{row['id']}" if row else None
+
+        def edges(name: str) -> list[str]:
+            if name[0] == "b":
+                refs = kept[int(name[1:])].after or ()
+                return [n for n in map(node, refs) if n is not None]
+            out = []
+            for dep in by_id[name[1:]]["deps"]:
+                if dep["dep_id"] is not None and str(dep["dep_id"]) in by_id:
+                    out.append(f"t{dep['dep_id']}")
+                elif dep["ref"] in batch:
+                    out.append(f"b{batch[dep['ref']]}")
+            return out
+
+        def label(name: str) -> str:
+            if name[0] == "b":
+                t = kept[int(name[1:])]
+                return t.key or t.title
+            row = by_id[name[1:]]
+            return str(row["idem_key"] or row["id"])
+
+        done: set[str] = set()
+        for start in (f"b{i}" for i in range(len(kept))):
+            path: list[str] = []
+            on_path: set[str] = set()
+            stack: list[tuple[str, Iterator[str]]] = []
+            if start in done:
+                continue
+            stack.append((start, iter(edges(start))))
+            path.append(start)
+            on_path.add(start)
+            while stack:
+                name, it = stack[-1]
+                nxt = next(it, None)
+                if nxt is None:
+                    stack.pop()
+                    path.pop()
+                    on_path.discard(name)
+                    done.add(name)
+                elif nxt in on_path:
+                    cycle = [*path[path.index(nxt) :], nxt]
+                    raise BadInput(
+                        "a dependency cycle: "
+                        + " -> ".join(label(n) for n in cycle)
+                        + "; nothing was enqueued"
+                    )
+                elif nxt not in done:
+                    stack.append((nxt, iter(edges(nxt))))
+                    path.append(nxt)
+                    on_path.add(nxt)
+
     def _too_big(self, position: int) -> NoReturn:
         raise BadInput(
             f"task {position + 1}: spec is over the limit of {self.settings.max_json_bytes} "
@@ -321,11 +411,28 @@ class Queue:
                 not_before=task.get("not_before"),
                 concurrency_key=task.get("concurrency_key"),
                 concurrency_limit=task.get("concurrency_limit"),
+                after=task.get("after"),
+                on_dep_failure=task.get("on_dep_failure"),
             )
         if task.workspace is not None:
             check_workspace(task.workspace)
         if task.concurrency_key is not None:
             check_id("concurrency key", task.concurrency_key)
+        if task.after is not None:
+            after = task.after
+            if isinstance(after, str) or not isinstance(after, list | tuple):
+                raise BadInput("after must be a list of task ids or keys")
+            if len(after) > MAX_AFTER:
+                raise BadInput(f"after names more than {MAX_AFTER} tasks")
+            for ref in after:
+                check_id("an after ref", ref)
+            if len(set(after)) != len(after):
+                raise BadInput("after names one task twice")
+        if task.on_dep_failure is not None:
+            if task.on_dep_failure not in ON_DEP_FAILURE:
+                raise BadInput("on_dep_failure must be cancel, run or hold")
+            if not task.after:
+                raise BadInput("on_dep_failure goes with after (the tasks it waits for)")
         if task.concurrency_limit is not None:
             lim = task.concurrency_limit
             if task.concurrency_key is None:
@@ -997,6 +1104,12 @@ class Queue:
         history: list[dict[str, Any]] = row["history"]
         return Task.from_row(row), history
 
+    def waits_for(self, task: TaskRef) -> list[dict[str, Any]]:
+        """What a task waits for: ``ref`` as given, and the ``id``, ``title``
+        and ``state`` of the task it names (None while no task has the key)."""
+        rows = self.db.all("task_after", {"id": task_ref(task, 0)[0]})
+        return [{**r, "id": None if r["id"] is None else str(r["id"])} for r in rows]
+
     def states_by_key(self, keys: Iterable[str]) -> dict[str, str]:
         """The state of each task of these idempotency keys (a key no task
         has is left out)."""
@@ -1050,6 +1163,14 @@ def not_before_fields(value: datetime | float | None) -> dict[str, Any]:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= MAX_START:
         raise BadInput("not_before must be a time, or seconds from now up to a year")
     return {"not_before_in": float(value)}
+
+
+#: how many tasks one task may wait for
+MAX_AFTER = 100
+#: what a dependent does when a task it waits for fails
+ON_DEP_FAILURE = ("cancel", "run", "hold")
+
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
 
 
 #: the furthest ahead a task may be made to start (a year)

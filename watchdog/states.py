@@ -13,6 +13,8 @@ class State(StrEnum):
     PAUSED = "paused"
     DONE = "done"
     FAILED = "failed"
+    #: waiting for the tasks it depends on (migration 0020): no claim takes it
+    BLOCKED = "blocked"
 
 
 #: every state, in the order of the database's enum
@@ -20,7 +22,7 @@ STATES: tuple[str, ...] = tuple(State)
 #: claimable: a claim takes these (when not in a backoff)
 WAITING = frozenset({State.TODO, State.PAUSED})
 #: not finished: what the queue still owes
-OPEN = frozenset({State.TODO, State.RUNNING, State.PAUSED})
+OPEN = frozenset({State.TODO, State.RUNNING, State.PAUSED, State.BLOCKED})
 #: finished for good (until a person retries a failed one)
 FINISHED = frozenset({State.DONE, State.FAILED})
 

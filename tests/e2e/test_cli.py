@@ -65,6 +65,7 @@ def test_a_task_s_life_through_the_cli(afk):
         "paused": 0,
         "done": 1,
         "failed": 0,
+        "blocked": 0,
     }
     shown = afk.json("show", tid)
     assert [h["reason"] for h in shown["history"]] == ["claimed", "done"]

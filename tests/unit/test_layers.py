@@ -91,3 +91,10 @@ def test_no_test_imports_another_test():
                 f"{path.name} imports {n}" for n in names if n.split(".")[0].startswith("test_")
             ]
     assert found == []
+
+
+def test_no_two_test_files_share_a_name():
+    """pytest imports test modules by their base name: two files of one name
+    in two tiers make the second fail to collect (import file mismatch)."""
+    names = [p.name for p in TESTS.rglob("test_*.py")]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
