@@ -377,6 +377,7 @@ class StatusPages:
                 workspace=workspaces.view(queue.db, task.id, task.workspace),
                 questions=queue.task_questions(task_id),
                 effects=queue.effects(task_id),
+                after=queue.waits_for(task_id),
                 brief=resume_brief(queue, str(task_id)),
             ),
         )

@@ -329,3 +329,20 @@ def test_the_nights_tables_read_at_a_desk_and_on_a_phone(afk, queue, service, br
             assert "$4.25" in page.dom  # the table is there, with its numbers
             assert browser.wrapped(cells) == [], (name, width)
             assert not browser.overflows(), (name, width)
+
+
+def test_a_blocked_task_shows_what_it_waits_for(afk, service, browser):
+    (root,) = afk.json("enqueue", "--agent", "night", "--title", "migrate", "--key", "m")[
+        "enqueued"
+    ]
+    (dependent,) = afk.json(
+        "enqueue", "--agent", "night", "--title", "api", "--after", "m", "--after", "later-key"
+    )["enqueued"]
+    dom, log = load(browser, service.url + f"/tasks/{dependent}", "task-blocked.png")
+    assert not log, log
+    text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", dom)).split())
+    for expected in ("blocked", "Waits for", "migrate todo", "later-key : no task has this key"):
+        assert expected in text, (expected, text)
+    assert f'href="/tasks/{root}"' in dom
+    dom, _ = load(browser, service.url + "/", "overview-blocked.png")
+    assert "blocked 1" in " ".join(html.unescape(re.sub(r"<[^>]+>", " ", dom)).split())
