@@ -95,10 +95,45 @@ class FailedTask:
     error: str
     checkpoint_keys: list[str]
     link: str | None
+    #: the tasks that waited for it and were cancelled by its failure
+    #: (on_dep_failure cancel), down the chain: listed under it, not apart
+    cancelled: list[FailedTask] = field(default_factory=list)
 
     @property
     def retry(self) -> str:
         return f"afk retry {self.id}"
+
+
+#: the error of a task cancelled by its dependency's failure (migration 0020)
+_CANCELLED = re.compile(r"dependency failed: ([0-9a-f-]{36}) ")
+
+
+def under_roots(tasks: list[FailedTask]) -> list[FailedTask]:
+    """The failures with each chain cancelled by a failure folded under
+    that root failure: one headline per root, not one per dependent."""
+    by_id = {t.id: t for t in tasks}
+
+    def root_of(t: FailedTask) -> tuple[FailedTask, int]:
+        seen, depth = {t.id}, 0
+        while (m := _CANCELLED.match(t.error or "")) and m.group(1) in by_id:
+            t = by_id[m.group(1)]
+            if t.id in seen:
+                break
+            seen.add(t.id)
+            depth += 1
+        return t, depth
+
+    roots = []
+    folded: dict[str, list[tuple[int, str, FailedTask]]] = defaultdict(list)
+    for t in tasks:
+        root, depth = root_of(t)
+        if root is t:
+            roots.append(t)
+        else:
+            folded[root.id].append((depth, t.title, t))
+    for root in roots:  # nearest first, as the chain goes down
+        root.cancelled = [t for _, _, t in sorted(folded[root.id], key=lambda x: x[:2])]
+    return roots
 
 
 @dataclass
@@ -222,6 +257,7 @@ class Digest:
                 "checkpoint_keys": t.checkpoint_keys,
                 "retry": t.retry,
                 "link": t.link,
+                "cancelled": [{"id": c.id, "title": c.title} for c in t.cancelled],
             }
 
         return {
@@ -286,6 +322,7 @@ def build(
     )
     assert row is not None  # one row of aggregates, always
     groups: dict[tuple[str, str], list[FailedTask]] = defaultdict(list)
+    read: list[FailedTask] = []
     for f in row["failed"]:
         link = None
         if settings.link_template:
@@ -305,6 +342,8 @@ def build(
             checkpoint_keys=list(f["checkpoint_keys"]),
             link=link,
         )
+        read.append(task)
+    for task in under_roots(read):
         groups[(task.agent_id, normalise_error(task.error))].append(task)
     # an agent's groups stay together: agents by their failures, then groups by size
     per_agent: dict[str, int] = defaultdict(int)

@@ -191,3 +191,24 @@ def test_two_dependencies_finishing_at_once_unblock_their_dependent(queue, dsn, 
     assert {r["title"]: r["s"] for r in states if r["title"][0] == "d"} == {
         f"d{i}": "todo" for i in range(pairs)
     }, states
+
+
+def test_the_digest_lists_a_cancelled_chain_under_its_root_failure(afk):
+    root = enqueue(afk, "--title", "root", "--key", "root", "--max-attempts", "1")
+    child = enqueue(afk, "--title", "child", "--after", "root")
+    enqueue(afk, "--title", "grandchild", "--after", child)
+    enqueue(afk, "--title", "waiting", "--after", "a-key-no-task-has")
+    finish(afk, "r", error="ENOSPC: no space left on device")
+    text = afk("digest", "--dry-run", "--format", "text")
+    assert text.returncode == 0, text.stderr
+    heads = [line for line in text.stdout.splitlines() if line.startswith("== ")]
+    assert heads == ["== A: 1 x ENOSPC: no space left on device"], text.stdout
+    assert "cancelled with it (2, waiting for it): child, grandchild" in text.stdout
+    assert ", blocked 1." in text.stdout
+    hook = json.loads(afk("digest", "--dry-run", "--format", "webhook").stdout)
+    ((task,),) = [g["tasks"] for g in hook["groups"]]
+    assert task["id"] == root and [c["title"] for c in task["cancelled"]] == [
+        "child",
+        "grandchild",
+    ]
+    assert hook["totals"]["blocked"] == 1
