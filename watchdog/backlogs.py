@@ -9,6 +9,7 @@ gives, and asks the queue which keys are done for :func:`prd_with_passes`.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -181,3 +182,91 @@ def _story_spans(text: str) -> list[tuple[int, int, dict[str, tuple[int, int]]]]
             if text[i] == ",":
                 i = _skip(text, i + 1)
     return stories
+
+
+# -- GitHub issues (afk import github) -------------------------------------
+
+#: "Blocked by #12", "Depends on #3, #4": the issues an issue waits for
+_BLOCKED_BY = re.compile(r"^\s*(?:[-*]\s*)?(?:blocked by|depends on)\b(.*)$", re.I | re.M)
+_ISSUE_NUMBER = re.compile(r"(?<![\w/])#(\d+)\b")
+
+
+def gh_key(repo: str, number: int) -> str:
+    return f"gh:{repo}#{number}"
+
+
+def issue_refs(body: str | None) -> list[int]:
+    """The issue numbers a body's "Blocked by #N" / "Depends on #N" lines name."""
+    found: list[int] = []
+    for line in _BLOCKED_BY.finditer(body or ""):
+        for n in _ISSUE_NUMBER.findall(line.group(1)):
+            if int(n) not in found:
+                found.append(int(n))
+    return found
+
+
+def named_after(branch: str, number: int) -> bool:
+    """Whether a branch is named after issue ``number``: the number as a
+    word of its name (``fix/12``, ``12-login``, ``issue-12``), not a part
+    of another number."""
+    return re.search(rf"(?<![0-9]){number}(?![0-9])", branch) is not None
+
+
+@dataclass(frozen=True)
+class Issues:
+    tasks: list[NewTask]
+    skipped: list[dict[str, Any]]  # {"number", "reason"}
+
+
+def github_tasks(
+    repo: str,
+    issues: list[Mapping[str, Any]],
+    prs: list[Mapping[str, Any]],
+    closed: Iterable[int] = (),
+) -> Issues:
+    """A task per open issue, in number order, with its "Blocked by"
+    dependencies; an issue with an open or merged pull request linked (one
+    that closes it, or whose branch is named after it) is skipped with that
+    reason. ``closed`` are issues named as blockers that are closed: done,
+    so not waited for."""
+    done = set(closed)
+    live = [p for p in prs if str(p.get("state", "")).upper() in ("OPEN", "MERGED")]
+    tasks: list[NewTask] = []
+    skipped: list[dict[str, Any]] = []
+    for issue in sorted(issues, key=lambda i: int(i["number"])):
+        number = int(issue["number"])
+        if str(issue.get("state", "OPEN")).upper() != "OPEN":
+            skipped.append({"number": number, "reason": "closed"})
+            continue
+        linked = [
+            p
+            for p in issue.get("closedByPullRequestsReferences") or []
+            if str(p.get("state", "OPEN")).upper() in ("OPEN", "MERGED")
+        ]
+        linked += [p for p in live if named_after(str(p.get("headRefName", "")), number)]
+        if linked:
+            pr = linked[0]
+            skipped.append(
+                {
+                    "number": number,
+                    "reason": f"pull request #{pr.get('number')} "
+                    f"({str(pr.get('state', 'open')).lower()}) is linked",
+                }
+            )
+            continue
+        after = [gh_key(repo, n) for n in issue_refs(issue.get("body")) if n not in done]
+        if gh_key(repo, number) in after:
+            after.remove(gh_key(repo, number))  # "blocked by" itself: nothing to wait for
+        tasks.append(
+            NewTask(
+                title=str(issue["title"]),
+                spec={
+                    "github": {"repo": repo, "number": number, "url": issue.get("url")},
+                    "body": issue.get("body") or "",
+                    "labels": [lbl.get("name") for lbl in issue.get("labels") or []],
+                },
+                key=gh_key(repo, number),
+                after=after or None,
+            )
+        )
+    return Issues(tasks, skipped)

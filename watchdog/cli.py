@@ -550,9 +550,135 @@ def configure_import(p: Parser) -> None:
     prd.add_argument(
         "--base", help="the ref the stories' branches start from (default: HEAD at each claim)"
     )
+    gh = isub.add_parser(
+        "github",
+        parents=[common_options()],
+        help="a repository's open issues with a label, through the gh CLI (its login)",
+    )
+    gh.add_argument("--repo", required=True, metavar="OWNER/NAME", help="the repository")
+    gh.add_argument(
+        "--label", default="ready-for-agent", help="the issues' label (default ready-for-agent)"
+    )
+    agent_option(gh)
+    gh.add_argument(
+        "--dry-run", action="store_true", help="print the tasks it would enqueue; change nothing"
+    )
+
+
+def run_gh(args: list[str]) -> Any:
+    """``gh`` with ``args``, its JSON output read; AfkError (exit 1) when gh
+    is missing, not logged in, or fails, in one line."""
+    import shutil as _shutil
+    import subprocess
+
+    from .text import one_line
+
+    gh = _shutil.which("gh")
+    if gh is None:
+        raise AfkError("gh is not installed: afk import github reads issues through it")
+    try:
+        proc = subprocess.run(
+            [gh, *args], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise AfkError(f"gh {args[0]} did not run: {exc}") from None
+    if proc.returncode != 0:
+        said = one_line(proc.stderr or proc.stdout or "")[:300]
+        if args[:2] == ["auth", "status"]:
+            raise AfkError(f"gh is not logged in (gh auth login): {said}")
+        raise AfkError(f"gh {' '.join(args[:2])} failed: {said}")
+    if args[:2] == ["auth", "status"]:
+        return None
+    try:
+        return json.loads(proc.stdout)
+    except ValueError:
+        raise AfkError(f"gh {' '.join(args[:2])} printed no JSON") from None
+
+
+def github_backlog(repo: str, label: str) -> Any:
+    """The open issues of ``repo`` with ``label`` as tasks, read through gh."""
+    import re as _re
+
+    from .backlogs import github_tasks, issue_refs
+
+    if not _re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", repo):
+        raise BadInput(f"--repo {repo!r} is not OWNER/NAME")
+    run_gh(["auth", "status"])
+    fields = "number,title,body,labels,url,state,closedByPullRequestsReferences"
+    issues = run_gh(
+        [
+            "issue",
+            "list",
+            "--repo",
+            repo,
+            "--label",
+            label,
+            "--state",
+            "open",
+            "--json",
+            fields,
+            "--limit",
+            "1000",
+        ]
+    )
+    prs = run_gh(
+        [
+            "pr",
+            "list",
+            "--repo",
+            repo,
+            "--state",
+            "all",
+            "--json",
+            "number,headRefName,state,url",
+            "--limit",
+            "1000",
+        ]
+    )
+    mine = {int(i["number"]) for i in issues}
+    outside = {n for i in issues for n in issue_refs(i.get("body")) if n not in mine}
+    closed = []
+    for n in sorted(outside):  # a blocker not in the list: closed ones are done
+        seen = run_gh(["issue", "view", str(n), "--repo", repo, "--json", "state"])
+        if str(seen.get("state", "")).upper() != "OPEN":
+            closed.append(n)
+    return github_tasks(repo, issues, prs, closed)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    if args.source == "github":
+        return import_github(args)
+    return import_prd(args)
+
+
+def import_github(args: argparse.Namespace) -> int:
+    agent = agent_of(args)
+    assert agent is not None
+    found = github_backlog(args.repo, args.label)
+    if args.dry_run:
+        emit(
+            {
+                "dry_run": True,
+                "tasks": [
+                    {"key": t.key, "title": t.title, "after": list(t.after or [])}
+                    for t in found.tasks
+                ],
+                "skipped": found.skipped,
+            }
+        )
+        return EXIT_OK
+    with open_queue(args) as q:
+        result = q.enqueue(agent, found.tasks)
+    if not result.enqueued and found.tasks:
+        print(
+            f"afk: nothing new in {args.repo}: its {len(found.tasks)} issues are enqueued already",
+            file=sys.stderr,
+        )
+    emit({**result.to_json(), "skipped": found.skipped})
+    return EXIT_OK
+
+
+def import_prd(args: argparse.Namespace) -> int:
     from .backlogs import prd_tasks
     from .models import NewTask
 

@@ -143,3 +143,122 @@ def test_a_bad_prd_is_one_line_exit_2_and_enqueues_nothing(afk, sql, tmp_path, t
 def test_a_missing_file_is_one_line_exit_2(afk, tmp_path):
     proc = afk("import", "prd", str(tmp_path / "nope.json"), "--agent", "a")
     assert proc.returncode == 2 and "cannot read" in proc.stderr
+
+
+# -- GitHub issues, through a stub gh that answers from a JSON file ----------
+
+GH_STUB = r'''#!/usr/bin/env python3
+"""gh, as far as afk import github uses it: answers from $GH_STUB_DATA and
+logs each call to $GH_STUB_LOG."""
+import json, os, sys
+args = sys.argv[1:]
+data = json.load(open(os.environ["GH_STUB_DATA"]))
+with open(os.environ["GH_STUB_LOG"], "a") as log:
+    log.write(json.dumps(args) + "\n")
+def opt(name):
+    return args[args.index(name) + 1] if name in args else None
+if args[:2] == ["auth", "status"]:
+    if not data.get("logged_in", True):
+        print("You are not logged into any GitHub hosts. To log in, run: gh auth login",
+              file=sys.stderr)
+        sys.exit(1)
+    sys.exit(0)
+if args[:2] == ["issue", "list"]:
+    label, state = opt("--label"), opt("--state")
+    out = [i for i in data["issues"]
+           if (label is None or label in [l["name"] for l in i["labels"]])
+           and (state in (None, "all") or i["state"].lower() == state)]
+    print(json.dumps(out))
+elif args[:2] == ["pr", "list"]:
+    print(json.dumps(data.get("prs", [])))
+elif args[:2] == ["issue", "view"]:
+    (issue,) = [i for i in data["issues"] if str(i["number"]) == args[2]]
+    print(json.dumps({"state": issue["state"]}))
+else:
+    print(f"unknown command {args}", file=sys.stderr)
+    sys.exit(1)
+'''
+
+
+def issue(number, title, body="", state="OPEN", labels=("ready-for-agent",), prs=()):
+    return {
+        "number": number,
+        "title": title,
+        "body": body,
+        "state": state,
+        "url": f"https://github.com/acme/app/issues/{number}",
+        "labels": [{"name": n} for n in labels],
+        "closedByPullRequestsReferences": list(prs),
+    }
+
+
+@pytest.fixture
+def gh(afk, tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "gh").write_text(GH_STUB)
+    (bin_dir / "gh").chmod(0o755)
+    data = tmp_path / "gh.json"
+    afk.env["PATH"] = f"{bin_dir}:{afk.env['PATH']}"
+    afk.env["GH_STUB_DATA"] = str(data)
+    afk.env["GH_STUB_LOG"] = str(tmp_path / "gh.log")
+
+    def answer(**content):
+        data.write_text(json.dumps(content))
+
+    return answer
+
+
+def test_github_issues_become_tasks_with_their_blocked_by_chain(afk, sql, gh):
+    gh(
+        issues=[
+            issue(1, "Set up the schema", "Plain.", state="CLOSED"),
+            issue(3, "Migrate the schema", "Blocked by #1"),
+            issue(4, "Update the API", "Some text.\nBlocked by #3\n"),
+            issue(5, "Update the client", "Depends on #4, #3"),
+            issue(6, "Fix login", prs=[{"number": 9, "state": "OPEN", "url": "u"}]),
+            issue(7, "Fix logout"),
+            issue(8, "Not for the agent", labels=("question",)),
+        ],
+        prs=[{"number": 10, "headRefName": "fix/7-logout", "state": "MERGED", "url": "u"}],
+    )
+    out = afk.json("import", "github", "--repo", "acme/app", "--agent", "night")
+    assert len(out["enqueued"]) == 3 and out["duplicates"] == []
+    assert out["skipped"] == [
+        {"number": 6, "reason": "pull request #9 (open) is linked"},
+        {"number": 7, "reason": "pull request #10 (merged) is linked"},
+    ]
+    rows = sql("SELECT idem_key, state::text AS state, spec FROM afk_task ORDER BY ordinal")
+    assert [(r["idem_key"], r["state"]) for r in rows] == [
+        ("gh:acme/app#3", "todo"),  # its blocker #1 is closed: done
+        ("gh:acme/app#4", "blocked"),
+        ("gh:acme/app#5", "blocked"),
+    ]
+    assert rows[0]["spec"]["github"]["url"] == "https://github.com/acme/app/issues/3"
+    task = afk.json("claim", "--agent", "night")
+    afk.json("done", task["id"], "--token", str(task["token"]))
+    states = sql("SELECT idem_key, state::text AS s FROM afk_task ORDER BY ordinal")
+    assert [r["s"] for r in states] == ["done", "todo", "blocked"]
+
+    again = afk("import", "github", "--repo", "acme/app", "--agent", "night")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["enqueued"] == [] and "nothing new" in again.stderr
+    assert sql.one("SELECT count(*) FROM afk_task") == 3
+
+
+@pytest.mark.parametrize(
+    "setup, said",
+    [
+        ("missing", "gh is not installed"),
+        ("logged out", "gh is not logged in"),
+    ],
+)
+def test_github_without_gh_or_its_login_is_one_line_exit_1(afk, sql, gh, setup, said):
+    gh(issues=[issue(1, "t")], logged_in=setup != "logged out")
+    if setup == "missing":
+        afk.env["PATH"] = "/nonexistent"
+    before = sql.fingerprint()
+    proc = afk("import", "github", "--repo", "acme/app", "--agent", "night")
+    assert proc.returncode == 1, proc.stderr
+    assert said in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert sql.fingerprint() == before

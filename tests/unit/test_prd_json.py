@@ -143,3 +143,49 @@ def test_passes_are_written_back_changing_no_other_byte(text, done, want, flippe
         {**s, **({"passes": True} if str(s["id"]) in done else {})}
         for s in json.loads(text)["userStories"]
     ]
+
+
+# -- GitHub issues -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "body, refs",
+    [
+        ("Blocked by #12", [12]),
+        ("text\n- Depends on #3, #4 and #3\nmore", [3, 4]),
+        ("blocked BY #7.", [7]),
+        ("We are blocked by nothing. See #9", []),
+        ("Mentions #5 but is not blocked", []),
+        ("Blocked by acme/other#5", []),
+        ("Depends on #1\nBlocked by #2", [1, 2]),
+        ("", []),
+    ],
+)
+def test_blocked_by_lines_name_issues(body, refs):
+    from watchdog.backlogs import issue_refs
+
+    assert issue_refs(body) == refs
+
+
+@pytest.mark.parametrize(
+    "branch, number, named",
+    [
+        ("fix/12", 12, True),
+        ("12-login", 12, True),
+        ("issue-12-login", 12, True),
+        ("fix/123", 12, False),
+        ("v112", 12, False),
+        ("main", 12, False),
+    ],
+)
+def test_a_branch_is_named_after_an_issue_by_its_number_as_a_word(branch, number, named):
+    from watchdog.backlogs import named_after
+
+    assert named_after(branch, number) is named
+
+
+def test_an_issue_blocked_by_itself_waits_for_nothing():
+    from watchdog.backlogs import github_tasks
+
+    got = github_tasks("o/r", [{"number": 2, "title": "t", "body": "Blocked by #2"}], [])
+    assert got.tasks[0].after is None and got.tasks[0].key == "gh:o/r#2"
