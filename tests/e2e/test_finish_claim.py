@@ -38,7 +38,14 @@ def test_done_claims_the_next_task_in_one_statement(queue, sql):
     third = queue.done(second, claim_next=True)
     assert third is not None and third.title == "three"
     assert queue.done(third, claim_next=True) is None  # the agent's backlog is empty
-    assert queue.status("a") == {"todo": 0, "running": 0, "paused": 0, "done": 3, "failed": 0}
+    assert queue.status("a") == {
+        "todo": 0,
+        "running": 0,
+        "paused": 0,
+        "done": 3,
+        "failed": 0,
+        "blocked": 0,
+    }
     assert queue.status("other")["todo"] == 1
 
 

@@ -44,7 +44,7 @@ def test_metrics_match_sql_and_expired_leases_are_reclaimed(queue, sql, dsn, ser
     assert poll(lambda: service.health() == 200)
 
     def matches() -> bool:
-        for state in ("todo", "running", "paused", "done", "failed"):
+        for state in ("todo", "running", "paused", "done", "failed", "blocked"):
             n = sql.one("SELECT count(*) FROM afk_task WHERE state = %s", state)
             if service.value("afk_tasks", state=state) != n:
                 return False

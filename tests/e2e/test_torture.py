@@ -76,6 +76,7 @@ def test_crash_torture(queue, sql, dsn, tmp_path):
         "paused": 0,
         "done": TASKS,
         "failed": 0,
+        "blocked": 0,
     }
     # the same-database effect: exactly once per task
     per_task = {

@@ -248,7 +248,14 @@ def test_reclaim_pages_through_many_expired_rows(queue, sql):
     sql("UPDATE afk_task SET lease_until = now() + interval '1 hour' WHERE id = %s", keep)
     result = queue.reclaim(batch=10)
     assert result.paused == 24 and result.statements == 3
-    assert queue.status("a") == {"todo": 0, "running": 1, "paused": 24, "done": 0, "failed": 0}
+    assert queue.status("a") == {
+        "todo": 0,
+        "running": 1,
+        "paused": 24,
+        "done": 0,
+        "failed": 0,
+        "blocked": 0,
+    }
 
 
 def test_reclaim_skips_rows_locked_by_a_live_writer(queue, sql, dsn):
@@ -296,8 +303,22 @@ def test_status_show_and_dead(queue, sql):
     queue.enqueue("b", plan(1, "b"))
     t = queue.claim("a", runner="r")
     queue.done(t, {"pr": 7})
-    assert queue.status() == {"todo": 3, "running": 0, "paused": 0, "done": 1, "failed": 0}
-    assert queue.status("a") == {"todo": 2, "running": 0, "paused": 0, "done": 1, "failed": 0}
+    assert queue.status() == {
+        "todo": 3,
+        "running": 0,
+        "paused": 0,
+        "done": 1,
+        "failed": 0,
+        "blocked": 0,
+    }
+    assert queue.status("a") == {
+        "todo": 2,
+        "running": 0,
+        "paused": 0,
+        "done": 1,
+        "failed": 0,
+        "blocked": 0,
+    }
     shown, history = queue.show(t.id)
     assert shown.result == {"pr": 7}
     assert [h["to_state"] for h in history] == ["running", "done"]
@@ -375,7 +396,14 @@ def test_claim_many_and_done_many(queue, sql):
     queue.reclaim()
     result = queue.done_many(batch)
     assert result.lost == [batch[0].id] and len(result.done) == 4
-    assert queue.status("a") == {"todo": 0, "running": 2, "paused": 1, "done": 4, "failed": 0}
+    assert queue.status("a") == {
+        "todo": 0,
+        "running": 2,
+        "paused": 1,
+        "done": 4,
+        "failed": 0,
+        "blocked": 0,
+    }
     with pytest.raises(BadInput):
         queue.claim_many("a", 0)
 

@@ -18,7 +18,7 @@ def test_gauges_match_sql_counts(queue, sql):
     sql("UPDATE afk_task SET checkpoint_at = now() - interval '100 seconds' WHERE id = %s", t1.id)
     sql("UPDATE afk_task SET created_at = now() - interval '1 hour' WHERE title = 'a5'")
     snap = jobs.gauges(queue, top_agents=1)
-    for state in ("todo", "running", "paused", "done", "failed"):
+    for state in ("todo", "running", "paused", "done", "failed", "blocked"):
         assert snap.states[state] == sql.one(
             "SELECT count(*) FROM afk_task WHERE state = %s", state
         ), state
@@ -32,7 +32,7 @@ def test_gauges_match_sql_counts(queue, sql):
 
 def test_an_empty_queue_reads_as_zeros(queue):
     snap = jobs.gauges(queue)
-    assert snap.states == {s: 0 for s in ("todo", "running", "paused", "done", "failed")}
+    assert snap.states == {s: 0 for s in ("todo", "running", "paused", "done", "failed", "blocked")}
     assert (snap.expired_leases, snap.oldest_todo_age, snap.since_checkpoint) == (0, 0.0, 0.0)
 
 
