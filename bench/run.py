@@ -36,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peers", action="store_true", help="include the peers with --quick")
     parser.add_argument("--workers", help="comma-separated worker counts, e.g. 1,4,8")
     parser.add_argument("--rounds", type=int, help="rounds of interleaved runs (default 3)")
+    parser.add_argument("--tasks", type=int, help="tasks per throughput run (default 20000)")
     parser.add_argument(
         "--only", help="comma-separated sections: throughput,pinned,enqueue,scale,long,cli,rss"
     )
@@ -50,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
         cfg.worker_counts = tuple(int(n) for n in args.workers.split(","))
     if args.rounds:
         cfg.rounds = args.rounds
+    if args.tasks:
+        cfg.tasks = args.tasks
     sections = set((args.only or "throughput,pinned,enqueue,scale,long,cli,rss").split(","))
     folder = Path(args.out) / datetime.now().strftime("%Y%m%d-%H%M%S")
     folder.mkdir(parents=True, exist_ok=True)

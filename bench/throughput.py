@@ -104,12 +104,38 @@ def pgbench_next_script(path: Path) -> None:
     )
 
 
-def pgbench(
-    server: Server, dsn: str, cfg: Config, clients: int, folder: Path, combined: bool = False
+#: the fixed yardstick: a minimal SKIP LOCKED claim and finish on a table of
+#: its own, which does not change as the project's statements do (so a
+#: ratio to it compares runs of different commits)
+FIXED_SETUP = """
+CREATE TABLE fixed_job (id bigserial PRIMARY KEY, state text NOT NULL DEFAULT 'todo',
+                        owner text);
+INSERT INTO fixed_job (state) SELECT 'todo' FROM generate_series(1, {rows});
+CREATE INDEX fixed_job_claim ON fixed_job (id) WHERE state = 'todo';
+"""
+FIXED_SCRIPT = """UPDATE fixed_job SET state = 'running', owner = 'c' || :client_id
+ WHERE id = (SELECT id FROM fixed_job WHERE state = 'todo'
+              ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id \\gset
+UPDATE fixed_job SET state = 'done' WHERE id = :id;
+"""
+
+
+def pgbench_fixed(server: Server, cfg: Config, clients: int, folder: Path) -> float:
+    """Tasks finished per second by the fixed yardstick."""
+    with server.database(migrate=False) as dsn:
+        rows = int(cfg.tasks * 1.2)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(FIXED_SETUP.format(rows=rows).encode())
+        vacuum(dsn)
+        script = folder / "fixed_claim_done.sql"
+        script.write_text(FIXED_SCRIPT)
+        return _run_pgbench(server, dsn, cfg, clients, script)
+
+
+def _run_pgbench(
+    server: Server, dsn: str, cfg: Config, clients: int, script: Path, *defines: str
 ) -> float:
-    """Tasks finished per second by pgbench running the statements."""
-    script = folder / ("finish_claim.sql" if combined else "claim_done.sql")
-    (pgbench_next_script if combined else pgbench_script)(script)
+    """pgbench running ``script``: its transactions per second."""
     params = conninfo_to_dict(dsn)
     env = {
         **os.environ,
@@ -119,8 +145,6 @@ def pgbench(
         "PGDATABASE": str(params["dbname"]),
         "PGPASSWORD": str(params.get("password", "")),
     }
-    # pgbench draws an agent at random for each transaction: the table holds
-    # 1.5x the tasks (see run_contender) so that no agent runs dry mid-run
     per_client = cfg.tasks // clients
     out = subprocess.run(
         [
@@ -136,8 +160,7 @@ def pgbench(
             str(per_client),
             "-D",
             f"agents={cfg.agents}",
-            "-D",
-            "have=0",
+            *[arg for d in defines for arg in ("-D", d)],
             "-f",
             str(script),
         ],
@@ -152,7 +175,19 @@ def pgbench(
     match = re.search(r"tps = ([\d.]+) \(without initial connection time\)", out.stdout)
     if not match:
         raise RuntimeError(f"pgbench printed no tps: {out.stdout[-500:]}")
-    tps = float(match.group(1))
+    return float(match.group(1))
+
+
+def pgbench(
+    server: Server, dsn: str, cfg: Config, clients: int, folder: Path, combined: bool = False
+) -> float:
+    """Tasks finished per second by pgbench running the statements."""
+    script = folder / ("finish_claim.sql" if combined else "claim_done.sql")
+    (pgbench_next_script if combined else pgbench_script)(script)
+    # pgbench draws an agent at random for each transaction: the table holds
+    # 1.5x the tasks (see run_contender) so that no agent runs dry mid-run
+    per_client = cfg.tasks // clients
+    tps = _run_pgbench(server, dsn, cfg, clients, script, "have=0")
     if not combined:
         return tps
     # a transaction that only claimed finished nothing: count what was done
@@ -203,6 +238,7 @@ def contenders(cfg: Config) -> list[tuple[str, str]]:
         ("afk (API, done + claim next in one statement)", "afk-next"),
         ("raw SQL limit (pgbench, combined statement)", "pgbench-next"),
         (f"afk (batch of {cfg.batch_size})", "afk-batch"),
+        ("fixed yardstick (pgbench, minimal SKIP LOCKED claim + finish)", "pgbench-fixed"),
     ]
     if cfg.peers:
         names += [
@@ -228,6 +264,8 @@ def checked(rate: float, done: int, expected: int, who: str) -> float:
 
 def run_contender(key: str, server: Server, cfg: Config, n: int, folder: Path) -> float:
     total = cfg.tasks // cfg.agents * cfg.agents
+    if key == "pgbench-fixed":
+        return pgbench_fixed(server, cfg, n, folder)
     if key.startswith(("afk", "pgbench")):
         with server.database() as dsn:
             fill_afk(dsn, cfg, extra=1.5 if key.startswith("pgbench") else 1.0)
