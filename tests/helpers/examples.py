@@ -53,7 +53,14 @@ def check_ralph_example(queue: Any, tmp_path: Path, dsn: str) -> None:
     reader.join(10)
     assert not reader.is_alive(), "a child of the loop still holds its stdout"
     assert (tmp_path / "prompts").read_text().splitlines() == ["one", "broken two", "three"]
-    assert queue.status("R") == {"todo": 0, "running": 0, "paused": 0, "done": 2, "failed": 1}
+    assert queue.status("R") == {
+        "todo": 0,
+        "running": 0,
+        "paused": 0,
+        "done": 2,
+        "failed": 1,
+        "blocked": 0,
+    }
 
 
 def check_worker_example(queue: Any, tmp_path: Path, dsn: str) -> None:
