@@ -288,6 +288,12 @@ class Night:
         lease_lost = self.sql("SELECT count(*) AS n FROM afk_run WHERE outcome = 'lease_lost'")[0][
             "n"
         ]
+        # a run stopped by a person's Ctrl-C just after its agent did the work
+        # (before the agent's own exit said so) is the other: its task is run
+        # again
+        interrupted = self.sql("SELECT count(*) AS n FROM afk_run WHERE outcome = 'interrupted'")[
+            0
+        ]["n"]
         orphans = sum(1 for r in runs if r["kind"] == "orphan")
         twice = sum(1 for n in completed.values() if n > 1)
         questions = self.sql(
@@ -309,6 +315,7 @@ class Night:
             },
             "done_more_than_once": twice,
             "lease_lost_runs": lease_lost,
+            "interrupted_runs": interrupted,
             "orphan_completions": orphans,
             "hangs": hangs,
             "stalled_runs": stalls["n"],
