@@ -282,6 +282,26 @@ class Night:
             "::float8 AS s FROM afk_run WHERE outcome = 'stalled'"
         )[0]
         hangs = sum(1 for r in runs if r["kind"] in ("hang", "startup"))
+        # how each hang's run ended: stalled, unless its loop was stopped first
+        # (a Ctrl-C: interrupted; a SIGKILL: lease_lost) or the night ended
+        # under it (still open)
+        hang_ends: dict[str, int] = {}
+        for r in runs:
+            if r["kind"] not in ("hang", "startup"):
+                continue
+            row = self.sql(
+                "SELECT coalesce(outcome, 'open') AS o FROM afk_run WHERE task_id = %s::uuid"
+                " ORDER BY abs(extract(epoch FROM started_at) - %s) LIMIT 1",
+                r["task"],
+                r["start"],
+            )
+            end = row[0]["o"] if row else "no run"
+            hang_ends[end] = hang_ends.get(end, 0) + 1
+        hangs_missed = sum(
+            n
+            for o, n in hang_ends.items()
+            if o not in ("stalled", "interrupted", "lease_lost", "open")
+        )
         # a run whose lease ran out under its supervisor (heartbeats starved on
         # a loaded machine) may finish as its task is given to another: the
         # one window left for a task to be completed twice
@@ -318,6 +338,8 @@ class Night:
             "interrupted_runs": interrupted,
             "orphan_completions": orphans,
             "hangs": hangs,
+            "hang_ends": hang_ends,
+            "hangs_missed": hangs_missed,
             "stalled_runs": stalls["n"],
             "seconds_lost_to_stalls": round(stalls["s"], 1),
             "attempts_on_limits_and_outages": limit_attempts,
@@ -331,9 +353,8 @@ class Night:
             and limit_attempts == 0
             and share < 0.02
             and orphans == 0
-            and twice <= lease_lost
-            # (a hang may also end by a Ctrl-C or a SIGKILL of its loop first)
-            and (stalls["n"] > 0 or hangs == 0),
+            and twice <= lease_lost + interrupted
+            and hangs_missed == 0,
         }
 
     def close(self) -> None:
