@@ -568,12 +568,11 @@ def configure_import(p: Parser) -> None:
 def run_gh(args: list[str]) -> Any:
     """``gh`` with ``args``, its JSON output read; AfkError (exit 1) when gh
     is missing, not logged in, or fails, in one line."""
-    import shutil as _shutil
     import subprocess
 
     from .text import one_line
 
-    gh = _shutil.which("gh")
+    gh = shutil.which("gh")
     if gh is None:
         raise AfkError("gh is not installed: afk import github reads issues through it")
     try:

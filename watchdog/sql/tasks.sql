@@ -41,12 +41,11 @@ WITH input AS (
 ), too_big AS (
     SELECT min(n) AS n FROM input WHERE octet_length(spec::text) > %(max_bytes)s
 ), refs AS (
-    SELECT i.n, r.ref, coalesce(di.id, dk.id) AS dep_id,
-           r.ref ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' AS is_id
+    SELECT i.n, r.ref, coalesce(di.id, dk.id) AS dep_id, u.is_id
       FROM input i CROSS JOIN LATERAL unnest(i.after) AS r(ref)
-      LEFT JOIN afk_task di
-             ON di.id = CASE WHEN r.ref ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
-                             THEN r.ref::uuid END
+      CROSS JOIN LATERAL (SELECT r.ref ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+                                 AS is_id) u
+      LEFT JOIN afk_task di ON di.id = CASE WHEN u.is_id THEN r.ref::uuid END
       LEFT JOIN afk_task dk ON dk.idem_key = r.ref
 ), missing AS (
     SELECT min(n) AS n FROM refs WHERE is_id AND dep_id IS NULL
