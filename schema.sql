@@ -90,6 +90,22 @@ CREATE FUNCTION public.afk_end_run(p_task uuid, p_token bigint, p_outcome text, 
     )
     SELECT count(*)::integer FROM ended
 $$;
+CREATE FUNCTION public.afk_free_ports(p_task uuid, p_first integer, p_last integer, p_ports integer) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    found integer;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtext('afk_workspace_ports'));
+    SELECT p INTO found
+      FROM generate_series(p_first, p_last, p_ports) p
+     WHERE NOT EXISTS (
+        SELECT 1 FROM afk_workspace w
+         WHERE w.removed_at IS NULL AND w.port IS NOT NULL AND w.task_id <> p_task
+           AND int4range(w.port, w.port + w.ports) && int4range(p, p + p_ports))
+     ORDER BY p LIMIT 1;
+    RETURN found;
+END $$;
 CREATE FUNCTION public.afk_held() RETURNS timestamp with time zone
     LANGUAGE sql IMMUTABLE
     AS $$ SELECT '9999-12-31 00:00:00+00'::timestamptz $$;

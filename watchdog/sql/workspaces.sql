@@ -30,21 +30,13 @@ SELECT EXISTS (
 -- name: workspace_made :one
 -- The worktree a task got (or has again), with a block of %(ports)s ports
 -- from %(first_port)s on that overlaps no other live workspace's: the first
--- free one, chosen under a lock, so two makers never pick the same block.
--- A workspace made before keeps its branch, base and ports.
-WITH lock AS (
-    SELECT pg_advisory_xact_lock(hashtext('afk_workspace_ports')) AS held
-), free AS (
-    SELECT p FROM lock, generate_series(%(first_port)s::int, %(last_port)s::int, %(ports)s::int) p
-     WHERE NOT EXISTS (
-        SELECT 1 FROM afk_workspace w
-         WHERE w.removed_at IS NULL AND w.port IS NOT NULL AND w.task_id <> %(id)s
-           AND int4range(w.port, w.port + w.ports) && int4range(p, p + %(ports)s::int))
-     ORDER BY p LIMIT 1
-)
+-- free one, chosen under a lock by afk_free_ports (migration 0021), so two
+-- makers never pick the same block. A workspace made before keeps its
+-- branch, base and ports.
 INSERT INTO afk_workspace AS w (task_id, repo, branch, path, base_sha, head_sha, port, ports)
 SELECT %(id)s, %(repo)s, %(branch)s, %(path)s, %(base_sha)s, %(base_sha)s,
-       (SELECT p FROM free), %(ports)s
+       afk_free_ports(%(id)s, %(first_port)s::int, %(last_port)s::int, %(ports)s::int),
+       %(ports)s
 ON CONFLICT (task_id) DO UPDATE
    SET path = EXCLUDED.path, removed_at = NULL,
        port = coalesce(w.port, EXCLUDED.port), ports = coalesce(w.ports, EXCLUDED.ports)
