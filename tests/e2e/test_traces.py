@@ -178,7 +178,14 @@ def test_the_watchdogs_jobs_are_spans_with_what_they_changed(dsn, otlp, queue, s
         def reclaimed():
             return [s for s in otlp.named("afk.job reclaim") if s.attributes.get("afk.job.paused")]
 
-        (span,) = poll(reclaimed, timeout=60)
+        try:
+            poll(lambda: service.health() == 200, timeout=60)
+            (span,) = poll(reclaimed, timeout=60)
+        except AssertionError as exc:  # say which side it was on
+            names = sorted({s.name for s in otlp.spans})
+            raise AssertionError(
+                f"{exc}; spans received: {names}; the service said: {service.log()[-2000:]}"
+            ) from None
         assert span.attributes["afk.job.paused"] == 1
         assert poll(lambda: otlp.named("afk.job gauges"), timeout=60)
     finally:
