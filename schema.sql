@@ -21,36 +21,6 @@ BEGIN
      WHERE key = OLD.concurrency_key;
     RETURN NULL;
 END $$;
-CREATE FUNCTION public.afk_dependency_finished() RETURNS trigger
-    LANGUAGE plpgsql
-    AS $$
-BEGIN
-    -- the dependents locked first, in one order: two dependencies finishing
-    -- at once are serialised here, and the second sees the first (the next
-    -- statement's snapshot is taken after the lock)
-    PERFORM 1 FROM afk_task
-      WHERE id IN (SELECT task_id FROM afk_dependency WHERE dep_id = NEW.id)
-        AND state = 'blocked'
-      ORDER BY id FOR UPDATE;
-    IF NEW.state = 'failed' THEN
-        UPDATE afk_task t
-           SET state = 'failed', last_error = 'dependency failed: ' || NEW.id || ' ' || NEW.title,
-               updated_at = now(), change_reason = 'dependency failed',
-               change_error = 'dependency failed: ' || NEW.id || ' ' || NEW.title
-         WHERE t.id IN (SELECT task_id FROM afk_dependency WHERE dep_id = NEW.id)
-           AND t.state = 'blocked' AND coalesce(t.on_dep_failure, 'cancel') = 'cancel';
-    END IF;
-    UPDATE afk_task t
-       SET state = 'todo', updated_at = now(), change_reason = 'unblocked'
-     WHERE t.id IN (SELECT task_id FROM afk_dependency WHERE dep_id = NEW.id)
-       AND t.state = 'blocked'
-       AND NOT EXISTS (
-           SELECT 1 FROM afk_dependency x LEFT JOIN afk_task d ON d.id = x.dep_id
-            WHERE x.task_id = t.id
-              AND NOT coalesce(d.state = 'done'
-                               OR (d.state = 'failed' AND t.on_dep_failure = 'run'), false));
-    RETURN NULL;
-END $$;
 CREATE FUNCTION public.afk_dependency_resolve() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -63,6 +33,35 @@ BEGIN
     )
     UPDATE afk_task SET has_dependents = true WHERE id IN (SELECT dep_id FROM resolved);
     RETURN NULL;
+END $$;
+CREATE FUNCTION public.afk_dependency_settle(p_id uuid, p_title text, p_failed boolean) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    -- the dependents locked first, in one order: two dependencies finishing
+    -- at once are serialised here, and the second sees the first (the next
+    -- statement's snapshot is taken after the lock)
+    PERFORM 1 FROM afk_task
+      WHERE id IN (SELECT task_id FROM afk_dependency WHERE dep_id = p_id)
+        AND state = 'blocked'
+      ORDER BY id FOR UPDATE;
+    IF p_failed THEN
+        UPDATE afk_task t
+           SET state = 'failed', last_error = 'dependency failed: ' || p_id || ' ' || p_title,
+               updated_at = now(), change_reason = 'dependency failed',
+               change_error = 'dependency failed: ' || p_id || ' ' || p_title
+         WHERE t.id IN (SELECT task_id FROM afk_dependency WHERE dep_id = p_id)
+           AND t.state = 'blocked' AND coalesce(t.on_dep_failure, 'cancel') = 'cancel';
+    END IF;
+    UPDATE afk_task t
+       SET state = 'todo', updated_at = now(), change_reason = 'unblocked'
+     WHERE t.id IN (SELECT task_id FROM afk_dependency WHERE dep_id = p_id)
+       AND t.state = 'blocked'
+       AND NOT EXISTS (
+           SELECT 1 FROM afk_dependency x LEFT JOIN afk_task d ON d.id = x.dep_id
+            WHERE x.task_id = t.id
+              AND NOT coalesce(d.state = 'done'
+                               OR (d.state = 'failed' AND t.on_dep_failure = 'run'), false));
 END $$;
 CREATE FUNCTION public.afk_end_run(p_task uuid, p_token bigint, p_outcome text, p_run jsonb, p_spent boolean) RETURNS integer
     LANGUAGE sql
@@ -209,6 +208,25 @@ BEGIN
     RETURN NEW;
 END
 $$;
+CREATE FUNCTION public.afk_task_state_changed() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    -- a task of a concurrency key entering or leaving 'running'
+    IF NEW.concurrency_key IS NOT NULL AND 'running' IN (OLD.state, NEW.state) THEN
+        IF NEW.state = 'running' THEN
+            UPDATE afk_concurrency SET running = running + 1 WHERE key = NEW.concurrency_key;
+        ELSE
+            UPDATE afk_concurrency SET running = greatest(running - 1, 0)
+             WHERE key = OLD.concurrency_key;
+        END IF;
+    END IF;
+    -- a dependency done or failed
+    IF NEW.has_dependents AND NEW.state IN ('done', 'failed') THEN
+        PERFORM afk_dependency_settle(NEW.id, NEW.title, NEW.state = 'failed');
+    END IF;
+    RETURN NULL;
+END $$;
 CREATE SEQUENCE public.afk_account_park_id_seq
     START WITH 1
     INCREMENT BY 1
@@ -443,11 +461,10 @@ CREATE INDEX afk_task_paused_idx ON public.afk_task USING btree (agent_id, updat
 CREATE UNIQUE INDEX afk_workspace_branch ON public.afk_workspace USING btree (repo, branch) WHERE (removed_at IS NULL);
 CREATE INDEX afk_workspace_port ON public.afk_workspace USING btree (port) WHERE (removed_at IS NULL);
 CREATE TRIGGER afk_concurrency_delete AFTER DELETE ON public.afk_task FOR EACH ROW WHEN (((old.concurrency_key IS NOT NULL) AND (old.state = 'running'::public.afk_state))) EXECUTE FUNCTION public.afk_concurrency_count();
-CREATE TRIGGER afk_concurrency_update AFTER UPDATE OF state ON public.afk_task FOR EACH ROW WHEN (((new.concurrency_key IS NOT NULL) AND (old.state IS DISTINCT FROM new.state) AND ((old.state = 'running'::public.afk_state) OR (new.state = 'running'::public.afk_state)))) EXECUTE FUNCTION public.afk_concurrency_count();
-CREATE TRIGGER afk_dependency_finished AFTER UPDATE OF state ON public.afk_task FOR EACH ROW WHEN ((new.has_dependents AND (old.state IS DISTINCT FROM new.state) AND (new.state = ANY (ARRAY['done'::public.afk_state, 'failed'::public.afk_state])))) EXECUTE FUNCTION public.afk_dependency_finished();
 CREATE TRIGGER afk_dependency_resolve AFTER INSERT ON public.afk_task REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.afk_dependency_resolve();
 CREATE TRIGGER afk_task_event_no_update BEFORE UPDATE ON public.afk_task_event FOR EACH ROW EXECUTE FUNCTION public.afk_task_event_append_only();
 CREATE TRIGGER afk_task_history BEFORE UPDATE ON public.afk_task FOR EACH ROW WHEN (((new.state IS DISTINCT FROM old.state) OR (new.lease_token IS DISTINCT FROM old.lease_token) OR (new.change_reason IS NOT NULL) OR (new.change_error IS NOT NULL) OR (new.change_by IS NOT NULL))) EXECUTE FUNCTION public.afk_task_history();
+CREATE TRIGGER afk_task_state_changed AFTER UPDATE OF state ON public.afk_task FOR EACH ROW WHEN ((((new.concurrency_key IS NOT NULL) OR new.has_dependents) AND (old.state IS DISTINCT FROM new.state))) EXECUTE FUNCTION public.afk_task_state_changed();
 ALTER TABLE ONLY public.afk_dependency
     ADD CONSTRAINT afk_dependency_dep_id_fkey FOREIGN KEY (dep_id) REFERENCES public.afk_task(id) ON DELETE SET NULL;
 ALTER TABLE ONLY public.afk_dependency

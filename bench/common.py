@@ -79,7 +79,8 @@ class Server:
             self.home = Path(tempfile.mkdtemp(prefix="afk-bench-"))
             dsn = embedded.ensure_running(self.home).dsn("postgres")
         self.dsn = dsn
-        self.bin = embedded.bin_dir()
+        # (named _bin_dir before 2026-12: bench.compare runs older packages)
+        self.bin = getattr(embedded, "bin_dir", getattr(embedded, "_bin_dir", None))()
         self.counter = 0
 
     def version(self) -> str:
@@ -126,8 +127,15 @@ def agents_of(cfg: Config) -> list[str]:
     return [f"bench-{i}" for i in range(cfg.agents)]
 
 
+def open_queue(dsn: str, pool_size: int | None) -> Queue:
+    """A queue on ``dsn`` (``Queue.connect``; before 2026-12, ``Queue(dsn)``,
+    which bench.compare meets when it runs an older commit's package)."""
+    connect = getattr(Queue, "connect", Queue)
+    return connect(dsn, pool_size=pool_size)  # type: ignore[no-any-return]
+
+
 def fill_afk(dsn: str, cfg: Config, extra: float = 1.0) -> None:
-    queue = Queue.connect(dsn, pool_size=None)
+    queue = open_queue(dsn, pool_size=None)
     per_agent = int(cfg.tasks // cfg.agents * extra)
     for agent in agents_of(cfg):
         for lo in range(0, per_agent, 1000):

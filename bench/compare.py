@@ -52,8 +52,19 @@ def checkout(rev: str, into: Path) -> str:
 def run_once(path: Path, dsn: str, workers: int, tasks: int, out: Path) -> dict[str, list[float]]:
     """One throughput run with the commit at ``path``: label -> rates."""
     # the commit's folder is the working directory, so its watchdog is first
-    # on the path (before this checkout's, which PYTHONPATH names for bench)
+    # on the path (before this checkout's, which PYTHONPATH names for bench);
+    # `python -m` puts the working directory first, so it must not be ROOT
     env = {**os.environ, "PYTHONPATH": f"{path}{os.pathsep}{ROOT}"}
+    imported = subprocess.run(
+        [sys.executable, "-c", "import watchdog; print(watchdog.__file__)"],
+        env=env,
+        cwd=path,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    if not Path(imported).is_relative_to(path):
+        raise RuntimeError(f"the run at {path.name} would import {imported}, not its own watchdog")
     proc = subprocess.run(
         [
             sys.executable,
@@ -74,7 +85,7 @@ def run_once(path: Path, dsn: str, workers: int, tasks: int, out: Path) -> dict[
             str(out),
         ],
         env=env,
-        cwd=ROOT,
+        cwd=path,
         capture_output=True,
         text=True,
         timeout=3600,

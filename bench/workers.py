@@ -13,9 +13,9 @@ def _afk_queue(
 ) -> tuple[Any, list[str]]:
     """A connected queue (before the clock starts) and this worker's agent
     order (each worker starts at another agent), once the start is given."""
-    from watchdog import Queue
+    from bench.common import open_queue
 
-    queue = Queue.connect(dsn, pool_size=1)
+    queue = open_queue(dsn, pool_size=1)
     queue.status()
     ready.release()
     start.wait()

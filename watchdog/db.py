@@ -74,12 +74,20 @@ def _run(conn: Connection, statement: str, params: Mapping[str, Any] | None) -> 
     return cur.fetchall() if cur.rownumber is not None else []
 
 
+def _reusable(conn: Connection) -> bool:
+    """Open and outside any transaction (what a connection going back to the
+    pool must be; :func:`_alive` looks further when it is taken again)."""
+    return (
+        not conn.closed
+        and not conn.broken
+        and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    )
+
+
 def _alive(conn: Connection) -> bool:
     """Healthy and idle. An idle connection has nothing to read: a readable
     socket means the server closed it (or said why it will)."""
-    if conn.closed or conn.broken:
-        return False
-    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+    if not _reusable(conn):
         return False
     try:
         readable, _, _ = select.select([conn.fileno()], [], [], 0)
@@ -374,7 +382,7 @@ class Database:
             yield conn
         finally:
             if conn is not None:
-                keep = not self._closed and _alive(conn)
+                keep = not self._closed and _reusable(conn)
                 if keep:
                     with self._lock:
                         self._idle.append(conn)
@@ -418,10 +426,9 @@ class Database:
         It must return what the caller expects, and take exactly the
         parameters given. On the caller's ``conn`` nothing is retried (its
         transaction is lost)."""
-        statement = sql.statement(name)
+        statement = sql.checked_statement(name, params or {})
         if statement.returns != returns:
             raise TypeError(f"statement {name} is :{statement.returns}, not :{returns}")
-        sql.checked(name, params or {})
         if conn is not None:
             with translate_errors(self.conninfo):
                 return _run(conn, statement.text, params)

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, Literal, NoReturn, overload
 
-from . import tracing
+from . import sql, tracing
 from .checks import (
     MAX_ATTEMPTS,
     MAX_ERROR,
@@ -69,6 +69,11 @@ def default_runner_id() -> str:
     thread = threading.current_thread()
     suffix = "" if thread is threading.main_thread() else f":{thread.native_id}"
     return f"{socket.gethostname()}:{os.getpid()}{suffix}"
+
+
+#: the step's parameters whose NULL changes what it does (no task to finish,
+#: no account, no run to end, ...): written into its text when NULL
+_STEP_SHAPE = ("id", "token", "error", "result", "agent_id", "runner", "account", "run")
 
 
 class Queue:
@@ -854,24 +859,25 @@ class Queue:
         """The one statement of a worker's step (see ``step`` in tasks.sql):
         finish ``task_id`` if given, then claim if ``claim``."""
         s = self.settings
-        row = self.db.one(
-            "step",
-            {
-                "id": task_id,
-                "token": token,
-                "error": error,
-                "result": None if result is None else json_param(result),
-                "backoff_base": s.backoff_base_seconds,
-                "backoff_cap": s.backoff_cap_seconds,
-                "claim": claim,
-                "agent_id": agent_id,
-                "runner": runner,
-                "lease_seconds": s.lease_seconds if lease_seconds is None else lease_seconds,
-                "account": account,
-                "run": None if run is None else json_param(dict(run)),
-            },
-            conn,
-        )
+        params = {
+            "id": task_id,
+            "token": token,
+            "error": error,
+            "result": None if result is None else json_param(result),
+            "backoff_base": s.backoff_base_seconds,
+            "backoff_cap": s.backoff_cap_seconds,
+            "claim": claim,
+            "agent_id": agent_id,
+            "runner": runner,
+            "lease_seconds": s.lease_seconds if lease_seconds is None else lease_seconds,
+            "account": account,
+            "run": None if run is None else json_param(dict(run)),
+        }
+        # the parameters that switch parts of it on and off are written in:
+        # a claim, a finish and a finish that claims are each planned once
+        fixed = {k: params.pop(k) for k in _STEP_SHAPE if params[k] is None}
+        fixed["claim"] = params.pop("claim")
+        row = self.db.one(sql.shaped("step", **fixed), params, conn)
         assert row is not None  # the statement always returns its one row
         return row
 

@@ -158,7 +158,7 @@ def test_two_dependencies_finishing_at_once_unblock_their_dependent(queue, dsn, 
     ctx = mp.get_context("spawn")
     pairs = 20
     # each finish commits 50 ms after its triggers ran (a trigger named to
-    # fire after afk_dependency_finished): both halves of a pair check their
+    # fire after afk_task_state_changed): both halves of a pair check their
     # dependent before either commits, the window the dependent's lock closes
     sql(
         "CREATE FUNCTION test_slow_commit() RETURNS trigger LANGUAGE plpgsql AS"

@@ -13,7 +13,7 @@ import pytest
 from watchdog import sql
 
 PACKAGE = Path(sql.__file__).parent.parent
-CALL = re.compile(r"\.(one|all|execute|copy)\(\s*\"(\w+)\"")
+CALL = re.compile(r"\.(one|all|execute|copy)\(\s*(?:sql\.shaped\()?\"(\w+)\"")
 METHOD = {"one": "one", "all": "many", "execute": "exec", "copy": "copy"}
 
 
@@ -71,3 +71,38 @@ def test_parameters_are_read_from_the_text_and_checked():
     assert (st.returns, st.retry, st.params) == ("one", True, frozenset({"a", "b"}))
     with pytest.raises(TypeError, match=r"missing \['reason'\], unexpected \['why'\]"):
         sql.checked("pause_agent", {"agent_id": "a", "runner": "r", "why": "x"})
+
+
+def test_a_statement_is_sent_without_its_comments_and_with_its_blanks_folded():
+    (statement,) = sql.parse(
+        "-- name: x :one\n-- what it does\nSELECT 'a  -- b', E'it''s\\n  x' -- why\n"
+        '  ,   "odd  --name"\n  FROM t -- end\n WHERE a - 1 > 0;\n'
+    ).values()
+    assert statement.text == (
+        "SELECT 'a  -- b', E'it''s\\n  x' , \"odd  --name\" FROM t WHERE a - 1 > 0"
+    )
+
+
+def test_every_statement_fits_the_parse_cache_of_psycopg():
+    """psycopg keeps the parse of a query text up to 4 KiB (and 50
+    parameters); a longer one is parsed again on every call. (The digest's
+    query, run once a morning, may be longer.)"""
+    from psycopg import _queries
+
+    once_a_day = {"digest_data"}
+    for statement in sql.statements().values():
+        if statement.name in once_a_day:
+            continue
+        assert len(statement.text.encode()) <= _queries.MAX_CACHED_STATEMENT_LENGTH, statement.name
+        assert len(statement.params) <= _queries.MAX_CACHED_STATEMENT_PARAMS, statement.name
+
+
+def test_a_shape_writes_the_fixed_parameters_in_as_literals():
+    name = sql.shaped("step", claim=True, id=None, token=None)
+    shape, base = sql.statement(name), sql.statement("step")
+    assert shape.params == base.params - {"claim", "id", "token"}
+    assert "%(claim)s" not in shape.text and "NULL::uuid" in shape.text
+    assert (shape.returns, shape.retry, shape.owner) == (base.returns, base.retry, base.owner)
+    assert sql.shaped("step", token=None, id=None, claim=True) == name  # made once
+    with pytest.raises(TypeError, match="no parameters"):
+        sql.shaped("step", nope=None)

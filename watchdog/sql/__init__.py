@@ -15,6 +15,14 @@ lost after it was sent (its reply may be lost, not its effect): reads, fenced
 writes (a replay after a commit is refused by the fence, or, for ``done``,
 recognised), and writes that are idempotent by construction. Every statement
 is retried when the connection failed before it was sent.
+
+A statement is sent as :func:`compact` makes it: its comments out and its
+blanks folded, so that psycopg's cache of parsed queries (texts up to 4 KiB)
+holds even the long ones. :func:`shaped` gives a statement with some of its
+parameters fixed to literals (NULL, true, false): a statement whose
+parameters switch parts of it on and off (``step``: a claim, a finish, or
+both) is then one prepared statement per shape, which the server plans once
+(a generic plan) instead of once per call.
 """
 
 from __future__ import annotations
@@ -29,6 +37,25 @@ from typing import Any
 _HEADER = re.compile(r"^-- name: (\w+) :(one|many|exec|copy)((?: [\w-]+)*)\s*$", re.MULTILINE)
 _FLAGS = frozenset({"retry"})
 _PARAM = re.compile(r"%\((\w+)\)s")
+#: a string literal (plain, E'' or a quoted name), a comment, blanks, the rest
+_TOKEN = re.compile(
+    r"[eE]'(?:[^'\\]|\\.|'')*'|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|\s+|[^'\"\s-]+|-",
+    re.DOTALL,
+)
+
+
+def compact(text: str) -> str:
+    """``text`` without its comments, each run of blanks one space (string
+    literals and quoted names kept as they are)."""
+    out: list[str] = []
+    for match in _TOKEN.finditer(text):
+        token = match.group()
+        if token.startswith("--") or token.isspace():
+            if out and out[-1] != " ":
+                out.append(" ")
+        else:
+            out.append(token)
+    return "".join(out).strip()
 
 
 @dataclass(frozen=True)
@@ -72,7 +99,8 @@ def parse(text: str, owner: str = "") -> dict[str, Statement]:
                 f"after query {name!r}: a statement header must read: "
                 "-- name: NAME :one|:many|:exec|:copy [retry]"
             )
-        found[name] = Statement(name, body.strip().rstrip(";"), returns, "retry" in given, owner)
+        text = compact(body).rstrip(";").rstrip()
+        found[name] = Statement(name, text, returns, "retry" in given, owner)
     return found
 
 
@@ -96,7 +124,32 @@ def statements() -> dict[str, Statement]:
 
 
 def statement(name: str) -> Statement:
-    return statements()[name]
+    return statements().get(name) or _shapes[name]
+
+
+#: the shapes made so far: by name, and by what they were made from
+_shapes: dict[str, Statement] = {}
+_shape_names: dict[tuple[str, frozenset[tuple[str, bool | None]]], str] = {}
+
+
+def shaped(name: str, **fixed: bool | None) -> str:
+    """The name of ``name`` with the parameters ``fixed`` written into its
+    text as literals (None as NULL, booleans as true and false): they are no
+    longer parameters of it. One shape is made once and kept."""
+    key = (name, frozenset(fixed.items()))
+    made = _shape_names.get(key)
+    if made is not None:
+        return made
+    base = statements()[name]
+    unknown = set(fixed) - base.params
+    if unknown:
+        raise TypeError(f"statement {name} has no parameters {sorted(unknown)}")
+    literal = {k: "NULL" if v is None else "true" if v else "false" for k, v in fixed.items()}
+    text = _PARAM.sub(lambda m: literal.get(m.group(1), m.group(0)), base.text)
+    made = name + "{" + ",".join(f"{k}={literal[k]}" for k in sorted(literal)) + "}"
+    _shapes[made] = Statement(made, text, base.returns, base.retry, base.owner)
+    _shape_names[key] = made
+    return made
 
 
 def query(name: str) -> str:
@@ -106,14 +159,19 @@ def query(name: str) -> str:
 def checked(name: str, params: Mapping[str, Any]) -> str:
     """The text of ``name``, once ``params`` are exactly its parameters (for
     callers outside :class:`~watchdog.db.Database`: EXPLAIN, pgbench)."""
-    statement = statements()[name]
-    given = frozenset(params)
-    if given != statement.params:
+    return checked_statement(name, params).text
+
+
+def checked_statement(name: str, params: Mapping[str, Any]) -> Statement:
+    """The statement ``name``, once ``params`` are exactly its parameters."""
+    found = statement(name)
+    if params.keys() != found.params:
+        given = frozenset(params)
         raise TypeError(
-            f"statement {name}: missing {sorted(statement.params - given)}, "
-            f"unexpected {sorted(given - statement.params)}"
+            f"statement {name}: missing {sorted(found.params - given)}, "
+            f"unexpected {sorted(given - found.params)}"
         )
-    return statement.text
+    return found
 
 
 def migrations() -> list[tuple[int, str, str]]:
