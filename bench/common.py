@@ -7,7 +7,7 @@ import multiprocessing as mp
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -80,7 +80,8 @@ class Server:
             dsn = embedded.ensure_running(self.home).dsn("postgres")
         self.dsn = dsn
         # (named _bin_dir before 2026-12: bench.compare runs older packages)
-        self.bin = getattr(embedded, "bin_dir", getattr(embedded, "_bin_dir", None))()
+        bin_dir: Callable[[], Path] = getattr(embedded, "bin_dir", None) or embedded._bin_dir  # type: ignore[attr-defined]
+        self.bin = bin_dir()
         self.counter = 0
 
     def version(self) -> str:
@@ -130,8 +131,8 @@ def agents_of(cfg: Config) -> list[str]:
 def open_queue(dsn: str, pool_size: int | None) -> Queue:
     """A queue on ``dsn`` (``Queue.connect``; before 2026-12, ``Queue(dsn)``,
     which bench.compare meets when it runs an older commit's package)."""
-    connect = getattr(Queue, "connect", Queue)
-    return connect(dsn, pool_size=pool_size)  # type: ignore[no-any-return]
+    connect: Callable[..., Queue] = getattr(Queue, "connect", Queue)
+    return connect(dsn, pool_size=pool_size)
 
 
 def fill_afk(dsn: str, cfg: Config, extra: float = 1.0) -> None:

@@ -875,8 +875,11 @@ class Queue:
         }
         # the parameters that switch parts of it on and off are written in:
         # a claim, a finish and a finish that claims are each planned once
-        fixed = {k: params.pop(k) for k in _STEP_SHAPE if params[k] is None}
-        fixed["claim"] = params.pop("claim")
+        fixed: dict[str, bool | None] = {k: None for k in _STEP_SHAPE if params[k] is None}
+        for k in fixed:
+            del params[k]
+        fixed["claim"] = claim
+        del params["claim"]
         row = self.db.one(sql.shaped("step", **fixed), params, conn)
         assert row is not None  # the statement always returns its one row
         return row
