@@ -19,11 +19,7 @@ from datetime import datetime
 from pathlib import Path
 
 from bench.common import QUICK, ROOT, Config, Results, Server
-from bench.enqueue import bench_enqueue
 from bench.report import report
-from bench.scale import bench_long_transaction, bench_scale
-from bench.startup import bench_cli, bench_rss
-from bench.throughput import bench_pinned, bench_throughput
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,21 +60,34 @@ def main(argv: list[str] | None = None) -> int:
         "cpus": os.cpu_count(),
         "machine": platform.machine(),
     }
+    # each section imported when it runs (bench.compare runs the throughput
+    # section with older packages, which lack what the others import)
     try:
-        if "throughput" in sections:
-            bench_throughput(server, cfg, results, folder)
-        if "pinned" in sections:
-            bench_pinned(server, cfg, results, folder)
+        if sections & {"throughput", "pinned"}:
+            from bench.throughput import bench_pinned, bench_throughput
+
+            if "throughput" in sections:
+                bench_throughput(server, cfg, results, folder)
+            if "pinned" in sections:
+                bench_pinned(server, cfg, results, folder)
         if "enqueue" in sections:
+            from bench.enqueue import bench_enqueue
+
             bench_enqueue(server, cfg, results)
-        if "scale" in sections:
-            bench_scale(server, cfg, results, folder)
-        if "long" in sections:
-            bench_long_transaction(server, cfg, results)
-        if "cli" in sections:
-            bench_cli(server, cfg, results)
-        if "rss" in sections and cfg.rss_hour_ticks:
-            bench_rss(server, cfg, results)
+        if sections & {"scale", "long"}:
+            from bench.scale import bench_long_transaction, bench_scale
+
+            if "scale" in sections:
+                bench_scale(server, cfg, results, folder)
+            if "long" in sections:
+                bench_long_transaction(server, cfg, results)
+        if sections & {"cli", "rss"}:
+            from bench.startup import bench_cli, bench_rss
+
+            if "cli" in sections:
+                bench_cli(server, cfg, results)
+            if "rss" in sections and cfg.rss_hour_ticks:
+                bench_rss(server, cfg, results)
     finally:
         server.close()
     print(report(results, cfg, folder))
