@@ -67,10 +67,9 @@ class Accounts:
         reason = check_text("reason", reason)[:1000]
         if until is not None and until.tzinfo is None:
             raise BadInput("the end of a parking needs a time zone (an ISO 8601 offset)")
-        row = self.db.one(
+        row = self.db.row(
             "park", {"account": account, "kind": kind, "reason": reason, "until": until}
         )
-        assert row is not None  # the function returns the open parking
         return Parking.from_row(row)
 
     def park_by_hand(self, account: str, reason: str, until: datetime) -> Parking:
@@ -107,13 +106,11 @@ class Accounts:
     def spent_today(self, account: str, tz: str) -> tuple[float, datetime]:
         """What ``account``'s runs cost since midnight in zone ``tz`` (an IANA
         name), and the next midnight there."""
-        row = self.db.one("spent_today", {"account": check_id("account", account), "tz": tz})
-        assert row is not None  # an aggregate: always one row
+        row = self.db.row("spent_today", {"account": check_id("account", account), "tz": tz})
         return float(row["spent"]), row["next_midnight"]
 
     def clock(self) -> datetime:
         """The database's now(): every time here is read from it."""
-        row = self.db.one("clock")
-        assert row is not None
+        row = self.db.row("clock")
         now: datetime = row["now"]
         return now

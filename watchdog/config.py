@@ -473,7 +473,7 @@ class DigestSettings:
 
 
 #: the digest's destinations: each one's name and the setting that turns it on.
-#: Its class is ``destinations.KINDS[name]`` (tests/unit/test_settings.py
+#: Its class is ``destinations.SENDERS[name]`` (tests/unit/test_settings.py
 #: checks that the two name the same destinations).
 DESTINATIONS: tuple[tuple[str, str], ...] = (
     ("slack", "slack_url"),

@@ -407,6 +407,16 @@ class Database:
             raise DatabaseError(f"statement {name} returned {len(rows)} rows, not one")
         return rows[0] if rows else None
 
+    def row(
+        self, name: str, params: Mapping[str, Any] | None = None, conn: Connection | None = None
+    ) -> Row:
+        """Run a ``:row`` statement: its one row (a statement built to answer
+        in any case; none is a bug, said as one)."""
+        rows = self._run_named(name, "row", params, conn)
+        if len(rows) != 1:
+            raise DatabaseError(f"statement {name} returned {len(rows)} rows, not one")
+        return rows[0]
+
     def all(
         self, name: str, params: Mapping[str, Any] | None = None, conn: Connection | None = None
     ) -> list[Row]:

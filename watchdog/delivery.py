@@ -78,7 +78,7 @@ def latest_period(
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Delivery:
     destination: str
     period: str
     state: str  # delivered, pending (will retry), failed
@@ -110,7 +110,7 @@ def claim_and_send(
     period: datetime,
     first_window: float,
     send: Sender,
-) -> Outcome | None:
+) -> Delivery | None:
     """Claim (destination, kind, period) in the ledger and run ``send`` for it;
     record the outcome, fenced by the claim. None if the claim was not ours
     (delivered already, waiting for its retry, or another sender has it)."""
@@ -178,10 +178,10 @@ def claim_and_send(
             "status": status,
         },
     )
-    return Outcome(destination, period.isoformat(), state, attempts, status, error)
+    return Delivery(destination, period.isoformat(), state, attempts, status, error)
 
 
-def run_once(db: Database, settings: DigestSettings, *, force: bool = False) -> list[Outcome]:
+def send_due(db: Database, settings: DigestSettings, *, force: bool = False) -> list[Delivery]:
     """The digest job: for each destination, claim the latest due period in
     the ledger and deliver it. ``force`` sends now, as a period of its own.
     Each window's digest is built once and rendered once per format, whatever
@@ -226,8 +226,7 @@ def run_once(db: Database, settings: DigestSettings, *, force: bool = False) -> 
 
 def db_now(db: Database) -> datetime:
     """The database's clock: every schedule decision uses it."""
-    row = db.one("now")
-    assert row is not None
+    row = db.row("now")
     now: datetime = row["now"]
     return now
 
@@ -247,7 +246,7 @@ def dry_run(db: Database, settings: DigestSettings, fmt: str) -> str:
 
 def alert_poison(
     db: Database, settings: DigestSettings, pills: list[Task], interval: float
-) -> list[Outcome]:
+) -> list[Delivery]:
     """A short alert listing poison pills, once per poison period and destination."""
     now = db_now(db)
     period = datetime.fromtimestamp(now.timestamp() // interval * interval, now.tzinfo)
@@ -265,7 +264,7 @@ def alert_poison(
     return [o for o in outcomes if o is not None]
 
 
-def alert_account(db: Database, settings: DigestSettings, parking: Parking) -> list[Outcome]:
+def alert_account(db: Database, settings: DigestSettings, parking: Parking) -> list[Delivery]:
     """An alert that an account needs a person, once per parking and destination."""
     alert = AccountAlert(parking.account, parking.kind, parking.reason)
     destinations = {d.name: d for d in configured(settings)}
@@ -281,11 +280,11 @@ def alert_account(db: Database, settings: DigestSettings, parking: Parking) -> l
     return [o for o in outcomes if o is not None]
 
 
-def alert_questions(db: Database, settings: DigestSettings, limit: int = 20) -> list[Outcome]:
+def alert_questions(db: Database, settings: DigestSettings, limit: int = 20) -> list[Delivery]:
     """Tell the alert destinations of each new question, once per question and
     destination (the ledger's kind names the question)."""
     destinations = {d.name: d for d in configured(settings)}
-    outcomes: list[Outcome] = []
+    outcomes: list[Delivery] = []
     for row in db.all("questions_unalerted", {"limit": limit}):
         alert = QuestionAlert(str(row["id"]), row["agent_id"], row["title"], row["question"])
         kind = f"question:{row['question_id']}"

@@ -343,7 +343,7 @@ class Email:
         return send_email(self.settings, alert.subject, alert.text, None)
 
 
-KINDS: dict[str, type[Slack] | type[Webhook] | type[Email]] = {
+SENDERS: dict[str, type[Slack] | type[Webhook] | type[Email]] = {
     "slack": Slack,
     "webhook": Webhook,
     "email": Email,
@@ -355,7 +355,7 @@ def configured(settings: DigestSettings) -> list[Destination]:
     no class is an error, never a silent fallback to another destination."""
     out: list[Destination] = []
     for name in settings.destinations():
-        if name not in KINDS:
+        if name not in SENDERS:
             raise AfkError(f"no destination called {name!r}")
-        out.append(KINDS[name](settings))
+        out.append(SENDERS[name](settings))
     return out

@@ -17,7 +17,7 @@ from .config import DigestSettings
 from .db import Database
 from .errors import AfkError
 from .states import EXACT_BELOW, STATES
-from .text import clean
+from .text import shown
 
 FORMATS = {
     "slack": "slack.json.j2",
@@ -308,7 +308,7 @@ def build(
     must follow the live work, not the window's finishes. ``review``: read
     the done tasks' worktrees for "to review" (git, and `gh` for their pull
     requests)."""
-    row = db.one(
+    row = db.row(
         "digest_data",
         {
             "start": start,
@@ -320,7 +320,6 @@ def build(
             "count_done": count_done,
         },
     )
-    assert row is not None  # one row of aggregates, always
     groups: dict[tuple[str, str], list[FailedTask]] = defaultdict(list)
     read: list[FailedTask] = []
     for f in row["failed"]:
@@ -409,17 +408,6 @@ def slack_url(url: str) -> str:
     return urllib.parse.quote(url, safe=":/?#[]@!$&'()*+,;=%~-._")
 
 
-#: bidi controls: a right-to-left override in a title would reverse the text after it
-_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def truncate(text: Any, limit: int = 300) -> str:
-    """Agent text for a digest: bidi controls and terminal escapes removed,
-    cut at ``limit``."""
-    value = _BIDI.sub("", clean(str(text)))
-    return value if len(value) <= limit else value[: max(0, limit - 1)] + "…"
-
-
 def excerpt(text: Any, limit: int = 300) -> str:
     """A task's error in one line: the error itself when it is one line, else
     its telling line (a traceback's exception, a test summary), so that a
@@ -427,7 +415,7 @@ def excerpt(text: Any, limit: int = 300) -> str:
     value = str(text or "")
     lines = [line for line in value.strip().splitlines() if line.strip()]
     line = lines[0] if len(lines) == 1 else error_headline(value)
-    return truncate(line, limit)
+    return shown(line, limit)
 
 
 def local_time(digest: Digest, value: datetime | str, fmt: str = "%Y-%m-%d %H:%M") -> str:
@@ -472,10 +460,10 @@ def render(digest: Digest, fmt: str, settings: DigestSettings) -> str:
     env.filters.update(
         slack=slack_escape,
         slack_url=slack_url,
-        truncate_text=truncate,
+        truncate_text=shown,
         excerpt=excerpt,
         local=lambda v, fmt="%Y-%m-%d %H:%M": local_time(digest, v, fmt),
-        shell_quote=lambda v: shlex.quote(truncate(v, 100)),
+        shell_quote=lambda v: shlex.quote(shown(v, 100)),
         hours=hours,
         usd=usd,
     )

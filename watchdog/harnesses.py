@@ -96,7 +96,7 @@ BY_EVENT = {e.name: e for e in EVENT_TABLE}
 #: the StopFailure command ignores SIGTERM from its first instant: Claude Code
 #: (2.1.332, ``-p``) sends it to that hook some 15 ms after starting it, as it
 #: exits, and kills it for good about 1.5 s later; the hook then goes on in a
-#: process of its own (cli._detach)
+#: process of its own (cli.agents._detach)
 SURVIVE_EXIT = "trap '' TERM; exec "
 
 

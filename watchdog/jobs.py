@@ -39,7 +39,7 @@ class Leader(Protocol):
     def check(self) -> bool: ...
 
 
-class Watchdog(Protocol):
+class JobHost(Protocol):
     """What a job is given: the parts of the service it uses
     (service.Watchdog is one; the jobs do not know the service)."""
 
@@ -101,7 +101,7 @@ def gauges(
     runs_since: datetime | None = None,
 ) -> GaugeSnapshot:
     """Everything the metrics show, read in one statement."""
-    row = queue.db.one(
+    row = queue.db.row(
         "gauges",
         {
             "top_agents": top_agents,
@@ -110,7 +110,6 @@ def gauges(
             "runs_since": runs_since,
         },
     )
-    assert row is not None  # one row of aggregates, always
     states = {s: int(row["states"].get(s, 0)) for s in STATES}
     return GaugeSnapshot(
         states=states,
@@ -181,14 +180,14 @@ class Job:
     #: once per period across replicas: only the leader runs it
     leader_only: bool
     #: runs it once on a service, records its metrics, returns what it did
-    run: Callable[[Watchdog], dict[str, Any]]
+    run: Callable[[JobHost], dict[str, Any]]
     #: scheduled only when this says so (the digest needs a destination)
     enabled: Callable[[Settings], bool] = lambda _: True
     #: offered by `afk watchdog tick`
     tick: bool = True
 
 
-def run_leader(w: Watchdog) -> dict[str, Any]:
+def run_leader(w: JobHost) -> dict[str, Any]:
     was = w.leader.held
     try:
         now = w.leader.check()
@@ -205,14 +204,14 @@ def run_leader(w: Watchdog) -> dict[str, Any]:
     return {"leader": now}
 
 
-def run_reclaim(w: Watchdog) -> dict[str, Any]:
+def run_reclaim(w: JobHost) -> dict[str, Any]:
     r = reclaim(w.queue)
     w.metrics.reclaimed.labels("paused").inc(r.paused)
     w.metrics.reclaimed.labels("failed").inc(r.failed)
     return {"paused": r.paused, "failed": r.failed}
 
 
-def run_gauges(w: Watchdog) -> dict[str, Any]:
+def run_gauges(w: JobHost) -> dict[str, Any]:
     s = w.settings.service
     m = w.metrics
     snap = gauges(
@@ -246,7 +245,7 @@ def run_gauges(w: Watchdog) -> dict[str, Any]:
     return asdict(snap)
 
 
-def run_poison(w: Watchdog) -> dict[str, Any]:
+def run_poison(w: JobHost) -> dict[str, Any]:
     s = w.settings.service
     pills = poison(w.queue, window=s.poison_window)
     w.metrics.poison_pills.set(len(pills))
@@ -259,19 +258,19 @@ def run_poison(w: Watchdog) -> dict[str, Any]:
     return out
 
 
-def run_prune(w: Watchdog) -> dict[str, Any]:
+def run_prune(w: JobHost) -> dict[str, Any]:
     s = w.settings.service
     r = prune(w.queue, retention=s.retention, batch=s.prune_batch)
     w.metrics.pruned.inc(r.deleted)
     return {"deleted": r.deleted}
 
 
-def run_digest(w: Watchdog) -> dict[str, Any]:
+def run_digest(w: JobHost) -> dict[str, Any]:
     from . import delivery
 
     if not w.settings.digest.destinations():
         return {"deliveries": [], "skipped": "no destination configured"}
-    outcomes = delivery.run_once(w.db, w.settings.digest)
+    outcomes = delivery.send_due(w.db, w.settings.digest)
     for o in outcomes:
         w.metrics.digest_deliveries.labels(o.destination, o.state).inc()
     failed = [o for o in outcomes if o.state != "delivered"]
@@ -281,7 +280,7 @@ def run_digest(w: Watchdog) -> dict[str, Any]:
     return {"deliveries": [o.to_json() for o in outcomes]}
 
 
-def run_questions(w: Watchdog) -> dict[str, Any]:
+def run_questions(w: JobHost) -> dict[str, Any]:
     """New questions of the agents, to the alert destinations."""
     from . import delivery
 

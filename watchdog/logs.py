@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import sys
 from datetime import UTC, datetime
 
 from .errors import scrub
+from .text import escape_controls
 
 #: the connection string of this process, whose password no log line may show
 _conninfo: str | None = None
@@ -33,15 +33,6 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             out["exc"] = scrub(self.formatException(record.exc_info), _conninfo)
         return json.dumps(out, default=str, ensure_ascii=False)
-
-
-#: control characters, and the Unicode line and bidi controls: agent text with
-#: them could forge a separate log line or reorder one
-_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def escape_controls(text: str) -> str:
-    return _CONTROLS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 class TextFormatter(logging.Formatter):

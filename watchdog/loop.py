@@ -35,12 +35,13 @@ import threading
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, tzinfo
-from typing import IO, Any
+from datetime import datetime, tzinfo
+from typing import IO, Any, Literal
 
 from . import tracing, workspaces
 from .accounts import DEFAULT_ACCOUNT, Accounts, Parking
 from .config import LoopSettings
+from .decide import EXIT_PARKED, Decision, Move, Run, decide, rules_of
 from .errors import AccountParked, DatabaseError, LeaseLost
 from .harnesses import prompt_argv
 from .models import Task
@@ -57,11 +58,7 @@ from .queue import Queue
 from .text import one_line
 from .workspaces import Workspace, WorkspaceError
 
-EXIT_OK, EXIT_ERROR, EXIT_PARKED = 0, 1, 5
-#: outcomes that would retry a task: over its budget, it is held instead
-#: outcomes that a person decides instead when the agent was denied tools
-ASKS_WHEN_DENIED = (Outcome.TASK_FAILURE, Outcome.TIMED_OUT)
-HELD_OVER_BUDGET = (Outcome.TASK_FAILURE, Outcome.TIMED_OUT, Outcome.OUTAGE, Outcome.USAGE_LIMIT)
+EXIT_OK, EXIT_ERROR = 0, 1
 #: the longest a loop sleeps between two looks at the database while it waits
 #: for a reset or a backoff (a parking cleared by hand is seen this soon)
 MAX_NAP = 60.0
@@ -332,103 +329,150 @@ class Loop:
         *,
         over_budget: tuple[float, float] | None = None,
     ) -> int | None:
-        run = report.to_run(verdict.outcome, self.scrub)
-        account, line = self.o.account, self.scrub(verdict.line)
+        """Settle the task of a run that ended with ``verdict``, as
+        :func:`~watchdog.decide.decide` says; the loop's exit status when it
+        must stop, else None."""
         kind = verdict.outcome
-        if kind is not Outcome.OUTAGE:
-            self.outages = 0
+        self.outages = self.outages + 1 if kind is Outcome.OUTAGE else 0
+        if kind is not Outcome.INTERRUPTED:
+            self.stopped_outside.pop(task.id, None)
+        decision = decide(
+            kind,
+            rules_of(self.settings, self.q.settings.backoff_base_seconds),
+            now,
+            Run(
+                reset=verdict.reset,
+                outages_in_a_row=self.outages,
+                over_budget=over_budget is not None,
+                denied=bool(report.permission_denials),
+                stopped_by_loop=self.stopped.is_set(),
+                stopped_outside_before=bool(self.stopped_outside.get(task.id)),
+                stalled_before=kind is Outcome.STALLED and self._stalled_before(task),
+            ),
+        )
         try:
-            if over_budget is not None and kind in HELD_OVER_BUDGET:
-                self.hold_over_budget(task, run, over_budget, line)
-                if kind is Outcome.USAGE_LIMIT:  # the account is parked all the same
-                    self.accounts.park(account, "usage_limit", line, self.reset_of(verdict, now))
-                return None
-            if kind is not Outcome.INTERRUPTED:
-                self.stopped_outside.pop(task.id, None)
-            if report.permission_denials and kind in ASKS_WHEN_DENIED:
-                self.ask_about_denials(task, report, run)
-                return None
-            if kind is Outcome.DONE:
-                self.q.done(task, run=run)
-            elif kind is Outcome.TASK_FAILURE:
-                text = report.failure or failure_text(report, verdict)
-                self.q.fail(task, self.scrub(text), run=run)
-            elif kind is Outcome.TIMED_OUT:
-                self.q.fail(task, self._stopped_text(line, report), run=run)
-                self.say(f"task {task.id} {line}: stopped, an attempt spent")
-            elif kind is Outcome.STALLED:
-                self.settle_stall(task, report, line, run)
-            elif kind is Outcome.CANNOT_START:
-                self.q.release(task, f"paused: {line}", outcome=kind, run=run)
-                self.say(
-                    f"{line}; task {task.id} paused with no attempt spent, and no other "
-                    "task started: fix the command, then run afk loop again"
-                )
-                return EXIT_PARKED
-            elif kind is Outcome.USAGE_LIMIT:
-                if verdict.reset is None or verdict.reset <= now:
-                    line += " (no reset time read: probing again then)"
-                self.accounts.park(account, "usage_limit", line, self.reset_of(verdict, now))
-                self.q.release(task, f"usage limit: {line}", outcome=kind, run=run)
-                self.say(f"account {account!r} hit a usage limit: {line}")
-            elif kind is Outcome.OUTAGE:
-                self.outages += 1
-                backoff = min(
-                    self.settings.transient_backoff_seconds * 2 ** (self.outages - 1),
-                    self.settings.transient_backoff_cap_seconds,
-                )
-                if self.outages >= self.settings.outage_breaker:
-                    until = now + timedelta(seconds=backoff)
-                    self.accounts.park(account, "outage", f"provider outage: {line}", until)
-                self.q.release(
-                    task,
-                    f"provider outage: {line}; retried in {backoff:g}s",
-                    state="todo",
-                    retry_in=backoff,
-                    outcome=kind,
-                    run=run,
-                )
-                self.say(f"provider outage ({self.outages} in a row): {line}")
-            elif kind is Outcome.NEEDS_HUMAN:
-                parking = self.accounts.park(account, "needs_human", line, None)
-                self.q.release(task, f"needs a human: {line}", outcome=kind, run=run)
-                self._alert(parking)
-                self.say(
-                    f"account {account!r} needs a person: {line} (then: afk limit "
-                    f"--account {account} --clear)"
-                )
-                return EXIT_PARKED
-            elif self.stopped.is_set():  # interrupted: the loop was stopped
-                self.q.release(task, "paused: the supervisor was stopped", outcome=kind, run=run)
-                self.say(f"interrupted: task {task.id} paused")
-                return self.stop_status or report.exit_status or 130
-            elif self.stopped_outside.get(task.id):  # the second time in a row
-                self.stopped_outside.pop(task.id)
-                self.q.fail(
-                    task,
-                    f"the agent was stopped from outside twice in a row (exit "
-                    f"{report.exit_status}); the agent's last lines:\n{report.tail}",
-                    run=run,
-                )
-            else:  # interrupted by a signal the loop did not send: a person's
-                self.stopped_outside[task.id] = True
-                later = self.q.settings.backoff_base_seconds
-                self.q.release(
-                    task,
-                    f"paused: the agent was stopped from outside (exit {report.exit_status}); "
-                    f"due again in {later:g}s",
-                    retry_in=later,
-                    outcome=kind,
-                    run=run,
-                )
-                self.say(
-                    f"task {task.id}: its agent was stopped by a signal the loop did not send "
-                    f"(exit {report.exit_status}); paused without an attempt spent, going on"
-                )
+            return self._apply(task, report, verdict, decision, over_budget)
         except LeaseLost as exc:
             # the agent settled it itself (afk fail, afk pause) or the lease ran out
             self.say(f"task {task.id} was not settled by the loop: {exc}")
         return None
+
+    def _apply(
+        self,
+        task: Task,
+        report: Report,
+        verdict: Verdict,
+        d: Decision,
+        over_budget: tuple[float, float] | None,
+    ) -> int | None:
+        """Do what ``d`` says: park the account, move the task, say so."""
+        kind, account = verdict.outcome, self.o.account
+        run = report.to_run(kind, self.scrub)
+        line = self.scrub(verdict.line)
+        if d.probe and d.move is Move.PAUSE:
+            line += " (no reset time read: probing again then)"
+        parking = None
+        if d.park is not None:
+            reason = f"provider outage: {line}" if d.park == "outage" else line
+            parking = self.accounts.park(account, d.park, reason, d.park_until)
+        if kind is Outcome.INTERRUPTED and not d.ends_loop:
+            if d.move is Move.FAIL:
+                self.stopped_outside.pop(task.id, None)
+            else:
+                self.stopped_outside[task.id] = True
+        if d.move is Move.HOLD and over_budget is not None:
+            self.hold_over_budget(task, run, over_budget, line)
+        elif d.move is Move.ASK:
+            self.ask_about_denials(task, report, run)
+        elif d.move is Move.DONE:
+            self.q.done(task, run=run)
+        elif d.move is Move.FAIL:
+            self.q.fail(task, self._failure(kind, report, verdict, line), run=run)
+        elif d.move in (Move.RETRY, Move.PAUSE):
+            state: Literal["todo", "paused"] = "todo" if d.move is Move.RETRY else "paused"
+            why = self._why(kind, report, d, line)
+            self.q.release(task, why, state=state, retry_in=d.retry_in, outcome=kind, run=run)
+        said = self._telling(task, kind, report, d, line)
+        if said:
+            self.say(said)
+        if parking is not None and d.park == "needs_human":
+            self._alert(parking)
+        if d.ends_loop:
+            if d.exit_status is not None:
+                return d.exit_status
+            return self.stop_status or report.exit_status or 130
+        return None
+
+    def _failure(self, kind: Outcome, report: Report, verdict: Verdict, line: str) -> str:
+        """The error of a run that spent an attempt."""
+        if kind is Outcome.TASK_FAILURE:
+            return self.scrub(report.failure or failure_text(report, verdict))
+        if kind is Outcome.STALLED:
+            return f"{line}, twice in a row\n\n{self._stopped_text(line, report)}"
+        if kind is Outcome.INTERRUPTED:
+            return (
+                f"the agent was stopped from outside twice in a row (exit "
+                f"{report.exit_status}); the agent's last lines:\n{report.tail}"
+            )
+        return self._stopped_text(line, report)  # timed out
+
+    def _why(self, kind: Outcome, report: Report, d: Decision, line: str) -> str:
+        """The reason of a task put back without an attempt spent."""
+        if kind is Outcome.STALLED:
+            return self._stopped_text(line, report)[:1000]
+        if kind is Outcome.OUTAGE:
+            return f"provider outage: {line}; retried in {d.retry_in:g}s"
+        if kind is Outcome.USAGE_LIMIT:
+            return f"usage limit: {line}"
+        if kind is Outcome.NEEDS_HUMAN:
+            return f"needs a human: {line}"
+        if kind is Outcome.CANNOT_START:
+            return f"paused: {line}"
+        if d.ends_loop:  # interrupted: the loop was stopped
+            return "paused: the supervisor was stopped"
+        return (
+            f"paused: the agent was stopped from outside (exit {report.exit_status}); "
+            f"due again in {d.retry_in:g}s"
+        )
+
+    def _telling(self, task: Task, kind: Outcome, report: Report, d: Decision, line: str) -> str:
+        """The line the loop says of a settled run ("" for none)."""
+        account = self.o.account
+        if d.move in (Move.HOLD, Move.ASK, Move.DONE):
+            return ""  # (hold and ask say their own)
+        if kind is Outcome.TIMED_OUT:
+            return f"task {task.id} {line}: stopped, an attempt spent"
+        if kind is Outcome.STALLED:
+            if d.move is Move.FAIL:
+                return f"task {task.id} {line}, twice in a row: stopped, an attempt spent"
+            return f"task {task.id} {line}: stopped, and put back with no attempt spent"
+        if kind is Outcome.CANNOT_START:
+            return (
+                f"{line}; task {task.id} paused with no attempt spent, and no other "
+                "task started: fix the command, then run afk loop again"
+            )
+        if kind is Outcome.USAGE_LIMIT:
+            return f"account {account!r} hit a usage limit: {line}"
+        if kind is Outcome.OUTAGE:
+            return f"provider outage ({self.outages} in a row): {line}"
+        if kind is Outcome.NEEDS_HUMAN:
+            return (
+                f"account {account!r} needs a person: {line} (then: afk limit "
+                f"--account {account} --clear)"
+            )
+        if kind is Outcome.TASK_FAILURE or d.move is Move.FAIL:
+            return ""
+        if d.ends_loop:
+            return f"interrupted: task {task.id} paused"
+        return (
+            f"task {task.id}: its agent was stopped by a signal the loop did not send "
+            f"(exit {report.exit_status}); paused without an attempt spent, going on"
+        )
+
+    def _stalled_before(self, task: Task) -> bool:
+        """Whether the task's last ended run stalled too."""
+        ended = [r for r in self.q.runs(task) if r["ended_at"] is not None]
+        return bool(ended) and ended[-1]["outcome"] == Outcome.STALLED
 
     def ask_about_denials(self, task: Task, report: Report, run: dict[str, Any]) -> None:
         """A run that did not end done while tools were denied (Claude Code in
@@ -443,30 +487,10 @@ class Loop:
         self.q.ask(task, one_line(question, 1000), token=task.token, run=run)
         self.say(f"task {task.id} needs input: {one_line(question, 300)} (afk answer ID TEXT)")
 
-    def settle_stall(self, task: Task, report: Report, line: str, run: dict[str, Any]) -> None:
-        """A stalled run: the first in a row spends no attempt and puts the
-        task back at once (a hang is more often the harness's than the
-        task's); the second in a row spends one, so a task that always hangs
-        still ends."""
-        ended = [r for r in self.q.runs(task) if r["ended_at"] is not None]
-        text = self._stopped_text(line, report)
-        if ended and ended[-1]["outcome"] == Outcome.STALLED:
-            self.q.fail(task, f"{line}, twice in a row\n\n{text}", run=run)
-            self.say(f"task {task.id} {line}, twice in a row: stopped, an attempt spent")
-            return
-        self.q.release(task, text[:1000], state="todo", outcome=Outcome.STALLED, run=run)
-        self.say(f"task {task.id} {line}: stopped, and put back with no attempt spent")
-
     def _stopped_text(self, line: str, report: Report) -> str:
         """The error of a run the loop stopped: why, then its last lines."""
         tail = report.tail or "(none: it printed nothing)"
         return self.scrub(f"{line}\n\nthe agent's last lines:\n{tail}")
-
-    def reset_of(self, verdict: Verdict, now: datetime) -> datetime:
-        """When a usage limit ends: the reset the agent named, else a probe."""
-        if verdict.reset is not None and verdict.reset > now:
-            return verdict.reset
-        return now + timedelta(seconds=self.settings.limit_probe_seconds)
 
     def hold_over_budget(
         self, task: Task, run: dict[str, Any], over: tuple[float, float], line: str
@@ -481,7 +505,7 @@ class Loop:
     # -- the agent ------------------------------------------------------------
 
     def _prompt(self, task: Task) -> str:
-        from .agent import resume_brief
+        from .brief import resume_brief
 
         return fit_prompt(f"{task.title}\n\n{resume_brief(self.q, str(task.id))}")
 

@@ -3,13 +3,22 @@ a new task, and the results of the batch, effect and reclaim calls."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .checks import parse_task_id
+from .checks import (
+    MAX_ATTEMPTS,
+    check_budget,
+    check_id,
+    check_text,
+    check_workspace,
+    json_type,
+    parse_task_id,
+)
 from .db import Connection, Row
 from .errors import BadInput
 from .states import State
@@ -193,6 +202,12 @@ class EffectContext:
     conn: Connection | None = None
 
 
+def task_id_of(task: TaskRef) -> uuid.UUID:
+    """The id of a task or of a bare task id (no token needed: a read, or an
+    operator's change)."""
+    return task.id if isinstance(task, Task) else parse_task_id(task)
+
+
 def task_ref(task: TaskRef, token: int | None) -> tuple[uuid.UUID, int]:
     if isinstance(task, Task):
         return task.id, task.token if token is None else token
@@ -201,3 +216,94 @@ def task_ref(task: TaskRef, token: int | None) -> tuple[uuid.UUID, int]:
     if isinstance(token, bool) or not isinstance(token, int):
         raise BadInput(f"not a lease token: {token!r}")
     return parse_task_id(task), token
+
+
+# -- the checks of a new task --------------------------------------------
+
+#: how many tasks one task may wait for
+MAX_AFTER = 100
+#: what a dependent does when a task it waits for fails
+ON_DEP_FAILURE = ("cancel", "run", "hold")
+#: the furthest ahead a task may be made to start (a year)
+MAX_START = 366 * 86400
+
+
+def checked_new_task(task: NewTask | Mapping[str, Any]) -> NewTask:
+    """One task of a batch, checked (the same object when it needs no
+    change: a batch of 100k is checked in a blink)."""
+    if not isinstance(task, NewTask) and isinstance(task, Mapping):
+        unknown = set(task) - NEW_TASK_FIELDS
+        if unknown:
+            raise BadInput(f"unknown field(s) {sorted(unknown)}")
+        task = NewTask(
+            title=task.get("title"),  # type: ignore[arg-type]
+            spec=task.get("spec") or {},
+            key=task.get("key"),
+            max_attempts=task.get("max_attempts"),
+            budget_usd=task.get("budget_usd"),
+            workspace=task.get("workspace"),
+            not_before=task.get("not_before"),
+            concurrency_key=task.get("concurrency_key"),
+            concurrency_limit=task.get("concurrency_limit"),
+            after=task.get("after"),
+            on_dep_failure=task.get("on_dep_failure"),
+        )
+    if task.workspace is not None:
+        check_workspace(task.workspace)
+    if task.concurrency_key is not None:
+        check_id("concurrency key", task.concurrency_key)
+    if task.after is not None:
+        after = task.after
+        if isinstance(after, str) or not isinstance(after, list | tuple):
+            raise BadInput("after must be a list of task ids or keys")
+        if len(after) > MAX_AFTER:
+            raise BadInput(f"after names more than {MAX_AFTER} tasks")
+        for ref in after:
+            check_id("an after ref", ref)
+        if len(set(after)) != len(after):
+            raise BadInput("after names one task twice")
+    if task.on_dep_failure is not None:
+        if task.on_dep_failure not in ON_DEP_FAILURE:
+            raise BadInput("on_dep_failure must be cancel, run or hold")
+        if not task.after:
+            raise BadInput("on_dep_failure goes with after (the tasks it waits for)")
+    if task.concurrency_limit is not None:
+        lim = task.concurrency_limit
+        if task.concurrency_key is None:
+            raise BadInput("a concurrency limit goes with a concurrency key")
+        if isinstance(lim, bool) or not isinstance(lim, int) or not 1 <= lim <= 10_000:
+            raise BadInput("concurrency limit must be a whole number from 1 to 10000")
+    check_text("title", task.title)
+    if task.key is not None:
+        check_id("key", task.key)
+    is_dict = type(task.spec) is dict
+    if not is_dict and not isinstance(task.spec, Mapping):
+        raise BadInput(f"spec must be a JSON object, not {json_type(task.spec)}")
+    max_attempts = task.max_attempts
+    if max_attempts is not None and (
+        not isinstance(max_attempts, int)
+        or isinstance(max_attempts, bool)
+        or not 1 <= max_attempts <= MAX_ATTEMPTS
+    ):
+        raise BadInput(f"max_attempts must be a whole number from 1 to {MAX_ATTEMPTS}")
+    if task.budget_usd is not None:
+        check_budget(task.budget_usd)
+    if is_dict:
+        return task
+    return dataclasses.replace(task, spec=dict(task.spec))
+
+
+def not_before_fields(value: datetime | float | None) -> dict[str, Any]:
+    """A task's start time as the enqueue statement takes it: a time, or
+    seconds from the database's now."""
+    if value is None:
+        return {}
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise BadInput("not_before needs a time zone (an ISO 8601 offset)")
+        if value.year >= 9999:  # afk_held() is the end of year 9999: never claimable
+            raise BadInput("not_before is too far ahead (a task held for good is paused)")
+        return {"not_before_at": value.isoformat()}
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= MAX_START:
+        raise BadInput("not_before must be a time, or seconds from now up to a year")
+    return {"not_before_in": float(value)}

@@ -3,36 +3,31 @@ runs one statement, and never keeps a transaction open while a task runs."""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
-import re
 import socket
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from datetime import datetime
 from typing import Any, Literal, NoReturn, overload
 
 from . import sql, tracing
 from .checks import (
-    MAX_ATTEMPTS,
     MAX_ERROR,
     check_budget,
     check_id,
     check_json_size,
     check_text,
-    check_workspace,
     dumps_json,
     json_type,
 )
 from .config import QueueSettings
 from .db import Connection, Database, Row, json_param
+from .dependencies import dependency_cycle, is_task_id
 from .effects import EffectLedger
 from .errors import (
     AccountParked,
-    AfkError,
     BadInput,
     Conflict,
     LeaseLost,
@@ -41,8 +36,8 @@ from .errors import (
     redact,
 )
 from .fence import explain_fence, fenced
+from .keepalive import Keepalive
 from .models import (
-    NEW_TASK_FIELDS,
     BatchResult,
     Claimed,
     EffectContext,
@@ -51,6 +46,9 @@ from .models import (
     ReclaimResult,
     Task,
     TaskRef,
+    checked_new_task,
+    not_before_fields,
+    task_id_of,
     task_ref,
 )
 from .states import STATES
@@ -273,8 +271,7 @@ class Queue:
         nothing written, when a key exists already."""
         default = self.settings.max_attempts
         with self.db.transaction(conn) as c:
-            reserved = self.db.one("enqueue_reserve", {"agent_id": agent_id, "n": len(tasks)}, c)
-            assert reserved is not None  # an upsert: always one row
+            reserved = self.db.row("enqueue_reserve", {"agent_id": agent_id, "n": len(tasks)}, c)
             first = reserved["first"]
             self.db.copy(
                 "enqueue_copy",
@@ -294,7 +291,7 @@ class Queue:
                 ),
                 c,
             )
-            copied = self.db.one(
+            copied = self.db.row(
                 "enqueue_copied",
                 {
                     "agent_id": agent_id,
@@ -304,7 +301,6 @@ class Queue:
                 },
                 c,
             )
-            assert copied is not None  # an aggregate: always one row
             if copied["too_big"] is not None:
                 self._too_big(positions[copied["too_big"]])  # raises: rolls back
         return EnqueueResult(list(copied["ids"]), duplicates)
@@ -316,75 +312,20 @@ class Queue:
         enqueue, only for a batch with dependencies.)"""
         if not any(t.after for t in kept):
             return
-        batch = {t.key: i for i, t in enumerate(kept) if t.key is not None}
+        batch = {t.key for t in kept if t.key is not None}
         outside = {r for t in kept for r in t.after or () if r not in batch}
         rows = (
             self.db.all(
                 "dependency_graph",
-                {"ids": [r for r in outside if _UUID.fullmatch(r)], "keys": sorted(outside)},
+                {"ids": [r for r in outside if is_task_id(r)], "keys": sorted(outside)},
                 conn,
             )
             if outside
             else []
         )
-        by_id = {str(r["id"]): r for r in rows}
-        by_key = {r["idem_key"]: r for r in rows if r["idem_key"] is not None}
-
-        def node(ref: str) -> str | None:
-            if ref in batch:
-                return f"b{batch[ref]}"
-            row = by_id.get(ref.lower()) if _UUID.fullmatch(ref) else None
-            row = row or by_key.get(ref)
-            return f"t{row['id']}" if row else None
-
-        def edges(name: str) -> list[str]:
-            if name[0] == "b":
-                refs = kept[int(name[1:])].after or ()
-                return [n for n in map(node, refs) if n is not None]
-            out = []
-            for dep in by_id[name[1:]]["deps"]:
-                if dep["dep_id"] is not None and str(dep["dep_id"]) in by_id:
-                    out.append(f"t{dep['dep_id']}")
-                elif dep["ref"] in batch:
-                    out.append(f"b{batch[dep['ref']]}")
-            return out
-
-        def label(name: str) -> str:
-            if name[0] == "b":
-                t = kept[int(name[1:])]
-                return t.key or t.title
-            row = by_id[name[1:]]
-            return str(row["idem_key"] or row["id"])
-
-        done: set[str] = set()
-        for start in (f"b{i}" for i in range(len(kept))):
-            path: list[str] = []
-            on_path: set[str] = set()
-            stack: list[tuple[str, Iterator[str]]] = []
-            if start in done:
-                continue
-            stack.append((start, iter(edges(start))))
-            path.append(start)
-            on_path.add(start)
-            while stack:
-                name, it = stack[-1]
-                nxt = next(it, None)
-                if nxt is None:
-                    stack.pop()
-                    path.pop()
-                    on_path.discard(name)
-                    done.add(name)
-                elif nxt in on_path:
-                    cycle = [*path[path.index(nxt) :], nxt]
-                    raise BadInput(
-                        "a dependency cycle: "
-                        + " -> ".join(label(n) for n in cycle)
-                        + "; nothing was enqueued"
-                    )
-                elif nxt not in done:
-                    stack.append((nxt, iter(edges(nxt))))
-                    path.append(nxt)
-                    on_path.add(nxt)
+        cycle = dependency_cycle(kept, rows)
+        if cycle:
+            raise BadInput("a dependency cycle: " + " -> ".join(cycle) + "; nothing was enqueued")
 
     def _too_big(self, position: int) -> NoReturn:
         raise BadInput(
@@ -394,74 +335,9 @@ class Queue:
 
     def _check_new(self, task: NewTask | Mapping[str, Any], index: int) -> NewTask:
         try:
-            return self._checked(task)
+            return checked_new_task(task)
         except BadInput as exc:
             raise BadInput(f"task {index + 1}: {exc}") from None
-
-    @staticmethod
-    def _checked(task: NewTask | Mapping[str, Any]) -> NewTask:
-        """One task of a batch, checked (the same object when it needs no
-        change: a batch of 100k is checked in a blink)."""
-        if not isinstance(task, NewTask) and isinstance(task, Mapping):
-            unknown = set(task) - NEW_TASK_FIELDS
-            if unknown:
-                raise BadInput(f"unknown field(s) {sorted(unknown)}")
-            task = NewTask(
-                title=task.get("title"),  # type: ignore[arg-type]
-                spec=task.get("spec") or {},
-                key=task.get("key"),
-                max_attempts=task.get("max_attempts"),
-                budget_usd=task.get("budget_usd"),
-                workspace=task.get("workspace"),
-                not_before=task.get("not_before"),
-                concurrency_key=task.get("concurrency_key"),
-                concurrency_limit=task.get("concurrency_limit"),
-                after=task.get("after"),
-                on_dep_failure=task.get("on_dep_failure"),
-            )
-        if task.workspace is not None:
-            check_workspace(task.workspace)
-        if task.concurrency_key is not None:
-            check_id("concurrency key", task.concurrency_key)
-        if task.after is not None:
-            after = task.after
-            if isinstance(after, str) or not isinstance(after, list | tuple):
-                raise BadInput("after must be a list of task ids or keys")
-            if len(after) > MAX_AFTER:
-                raise BadInput(f"after names more than {MAX_AFTER} tasks")
-            for ref in after:
-                check_id("an after ref", ref)
-            if len(set(after)) != len(after):
-                raise BadInput("after names one task twice")
-        if task.on_dep_failure is not None:
-            if task.on_dep_failure not in ON_DEP_FAILURE:
-                raise BadInput("on_dep_failure must be cancel, run or hold")
-            if not task.after:
-                raise BadInput("on_dep_failure goes with after (the tasks it waits for)")
-        if task.concurrency_limit is not None:
-            lim = task.concurrency_limit
-            if task.concurrency_key is None:
-                raise BadInput("a concurrency limit goes with a concurrency key")
-            if isinstance(lim, bool) or not isinstance(lim, int) or not 1 <= lim <= 10_000:
-                raise BadInput("concurrency limit must be a whole number from 1 to 10000")
-        check_text("title", task.title)
-        if task.key is not None:
-            check_id("key", task.key)
-        is_dict = type(task.spec) is dict
-        if not is_dict and not isinstance(task.spec, Mapping):
-            raise BadInput(f"spec must be a JSON object, not {json_type(task.spec)}")
-        max_attempts = task.max_attempts
-        if max_attempts is not None and (
-            not isinstance(max_attempts, int)
-            or isinstance(max_attempts, bool)
-            or not 1 <= max_attempts <= MAX_ATTEMPTS
-        ):
-            raise BadInput(f"max_attempts must be a whole number from 1 to {MAX_ATTEMPTS}")
-        if task.budget_usd is not None:
-            check_budget(task.budget_usd)
-        if is_dict:
-            return task
-        return dataclasses.replace(task, spec=dict(task.spec))
 
     # -- workers ----------------------------------------------------------
 
@@ -767,7 +643,7 @@ class Queue:
     def answer(self, task: TaskRef, answer: str, *, who: str | None = None) -> Task:
         """A person's answer to a task's open questions: recorded, and the
         task back to todo."""
-        task_id = task_ref(task, 0)[0]
+        task_id = task_id_of(task)
         answer = check_text("answer", answer)
         row = self.db.one("answer", {"id": task_id, "answer": answer, "who": who})
         if row is None:
@@ -784,7 +660,7 @@ class Queue:
 
     def task_questions(self, task: TaskRef) -> list[dict[str, Any]]:
         """A task's questions with their answers, in order."""
-        return self.db.all("task_questions", {"id": task_ref(task, 0)[0]})
+        return self.db.all("task_questions", {"id": task_id_of(task)})
 
     def record_lost_run(self, task: Task, run: Mapping[str, Any]) -> None:
         """What a supervisor read of a run whose lease it lost (reclaimed,
@@ -795,9 +671,9 @@ class Queue:
 
     def cost(self, task: TaskRef) -> tuple[float | None, float | None]:
         """What a task's runs cost so far (None: no run said), and its budget."""
-        row = self.db.one("task_cost", {"id": task_ref(task, 0)[0]})
+        row = self.db.one("task_cost", {"id": task_id_of(task)})
         if row is None:
-            raise TaskNotFound(f"no task with id {task_ref(task, 0)[0]}")
+            raise TaskNotFound(f"no task with id {task_id_of(task)}")
         return row["spent"], row["budget_usd"]
 
     def rebudget(
@@ -806,7 +682,7 @@ class Queue:
         """Raise the budget of tasks held for it (or failed) and put them back
         to todo. All or nothing, as :meth:`retry`."""
         budget_usd = check_budget(budget_usd)
-        ids = [task_ref(t, 0)[0] for t in task_ids]
+        ids = [task_id_of(t) for t in task_ids]
         if not ids:
             raise BadInput("no task ids given")
         rows = self.db.all("rebudget", {"ids": ids, "budget_usd": budget_usd, "who": who})
@@ -832,7 +708,7 @@ class Queue:
 
     def runs(self, task: TaskRef) -> list[dict[str, Any]]:
         """The recorded runs of a task (claims made under an account), oldest first."""
-        return self.db.all("runs", {"id": task_ref(task, 0)[0]})
+        return self.db.all("runs", {"id": task_id_of(task)})
 
     def _fenced(self, row: Row | None, task_id: uuid.UUID, token: int) -> Task:
         return fenced(row, task_id, token, timeline=self._timeline)
@@ -880,8 +756,7 @@ class Queue:
             del params[k]
         fixed["claim"] = claim
         del params["claim"]
-        row = self.db.one(sql.shaped("step", **fixed), params, conn)
-        assert row is not None  # the statement always returns its one row
+        row = self.db.row(sql.shaped("step", **fixed), params, conn)
         return row
 
     def _finish(
@@ -984,7 +859,8 @@ class Queue:
 
         Leaving the block stops the thread; nothing is finished or paused.
         ``sign`` gives the agent's last sign of life for each heartbeat."""
-        keepalive = Keepalive(self, task, interval, sign)
+        lease = task.lease_seconds or self.settings.lease_seconds
+        keepalive = Keepalive(self.heartbeat, task, lease, interval, sign)
         keepalive.start()
         try:
             yield keepalive
@@ -1014,11 +890,11 @@ class Queue:
     def forget_effect(self, task: TaskRef, name: str) -> None:
         """An effect whose call raised before anything could happen (a
         program that could not be executed) is not kept as "started"."""
-        self.ledger.forget(task_ref(task, 0)[0], name)
+        self.ledger.forget(task_id_of(task), name)
 
     def effects(self, task: TaskRef) -> list[dict[str, Any]]:
         """The effects recorded (or started) for a task."""
-        return self.ledger.recorded(task_ref(task, 0)[0])
+        return self.ledger.recorded(task_id_of(task))
 
     def touch_session(
         self,
@@ -1054,7 +930,7 @@ class Queue:
     def retry(self, task_ids: Iterable[TaskRef], *, who: str | None = None) -> list[uuid.UUID]:
         """Put failed tasks back to todo (attempts reset, checkpoint kept).
         All or nothing: if any id is unknown or not failed, nothing changes."""
-        ids = [task_ref(t, 0)[0] for t in task_ids]
+        ids = [task_id_of(t) for t in task_ids]
         if not ids:
             raise BadInput("no task ids given")
         rows = self.db.all("retry", {"ids": ids, "who": who})
@@ -1089,8 +965,7 @@ class Queue:
         after = uuid.UUID(int=0)
         paused = failed = statements = 0
         while True:
-            row = self.db.one("reclaim", {"after_id": after, "batch": size})
-            assert row is not None  # an aggregate: always one row
+            row = self.db.row("reclaim", {"after_id": after, "batch": size})
             statements += 1
             paused += row["paused"]
             failed += row["failed"]
@@ -1106,7 +981,7 @@ class Queue:
 
     def show(self, task: TaskRef) -> tuple[Task, list[dict[str, Any]]]:
         """The task and its history, oldest first."""
-        task_id = task_ref(task, 0)[0]
+        task_id = task_id_of(task)
         row = self.db.one("show", {"id": task_id})
         if row is None:
             raise TaskNotFound(f"no task with id {task_id}")
@@ -1116,7 +991,7 @@ class Queue:
     def waits_for(self, task: TaskRef) -> list[dict[str, Any]]:
         """What a task waits for: ``ref`` as given, and the ``id``, ``title``
         and ``state`` of the task it names (None while no task has the key)."""
-        rows = self.db.all("task_after", {"id": task_ref(task, 0)[0]})
+        rows = self.db.all("task_after", {"id": task_id_of(task)})
         return [{**r, "id": None if r["id"] is None else str(r["id"])} for r in rows]
 
     def states_by_key(self, keys: Iterable[str]) -> dict[str, str]:
@@ -1156,80 +1031,3 @@ class Queue:
         obj: dict[str, Any] = dict(value)
         check_json_size(what, obj, self.settings.max_json_bytes)
         return obj
-
-
-def not_before_fields(value: datetime | float | None) -> dict[str, Any]:
-    """A task's start time as the enqueue statement takes it: a time, or
-    seconds from the database's now."""
-    if value is None:
-        return {}
-    if isinstance(value, datetime):
-        if value.tzinfo is None:
-            raise BadInput("not_before needs a time zone (an ISO 8601 offset)")
-        if value.year >= 9999:  # afk_held() is the end of year 9999: never claimable
-            raise BadInput("not_before is too far ahead (a task held for good is paused)")
-        return {"not_before_at": value.isoformat()}
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= MAX_START:
-        raise BadInput("not_before must be a time, or seconds from now up to a year")
-    return {"not_before_in": float(value)}
-
-
-#: how many tasks one task may wait for
-MAX_AFTER = 100
-#: what a dependent does when a task it waits for fails
-ON_DEP_FAILURE = ("cancel", "run", "hold")
-
-_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
-
-
-#: the furthest ahead a task may be made to start (a year)
-MAX_START = 366 * 86400
-
-
-class Keepalive:
-    """The heartbeat thread of :meth:`Queue.leased`. ``lost`` is set (and
-    ``error`` holds the reason) once the lease is gone; a database that cannot
-    be reached is retried at the next beat, as the lease still runs."""
-
-    def __init__(
-        self,
-        queue: Queue,
-        task: Task,
-        interval: float | None = None,
-        sign: Callable[[], tuple[str, float] | None] | None = None,
-    ) -> None:
-        self._sign = sign
-        lease = task.lease_seconds or queue.settings.lease_seconds
-        self.interval = interval if interval is not None else max(lease / 3, 0.05)
-        self.lost = threading.Event()
-        self.error: LeaseLost | None = None
-        self.beats = 0
-        self._queue, self._task = queue, task
-        self._stop = threading.Event()
-        self._thread = threading.Thread(
-            target=self._run, name=f"afk-keepalive-{task.id}", daemon=True
-        )
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                self._queue.heartbeat(self._task, sign=self._sign() if self._sign else None)
-                self.beats += 1
-            except LeaseLost as exc:
-                self.error = exc
-                self.lost.set()
-                return
-            except AfkError as exc:
-                logger.warning(
-                    "heartbeat of task %s failed: %s",
-                    self._task.id,
-                    exc,
-                    extra={"action": "heartbeat", "task_id": str(self._task.id)},
-                )

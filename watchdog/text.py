@@ -6,17 +6,27 @@ logs and other people's inboxes.
   tabs (for what goes back to the agent itself, its brief);
 - :func:`clean`: that, and every credential of a common shape hidden
   (:func:`watchdog.errors.redact`), for everything stored or shown to people;
-- :func:`one_line`: one line, cut at a limit.
+- :func:`one_line`: one line, cut at a limit;
+- :func:`shown`: :func:`clean` without the bidi controls, cut at a limit (for
+  a page, a digest, an email: a right-to-left override in a title would
+  reverse the text after it);
+- :func:`escape_controls`: every control character written as an escape (a
+  log line, which agent text must not break or reorder).
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from .errors import redact
 
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+#: the Unicode bidi controls
+_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+#: control characters, and the Unicode line and bidi controls
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def plain(text: str) -> str:
@@ -33,3 +43,15 @@ def clean(text: str) -> str:
 def one_line(text: str, limit: int = 300) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def shown(text: Any, limit: int = 300) -> str:
+    """:func:`clean` without the bidi controls, cut at ``limit``: agent text
+    for people (a page, a digest, an email; the templates escape the HTML)."""
+    value = _BIDI.sub("", clean(str(text)))
+    return value if len(value) <= limit else value[: max(0, limit - 1)] + "…"
+
+
+def escape_controls(text: str) -> str:
+    """Every control character (and line or bidi control) as its escape."""
+    return _CONTROLS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)

@@ -38,8 +38,9 @@ from . import workspaces
 from .accounts import Accounts
 from .config import DigestSettings
 from .db import Database
-from .errors import AfkError, TaskNotFound, redact
+from .errors import AfkError, TaskNotFound
 from .states import STATES
+from .text import shown
 
 logger = logging.getLogger(__name__)
 
@@ -124,7 +125,7 @@ class StatusPages:
             duration=duration,
             when=when,
             pretty=pretty,
-            clean=clean,
+            clean=shown,
             headtail=headtail,
             urlpart=urlpart,
             agent_url=agent_url,
@@ -340,7 +341,7 @@ class StatusPages:
             "200 OK",
             self.page(
                 "agent.html.j2",
-                title=f"agent {clean(agent_id)}",
+                title=f"agent {shown(agent_id)}",
                 agent=agent_id,
                 tasks=rows,
                 state=state,
@@ -353,7 +354,7 @@ class StatusPages:
         )
 
     def task(self, raw_id: str) -> Response:
-        from .agent import resume_brief
+        from .brief import resume_brief
         from .queue import Queue
 
         try:
@@ -369,7 +370,7 @@ class StatusPages:
             "200 OK",
             self.page(
                 "task.html.j2",
-                title=f"task {clean(task.title)}",
+                title=f"task {shown(task.title)}",
                 task=task,
                 history=history,
                 runs=queue.runs(task_id),
@@ -453,21 +454,10 @@ def bar(counts: dict[str, int], width: int = 200) -> list[dict[str, Any]]:
     return out
 
 
-_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-
-
-def clean(text: Any, limit: int = 300) -> str:
-    """Agent text for a page: no bidi controls or other control characters
-    (autoescape does the HTML), cut at ``limit``."""
-    value = redact(_CONTROL.sub("", _BIDI.sub("", str(text))))
-    return value if len(value) <= limit else value[: limit - 1] + "…"
-
-
 def headtail(text: Any, head: int = 2000, tail: int = 6000) -> str:
     """A long error's first and last lines: a traceback names its exception at
     the end."""
-    value = clean(text, 10**9)
+    value = shown(text, 10**9)
     if len(value) <= head + tail:
         return value
     return value[:head] + f"\n… {len(value) - head - tail} characters …\n" + value[-tail:]
@@ -476,7 +466,7 @@ def headtail(text: Any, head: int = 2000, tail: int = 6000) -> str:
 def pretty(value: Any, limit: int = 20_000) -> str:
     """JSON for a <pre>, cut at ``limit`` characters."""
     text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
-    return clean(text, limit) if len(text) > limit else _BIDI.sub("", text)
+    return shown(text, limit)
 
 
 def duration(seconds: float | None) -> str:

@@ -230,7 +230,7 @@ def prepare(db: Database, task_id: uuid.UUID, title: str, ports: int) -> Workspa
         else:
             git(["worktree", "add", "-b", branch, path, base_sha], repo)
     try:
-        made = db.one(
+        made = db.row(
             "workspace_made",
             {
                 "id": task_id,
@@ -245,7 +245,6 @@ def prepare(db: Database, task_id: uuid.UUID, title: str, ports: int) -> Workspa
         )
     except Conflict:
         raise WorkspaceError(f"branch {branch} of {repo} is another task's workspace") from None
-    assert made is not None  # an upsert: always one row
     lock(path, repo, task_id)
     return Workspace(
         task_id=task_id,

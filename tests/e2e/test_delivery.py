@@ -20,7 +20,7 @@ from helpers.service import free_port
 
 from watchdog import NewTask
 from watchdog.config import DigestSettings
-from watchdog.delivery import latest_period, run_once
+from watchdog.delivery import latest_period, send_due
 
 SECRET = "s3cret-signing-key"
 
@@ -51,9 +51,9 @@ def failing_task(queue, title="Fix the login"):
 def test_signed_webhook_once_per_period(queue, sql, receiver):
     failing_task(queue)
     settings = due_now(sql, webhook_url=receiver.url(), webhook_secret=SECRET)
-    (outcome,) = run_once(queue.db, settings)
+    (outcome,) = send_due(queue.db, settings)
     assert outcome.state == "delivered" and outcome.status == 200
-    assert run_once(queue.db, settings) == []  # the ledger: this period is done
+    assert send_due(queue.db, settings) == []  # the ledger: this period is done
     (got,) = receiver.received
     document = verify(got)
     assert document["failed_total"] == 1 and document["groups"][0]["tasks"][0]["title"] == (
@@ -72,12 +72,12 @@ def test_slack_503_several_times_then_200_delivers_one_message(queue, sql, recei
     states = []
 
     def attempt() -> bool:
-        states.extend(o.state for o in run_once(queue.db, settings))
+        states.extend(o.state for o in send_due(queue.db, settings))
         return bool(receiver.received)
 
     poll(attempt, timeout=30)
     time.sleep(0.3)
-    states += [o.state for o in run_once(queue.db, settings)]
+    states += [o.state for o in send_due(queue.db, settings)]
     assert states == ["pending", "pending", "pending", "delivered"]
     assert len(receiver.received) == 1 and receiver.attempts == 4
     blocks = json.loads(receiver.received[0].body)["blocks"]
@@ -87,20 +87,20 @@ def test_slack_503_several_times_then_200_delivers_one_message(queue, sql, recei
 def test_retry_after_is_honoured(queue, sql, receiver):
     receiver.script = [(429, {"Retry-After": "30"})]
     settings = due_now(sql, slack_url=receiver.url(), retry_cap=60)
-    (outcome,) = run_once(queue.db, settings)
+    (outcome,) = send_due(queue.db, settings)
     assert outcome.state == "pending" and outcome.status == 429
     wait = sql.one("SELECT extract(epoch FROM next_attempt_at - now()) FROM afk_digest_delivery")
     assert 28 <= wait <= 61
-    assert run_once(queue.db, settings) == []  # not before its time
+    assert send_due(queue.db, settings) == []  # not before its time
     assert receiver.attempts == 1
 
 
 def test_a_4xx_is_not_retried_and_shows_in_status(queue, sql, receiver, afk):
     receiver.script = [(404, {})]
     settings = due_now(sql, slack_url=receiver.url("/services/T0/B0/tok3n-in-url"))
-    (outcome,) = run_once(queue.db, settings)
+    (outcome,) = send_due(queue.db, settings)
     assert outcome.state == "failed" and outcome.status == 404
-    assert run_once(queue.db, settings) == []
+    assert send_due(queue.db, settings) == []
     assert receiver.attempts == 1
     (row, *_) = afk.json("digest", "status")
     assert row["state"] == "failed" and row["last_status"] == 404
@@ -109,7 +109,7 @@ def test_a_4xx_is_not_retried_and_shows_in_status(queue, sql, receiver, afk):
 
 def test_an_unreachable_destination_is_retried(queue, sql):
     settings = due_now(sql, webhook_url="http://127.0.0.1:1/hook", webhook_secret=SECRET, timeout=2)
-    (outcome,) = run_once(queue.db, settings)
+    (outcome,) = send_due(queue.db, settings)
     assert outcome.state == "pending" and "cannot connect" in outcome.error
 
 
@@ -123,9 +123,9 @@ def test_a_crashed_senders_claim_expires_and_is_retried(queue, sql, receiver):
                    now() - interval '1 day', now())""",
         period,
     )
-    assert run_once(queue.db, settings) == []  # a live sender holds it
+    assert send_due(queue.db, settings) == []  # a live sender holds it
     sql("UPDATE afk_digest_delivery SET lease_until = now() - interval '1 second'")
-    (outcome,) = run_once(queue.db, settings)
+    (outcome,) = send_due(queue.db, settings)
     assert outcome.state == "delivered" and outcome.attempts == 2
     assert len(receiver.received) == 1
 
@@ -146,7 +146,7 @@ def test_catch_up_sends_one_digest_covering_the_whole_gap(queue, sql, receiver):
     old = failing_task(queue, "failed two days ago")
     sql("UPDATE afk_task SET updated_at = now() - interval '50 hours' WHERE id = %s", old.id)
     failing_task(queue, "failed today")
-    (outcome,) = run_once(queue.db, settings)
+    (outcome,) = send_due(queue.db, settings)
     assert outcome.state == "delivered"
     (got,) = receiver.received
     document = verify(got)
@@ -163,11 +163,11 @@ def test_catch_up_sends_one_digest_covering_the_whole_gap(queue, sql, receiver):
 
 def test_all_clear_can_be_turned_off(queue, sql, receiver):
     on = due_now(sql, webhook_url=receiver.url(), webhook_secret=SECRET)
-    (outcome,) = run_once(queue.db, on)
+    (outcome,) = send_due(queue.db, on)
     assert verify(receiver.received[0])["all_clear"] is True
     sql("DELETE FROM afk_digest_delivery")
     off = due_now(sql, webhook_url=receiver.url(), webhook_secret=SECRET, all_clear=False)
-    (outcome,) = run_once(queue.db, off)
+    (outcome,) = send_due(queue.db, off)
     assert outcome.state == "delivered" and "nothing to report" in outcome.error
     assert len(receiver.received) == 1
 
@@ -214,7 +214,7 @@ def test_email_is_multipart_text_and_html(queue, sql, smtp_server):
         email_to="me@example.org, you@example.org",
         email_from="afk@example.org",
     )
-    (outcome,) = run_once(queue.db, settings)
+    (outcome,) = send_due(queue.db, settings)
     assert outcome.state == "delivered", outcome.error
     (message,) = inbox.messages
     parsed = email.message_from_bytes(message.as_bytes(), policy=email.policy.default)
@@ -243,9 +243,9 @@ def test_email_refused_recipients_are_not_retried(queue, sql):
             email_to="nobody@example.org",
             email_from="afk@example.org",
         )
-        (outcome,) = run_once(queue.db, settings)
+        (outcome,) = send_due(queue.db, settings)
         assert outcome.state == "failed" and "refused" in outcome.error
-        assert run_once(queue.db, settings) == []
+        assert send_due(queue.db, settings) == []
     finally:
         controller.stop()
 
@@ -259,7 +259,7 @@ def test_email_refuses_a_password_in_clear(queue, sql, smtp_server):
         email_to="me@example.org",
         email_from="afk@example.org",
     )
-    (outcome,) = run_once(queue.db, settings)
+    (outcome,) = send_due(queue.db, settings)
     assert outcome.state == "failed" and "STARTTLS" in outcome.error
 
 
@@ -312,7 +312,7 @@ def test_email_over_implicit_tls(queue, sql, tmp_path):
             email_to="me@example.org",
             email_from="afk@example.org",
         )
-        (outcome,) = run_once(queue.db, settings)
+        (outcome,) = send_due(queue.db, settings)
         assert outcome.state == "delivered", outcome.error
         assert len(got) == 1
         # without trusting the certificate, nothing is sent
@@ -323,7 +323,7 @@ def test_email_over_implicit_tls(queue, sql, tmp_path):
             email_to="me@example.org",
             email_from="afk@example.org",
         )
-        (outcome,) = run_once(queue.db, untrusted)
+        (outcome,) = send_due(queue.db, untrusted)
         assert outcome.state != "delivered" and len(got) == 1
     finally:
         controller.stop()
@@ -388,13 +388,13 @@ def test_a_forced_digest_that_hit_a_5xx_is_retried_by_the_job(queue, sql, receiv
     failing_task(queue)
     receiver.script[:] = [(503, {})]
     settings = due_now(sql, webhook_url=receiver.url(), webhook_secret=SECRET)
-    (forced,) = run_once(queue.db, settings, force=True)
+    (forced,) = send_due(queue.db, settings, force=True)
     assert forced.state == "pending"
     sql(
         "UPDATE afk_digest_delivery SET next_attempt_at = now() - interval '1 second' "
         "WHERE kind = 'forced'"
     )
-    outcomes = run_once(queue.db, settings)  # the service's job, not forced
+    outcomes = send_due(queue.db, settings)  # the service's job, not forced
     assert {(o.state, o.period) for o in outcomes} >= {("delivered", forced.period)}
     assert sql.one("SELECT count(*) FROM afk_digest_delivery WHERE state = 'pending'") == 0
     assert any(r.headers["X-Afk-Delivery"].startswith("webhook:forced:") for r in receiver.received)

@@ -443,6 +443,18 @@ def test_stop_failure_parks_by_the_loops_rules(afk, sql, error, kind, ends):
     assert parked["kind"] == kind and (parked["until"] is not None) == ends
 
 
+def test_stop_failure_outage_parks_for_the_loops_backoff_at_its_breaker(afk, sql):
+    """One outage rule (watchdog/decide.py): a StopFailure outage comes after
+    the client's own retries, so it counts as the breaker's worth of outages
+    in a row and parks the account for the backoff of the breaker-th one,
+    as the loop would (10 s doubled twice: 40 s), not for the base."""
+    env = {"AFK_TRANSIENT_BACKOFF_SECONDS": "10", "AFK_OUTAGE_BREAKER": "3"}
+    hook(afk, stop_failure("overloaded", "API Error: Repeated 529 Overloaded errors"), env)
+    (parked,) = poll(lambda: sql("SELECT kind, until - parked_at AS wait FROM afk_account_park"))
+    assert parked["kind"] == "outage"
+    assert 39 <= parked["wait"].total_seconds() <= 41
+
+
 def test_stop_failure_of_other_errors_changes_nothing(afk, sql):
     for error in ("invalid_request", "max_output_tokens", "unknown", None):
         hook(afk, stop_failure(error, "API Error: 400 bad request"))

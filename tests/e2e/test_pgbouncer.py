@@ -93,7 +93,7 @@ def test_threads_that_connect_at_once_through_pgbouncer_all_get_a_connection(dsn
         def connect(_: int, db: Database = db, lined_up: threading.Barrier = lined_up) -> None:
             lined_up.wait(30)
             try:
-                db.one("now")
+                db.row("now")
             except BaseException as exc:  # reported below
                 errors.append(exc)
 

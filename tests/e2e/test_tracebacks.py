@@ -144,7 +144,7 @@ def test_a_crash_while_sending_never_wedges_the_ledger(dsn, sql, receiver):
     original = Slack.send_digest
     try:
         Slack.send_digest = lambda *a, **k: {}["boom"]  # type: ignore[method-assign]
-        outcomes = delivery.run_once(db, settings, force=True)
+        outcomes = delivery.send_due(db, settings, force=True)
     finally:
         Slack.send_digest = original  # type: ignore[method-assign]
         db.close()

@@ -200,7 +200,7 @@ def test_a_connection_that_fails_while_being_set_up_is_closed(dsn):
     with warnings.catch_warnings():
         warnings.simplefilter("error", ResourceWarning)
         with pytest.raises(DatabaseError, match="server closed the connection"):
-            db.one("now")
+            db.row("now")
         gc.collect()
     assert opened and all(c.closed for c in opened)
     db.close()

@@ -12,6 +12,6 @@ def test_a_copy_statement_is_run_by_copy_only(dsn):
 
     assert sql.parse("-- name: x :copy\nCOPY t FROM STDIN")["x"].returns == "copy"
     db = Database(dsn)
-    with db.transaction() as conn, pytest.raises(TypeError, match="is :one, not :copy"):
+    with db.transaction() as conn, pytest.raises(TypeError, match="is :row, not :copy"):
         db.copy("enqueue_reserve", [], conn)
     db.close()

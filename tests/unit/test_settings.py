@@ -57,9 +57,9 @@ def test_every_destination_has_its_switch_and_its_class():
     from dataclasses import fields
 
     from watchdog.config import DESTINATIONS, DigestSettings, no_destination
-    from watchdog.destinations import KINDS
+    from watchdog.destinations import SENDERS
 
-    assert [name for name, _ in DESTINATIONS] == list(KINDS)
+    assert [name for name, _ in DESTINATIONS] == list(SENDERS)
     assert {switch for _, switch in DESTINATIONS} <= {f.name for f in fields(DigestSettings)}
     assert no_destination() == (
         "no digest destination is configured "

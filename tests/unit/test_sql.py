@@ -13,16 +13,16 @@ import pytest
 from watchdog import sql
 
 PACKAGE = Path(sql.__file__).parent.parent
-CALL = re.compile(r"\.(one|all|execute|copy)\(\s*(?:sql\.shaped\()?\"(\w+)\"")
-METHOD = {"one": "one", "all": "many", "execute": "exec", "copy": "copy"}
+CALL = re.compile(r"\.(one|row|all|execute|copy)\(\s*(?:sql\.shaped\()?\"(\w+)\"")
+METHOD = {"one": "one", "row": "row", "all": "many", "execute": "exec", "copy": "copy"}
 
 
 def calls() -> list[tuple[str, str, str]]:
     """(file, method, statement) of every named-statement call in the package."""
     found = []
-    for path in sorted(PACKAGE.glob("*.py")):
+    for path in sorted(PACKAGE.rglob("*.py")):
         for method, name in CALL.findall(path.read_text()):
-            found.append((path.name, method, name))
+            found.append((str(path.relative_to(PACKAGE)), method, name))
     return found
 
 

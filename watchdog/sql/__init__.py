@@ -4,9 +4,11 @@ A statement starts with a header line::
 
     -- name: claim :one retry
 
-then what it returns: ``:one`` (at most one row), ``:many`` (rows) or
-``:exec`` (nothing), which :class:`~watchdog.db.Database` checks against the
-method that runs it (``one()``, ``all()``, ``execute()``), as it checks the
+then what it returns: ``:one`` (at most one row), ``:row`` (exactly one: an
+aggregate, an upsert, a statement built to answer in any case), ``:many``
+(rows) or ``:exec`` (nothing), which :class:`~watchdog.db.Database` checks
+against the method that runs it (``one()``, ``row()``, ``all()``,
+``execute()``), as it checks the
 parameters given against the ``%(name)s`` ones in the text. ``:copy`` is a
 ``COPY … FROM STDIN``, run by ``copy()`` with the rows to send.
 
@@ -34,7 +36,7 @@ from functools import cache, cached_property
 from importlib import resources
 from typing import Any
 
-_HEADER = re.compile(r"^-- name: (\w+) :(one|many|exec|copy)((?: [\w-]+)*)\s*$", re.MULTILINE)
+_HEADER = re.compile(r"^-- name: (\w+) :(one|row|many|exec|copy)((?: [\w-]+)*)\s*$", re.MULTILINE)
 _FLAGS = frozenset({"retry"})
 _PARAM = re.compile(r"%\((\w+)\)s")
 #: a string literal (plain, E'' or a quoted name), a comment, blanks, the rest
@@ -83,7 +85,7 @@ def parse(text: str, owner: str = "") -> dict[str, Statement]:
     parts = _HEADER.split(text)
     if "-- name:" in parts[0]:
         raise ValueError(
-            "a statement header must read: -- name: NAME :one|:many|:exec|:copy [retry]"
+            "a statement header must read: -- name: NAME :one|:row|:many|:exec|:copy [retry]"
         )
     found: dict[str, Statement] = {}
     for name, returns, flags, body in zip(
@@ -97,7 +99,7 @@ def parse(text: str, owner: str = "") -> dict[str, Statement]:
         if "-- name:" in body:
             raise ValueError(
                 f"after query {name!r}: a statement header must read: "
-                "-- name: NAME :one|:many|:exec|:copy [retry]"
+                "-- name: NAME :one|:row|:many|:exec|:copy [retry]"
             )
         text = compact(body).rstrip(";").rstrip()
         found[name] = Statement(name, text, returns, "retry" in given, owner)

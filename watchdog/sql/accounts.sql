@@ -3,7 +3,7 @@
 -- parked account's claims take nothing until its end (or a person clears it);
 -- see migration 0013. Times are the database's now().
 
--- name: park :one
+-- name: park :row
 -- Park %(account)s until %(until)s (NULL: until a person clears it), by the
 -- rules of afk_park(): an open parking is extended, never shortened, except
 -- by hand.
@@ -25,11 +25,11 @@ SELECT account, kind, reason, until AS limited_until, parked_at
    AND (%(account)s::text IS NULL OR account = %(account)s::text)
  ORDER BY until NULLS LAST, account;
 
--- name: clock :one retry
+-- name: clock :row retry
 -- The database's clock: the one every time here is read from.
 SELECT now() AS now;
 
--- name: spent_today :one retry
+-- name: spent_today :row retry
 -- What an account's runs cost since midnight in zone %(tz)s, and when the
 -- next midnight is (where a daily budget's parking ends).
 SELECT coalesce(sum(cost_usd), 0)::float8 AS spent,

@@ -2,7 +2,7 @@
 -- The delivery ledger of digests and alerts, and the database clock it schedules by.
 -- Parameters are psycopg's %(name)s; times are always the database's now().
 
--- name: now :one retry
+-- name: now :row retry
 SELECT now() AS now;
 
 -- name: digest_claim :one

@@ -2,7 +2,7 @@
 -- What one digest shows.
 -- Parameters are psycopg's %(name)s; times are always the database's now().
 
--- name: digest_data :one retry
+-- name: digest_data :row retry
 -- Everything one digest shows, for a window, in one statement.
 WITH failed AS (
     SELECT id, agent_id, ordinal, title, attempts, max_attempts, idem_key, updated_at,

@@ -2,7 +2,7 @@
 -- What `afk doctor` asks the database, in one round trip: its clock, and
 -- whether a watchdog service holds the leader lease.
 
--- name: doctor :one retry
+-- name: doctor :row retry
 SELECT now() AS now,
        l.holder AS leader,
        coalesce(l.expires_at > now(), false) AS leading,

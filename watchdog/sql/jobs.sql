@@ -2,7 +2,7 @@
 -- The watchdog jobs' own statements (reclaim is the queue's).
 -- Parameters are psycopg's %(name)s; times are always the database's now().
 
--- name: gauges :one retry
+-- name: gauges :row retry
 -- Everything the metrics need, in one statement, through the partial indexes
 -- only, so its cost does not grow with the done rows (see afk_state_counts).
 -- Per-agent counts cover the open states, for the agents with most open tasks.

@@ -135,7 +135,7 @@ SELECT t.id, t.idem_key, t.title,
 -- CONFLICT: a key that exists already makes it fail, and the caller then
 -- rolls back to the savepoint and uses `enqueue`, which skips and reports it.
 
--- name: enqueue_reserve :one
+-- name: enqueue_reserve :row
 -- %(n)s ordinals for the agent; the counter row stays locked until commit,
 -- so concurrent batches for one agent get disjoint ranges. (Numbers are cast
 -- to bigint: a parameter is typed by its value, and two smallints would be
@@ -149,7 +149,7 @@ COPY afk_task (agent_id, ordinal, title, spec, idem_key, max_attempts, budget_us
                trace_parent)
 FROM STDIN;
 
--- name: enqueue_copied :one
+-- name: enqueue_copied :row
 -- The ids of the rows copied, in order, and the offset of the first whose
 -- spec is over the size cap (measured as `enqueue` measures it), if any.
 SELECT array_agg(id ORDER BY ordinal) AS ids,
@@ -159,7 +159,7 @@ SELECT array_agg(id ORDER BY ordinal) AS ids,
  WHERE agent_id = %(agent_id)s
    AND ordinal >= %(first)s::bigint AND ordinal < %(first)s::bigint + %(n)s::bigint;
 
--- name: step :one retry
+-- name: step :row retry
 -- A worker's step in one round trip: finish the task it holds (%(id)s with
 -- its %(token)s: done, or failed with %(error)s), then claim its next task
 -- (%(claim)s). Either half can be left out: no %(id)s is a plain claim for
@@ -357,7 +357,7 @@ WITH upd AS (
 )
 SELECT id FROM upd WHERE (SELECT count(*) FROM ended) >= 0;
 
--- name: reclaim :one retry
+-- name: reclaim :row retry
 -- The design's watchdog statement, in pages: running rows whose lease expired
 -- become paused, or failed once their attempts are spent. Keyset paging by id
 -- (after_id) so a page of rows locked by others cannot strand the rest; the

@@ -27,7 +27,7 @@ SELECT EXISTS (
        AND state <> 'done'
 ) AS taken;
 
--- name: workspace_made :one
+-- name: workspace_made :row
 -- The worktree a task got (or has again), with a block of %(ports)s ports
 -- from %(first_port)s on that overlaps no other live workspace's: the first
 -- free one, chosen under a lock by afk_free_ports (migration 0021), so two

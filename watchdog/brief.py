@@ -1,16 +1,12 @@
-"""The resume brief an agent is given, and ``afk once`` for shell side effects.
-(The hooks are in ``hooks.py``.)"""
+"""The resume brief an agent is given at the start of a session, after a
+compaction and in a task's page: the task, its spec and what it checkpointed
+(the hooks are in ``hooks.py``)."""
 
 from __future__ import annotations
 
-import base64
 import json
-import os
-import shutil
-import subprocess
 from typing import TYPE_CHECKING, Any
 
-from .errors import BadInput, LeaseLost
 from .text import one_line, plain
 
 if TYPE_CHECKING:
@@ -30,7 +26,7 @@ def resume_brief(queue: Queue, task_id: str) -> str:
     ]
     if task.last_error:
         out.append(f"- last error: {one_line(task.last_error)}")
-    out += ["", "## Spec", "", fence(task.spec)]
+    out += ["", "## Spec", "", json_block(task.spec)]
     out += ["", "## Checkpoint (what was done before)", ""]
     out += _checkpoint_lines(task)
     done_effects = [e for e in effects if e["done"]]
@@ -70,7 +66,7 @@ def resume_brief(queue: Queue, task_id: str) -> str:
             "",
             f"It exited {ended[-1]['check_status']}; it printed:",
             "",
-            text_fence(ended[-1].get("check_tail") or "(nothing)"),
+            code_block(ended[-1].get("check_tail") or "(nothing)"),
         ]
     if task.workspace is not None:
         out += ["", "## Workspace", ""]
@@ -128,104 +124,22 @@ def _checkpoint_lines(task: Task) -> list[str]:
             lines.append(f"- **{key}**: {one_line(json.dumps(value, ensure_ascii=False))}")
         else:
             lines.append(f"- **{key}**:")
-            lines.append(fence(value))
+            lines.append(json_block(value))
     return lines
 
 
-def text_fence(text: str) -> str:
+def code_block(text: str) -> str:
+    """``text`` in a Markdown code block whose fence it cannot close."""
     ticks = "```"
     while ticks in text:
         ticks += "`"
     return f"{ticks}\n{text.rstrip()}\n{ticks}"
 
 
-def fence(value: Any) -> str:
+def json_block(value: Any) -> str:
+    """``value`` as JSON in a Markdown code block (see :func:`code_block`)."""
     text = json.dumps(value, indent=2, ensure_ascii=False)
     ticks = "```"
     while ticks in text:
         ticks += "`"
     return f"{ticks}json\n{text}\n{ticks}"
-
-
-def run_once(
-    queue: Queue, task_id: str, token: int, name: str, command: list[str], env: dict[str, str]
-) -> tuple[int, bytes, str | None]:
-    """``afk once``: run ``command`` unless effect ``name`` is recorded; record
-    its exit status and stdout when it exits 0. Returns (status, stdout, note).
-
-    Once the command has run and exited 0 its effect is recorded whatever it
-    printed: output over a quarter of the JSON cap is recorded as a prefix,
-    and a replay says it was cut. A program that cannot be found is refused
-    before anything is recorded."""
-    if not command:
-        raise BadInput("no command given after --")
-    program = command[0]
-    if "/" in program:
-        if not os.path.isfile(program):
-            raise BadInput(f"cannot run {program!r}: no such program (nothing was recorded)")
-        if not os.access(program, os.X_OK):
-            raise BadInput(f"cannot run {program!r}: it is not executable (nothing was recorded)")
-    elif not shutil.which(program, path=env.get("PATH")):
-        raise BadInput(f"cannot run {program!r}: no such program (nothing was recorded)")
-    budget = max(queue.settings.max_json_bytes // 4, 1)
-    ran: dict[str, Any] = {}
-
-    def call(ctx: Any) -> dict[str, Any]:
-        try:
-            proc = subprocess.run(
-                command,
-                stdout=subprocess.PIPE,
-                env={**env, "AFK_EFFECT_KEY": ctx.key, "AFK_TASK_ID": task_id},
-            )
-        except OSError as exc:  # an exec format error, a missing #! interpreter
-            raise _CannotStart(
-                f"cannot run {program!r}: {exc.strerror or exc} (nothing was recorded)"
-            ) from None
-        status = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
-        ran["status"], ran["stdout"] = status, proc.stdout
-        if status != 0:
-            raise _CommandFailed(status)
-        out = proc.stdout[:budget]
-        record: dict[str, Any] = {"exit": 0}
-        if len(proc.stdout) > budget:
-            record["stdout_bytes"] = len(proc.stdout)
-        try:
-            record["stdout"] = out.decode("utf-8")
-        except UnicodeDecodeError:
-            record["stdout_b64"] = base64.b64encode(out).decode()
-        return record
-
-    try:
-        recorded = queue.effect(task_id, name, call, token=token)
-    except _CommandFailed as failed:
-        return failed.status, ran["stdout"], None
-    except _CannotStart as cannot:
-        queue.forget_effect(task_id, name)
-        raise BadInput(str(cannot)) from None
-    except LeaseLost as lost:
-        lost.stdout = ran.get("stdout")
-        raise
-    if "stdout" in ran:  # it ran just now: pass its whole output through
-        return 0, ran["stdout"], None
-    out = (
-        base64.b64decode(recorded["stdout_b64"])
-        if "stdout_b64" in recorded
-        else str(recorded["stdout"]).encode("utf-8")
-    )
-    note = None
-    if "stdout_bytes" in recorded:
-        note = (
-            f"the recorded output was cut to its first {len(out)} of "
-            f"{recorded['stdout_bytes']} bytes"
-        )
-    return int(recorded["exit"]), out, note
-
-
-class _CannotStart(Exception):
-    """The command could not be executed at all: nothing happened."""
-
-
-class _CommandFailed(Exception):
-    def __init__(self, status: int) -> None:
-        super().__init__(f"command exited {status}")
-        self.status = status

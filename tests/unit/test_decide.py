@@ -1,0 +1,126 @@
+"""What the end of a run does (watchdog/decide.py), as a table: one row per
+outcome and circumstance, with the clock pinned."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from watchdog.decide import (
+    EXIT_PARKED,
+    Decision,
+    Move,
+    Rules,
+    Run,
+    decide,
+    outage_backoff,
+)
+from watchdog.outcome import Outcome
+
+NOW = datetime(2026, 12, 1, 3, 0, tzinfo=UTC)
+RULES = Rules(
+    limit_probe_seconds=900,
+    outage_backoff_seconds=30,
+    outage_backoff_cap_seconds=100,
+    outage_breaker=3,
+    requeue_seconds=45,
+)
+LATER = NOW + timedelta(hours=2)
+
+
+def at(seconds: float) -> datetime:
+    return NOW + timedelta(seconds=seconds)
+
+
+P = EXIT_PARKED
+
+
+@pytest.mark.parametrize(
+    "outcome, run, expected",
+    [
+        (Outcome.DONE, Run(), Decision(Move.DONE)),
+        (Outcome.TASK_FAILURE, Run(), Decision(Move.FAIL)),
+        (Outcome.TIMED_OUT, Run(), Decision(Move.FAIL)),
+        # a first stall spends nothing and goes back at once; a second spends one
+        (Outcome.STALLED, Run(), Decision(Move.RETRY)),
+        (Outcome.STALLED, Run(stalled_before=True), Decision(Move.FAIL)),
+        # a command that cannot start: paused, and the loop stops for a person
+        (Outcome.CANNOT_START, Run(), Decision(Move.PAUSE, ends_loop=True, exit_status=P)),
+        # a usage limit: parked until the reset named, else for the probe
+        (
+            Outcome.USAGE_LIMIT,
+            Run(reset=LATER),
+            Decision(Move.PAUSE, park="usage_limit", park_until=LATER),
+        ),
+        (
+            Outcome.USAGE_LIMIT,
+            Run(),
+            Decision(Move.PAUSE, park="usage_limit", park_until=at(900), probe=True),
+        ),
+        (  # a reset already past is no reset
+            Outcome.USAGE_LIMIT,
+            Run(reset=NOW - timedelta(minutes=1)),
+            Decision(Move.PAUSE, park="usage_limit", park_until=at(900), probe=True),
+        ),
+        # outages: the backoff doubles in a row (capped), the account is parked
+        # from the breaker on
+        (Outcome.OUTAGE, Run(outages_in_a_row=1), Decision(Move.RETRY, retry_in=30)),
+        (Outcome.OUTAGE, Run(outages_in_a_row=2), Decision(Move.RETRY, retry_in=60)),
+        (
+            Outcome.OUTAGE,
+            Run(outages_in_a_row=3),
+            Decision(Move.RETRY, retry_in=100, park="outage", park_until=at(100)),
+        ),
+        (
+            Outcome.OUTAGE,
+            Run(outages_in_a_row=7),
+            Decision(Move.RETRY, retry_in=100, park="outage", park_until=at(100)),
+        ),
+        # a login or credit that needs a person: parked with no end, loop stops
+        (
+            Outcome.NEEDS_HUMAN,
+            Run(),
+            Decision(Move.PAUSE, park="needs_human", ends_loop=True, exit_status=P),
+        ),
+        # interrupted: by the loop's own stop, or from outside (once, twice)
+        (Outcome.INTERRUPTED, Run(stopped_by_loop=True), Decision(Move.PAUSE, ends_loop=True)),
+        (Outcome.INTERRUPTED, Run(), Decision(Move.PAUSE, retry_in=45)),
+        (Outcome.INTERRUPTED, Run(stopped_outside_before=True), Decision(Move.FAIL)),
+        # over its budget, what would retry is held for a person instead
+        (Outcome.TASK_FAILURE, Run(over_budget=True), Decision(Move.HOLD)),
+        (Outcome.TIMED_OUT, Run(over_budget=True), Decision(Move.HOLD)),
+        (Outcome.OUTAGE, Run(over_budget=True, outages_in_a_row=5), Decision(Move.HOLD)),
+        (  # ... and a usage limit still parks the account
+            Outcome.USAGE_LIMIT,
+            Run(over_budget=True, reset=LATER),
+            Decision(Move.HOLD, park="usage_limit", park_until=LATER),
+        ),
+        (Outcome.DONE, Run(over_budget=True), Decision(Move.DONE)),
+        # tools denied: a person is asked, instead of a blind retry
+        (Outcome.TASK_FAILURE, Run(denied=True), Decision(Move.ASK)),
+        (Outcome.TIMED_OUT, Run(denied=True), Decision(Move.ASK)),
+        (Outcome.DONE, Run(denied=True), Decision(Move.DONE)),
+        (
+            Outcome.USAGE_LIMIT,
+            Run(denied=True, reset=LATER),
+            Decision(Move.PAUSE, park="usage_limit", park_until=LATER),
+        ),
+        # over budget comes before denied
+        (Outcome.TASK_FAILURE, Run(over_budget=True, denied=True), Decision(Move.HOLD)),
+    ],
+)
+def test_what_each_end_of_a_run_does(outcome, run, expected):
+    assert decide(outcome, RULES, NOW, run) == expected
+
+
+def test_the_hook_counts_a_stop_failure_outage_as_the_breakers_worth():
+    """The StopFailure hook passes the breaker as the count: one outage the
+    client gave up on parks the account, as the breaker-th would."""
+    got = decide(Outcome.OUTAGE, RULES, NOW, Run(outages_in_a_row=RULES.outage_breaker))
+    assert got.park == "outage" and got.park_until == at(outage_backoff(RULES, 3))
+
+
+@pytest.mark.parametrize("n, seconds", [(0, 30), (1, 30), (2, 60), (3, 100), (30, 100)])
+def test_the_outage_backoff_doubles_up_to_its_cap(n, seconds):
+    assert outage_backoff(RULES, n) == seconds

@@ -1,0 +1,395 @@
+"""The ``afk`` command.
+
+Output is JSON on stdout where a command returns data; messages go to stderr.
+Exit status: 0 ok, 2 bad usage or input, 3 nothing to claim, 4 lease lost,
+5 the account is parked (a usage limit, or a login that needs a person),
+6 an effect is in doubt (started by a call that died unrecorded),
+1 anything else (such as an unreachable database).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Callable, Sequence
+
+from ..config import is_utf8
+from ..errors import AfkError
+from ..harnesses import HARNESSES
+from .agents import (
+    cmd_hook,
+    cmd_hooks,
+    cmd_limit,
+    cmd_loop,
+    configure_hook,
+    configure_hooks,
+    configure_limit,
+    configure_loop,
+)
+from .backlog import (
+    cmd_enqueue,
+    cmd_export,
+    cmd_import,
+    configure_enqueue,
+    configure_export,
+    configure_import,
+)
+from .common import EXIT_ERROR, EXIT_USAGE, Parser, common_options, logger, package_version
+from .setup import (
+    cmd_db,
+    cmd_demo,
+    cmd_digest,
+    cmd_doctor,
+    cmd_migrate,
+    cmd_watchdog,
+    configure_db,
+    configure_digest,
+    configure_doctor,
+    configure_watchdog,
+)
+from .tasks import (
+    cmd_answer,
+    cmd_ask,
+    cmd_checkpoint,
+    cmd_claim,
+    cmd_dead,
+    cmd_done,
+    cmd_fail,
+    cmd_gc,
+    cmd_heartbeat,
+    cmd_once,
+    cmd_pause,
+    cmd_questions,
+    cmd_reclaim,
+    cmd_restore,
+    cmd_resume_brief,
+    cmd_retry,
+    cmd_review,
+    cmd_show,
+    cmd_status,
+    configure_answer,
+    configure_ask,
+    configure_checkpoint,
+    configure_claim,
+    configure_dead,
+    configure_done,
+    configure_fail,
+    configure_gc,
+    configure_heartbeat,
+    configure_once,
+    configure_pause,
+    configure_questions,
+    configure_restore,
+    configure_resume_brief,
+    configure_retry,
+    configure_review,
+    configure_show,
+    configure_status,
+)
+
+#: every command: its function, its one-line help, and what adds its own
+#: arguments (``configure_<command>``, beside the command)
+COMMANDS: dict[
+    str,
+    tuple[Callable[[argparse.Namespace], int], str, Callable[[Parser], None] | None],
+] = {
+    "migrate": (
+        cmd_migrate,
+        "create or upgrade the schema (safe to repeat)",
+        None,
+    ),
+    "enqueue": (
+        cmd_enqueue,
+        "add tasks to an agent's backlog",
+        configure_enqueue,
+    ),
+    "claim": (
+        cmd_claim,
+        "take the agent's next task (exit 3 if none, with next_at; exit 5 if the "
+        "account is parked)",
+        configure_claim,
+    ),
+    "loop": (
+        cmd_loop,
+        "drain the agent's backlog: run CMD ARG... PROMPT per task, reading "
+        "usage limits, outages and logins from what it says",
+        configure_loop,
+    ),
+    "limit": (
+        cmd_limit,
+        "parked accounts: list them, park one by hand, or clear one",
+        configure_limit,
+    ),
+    "checkpoint": (
+        cmd_checkpoint,
+        "merge a JSON object into the checkpoint",
+        configure_checkpoint,
+    ),
+    "heartbeat": (
+        cmd_heartbeat,
+        "refresh the lease",
+        configure_heartbeat,
+    ),
+    "done": (
+        cmd_done,
+        "finish the task",
+        configure_done,
+    ),
+    "fail": (
+        cmd_fail,
+        "report a failure (retried after a backoff)",
+        configure_fail,
+    ),
+    "pause": (
+        cmd_pause,
+        "pause running tasks (a clean stop spends no attempt)",
+        configure_pause,
+    ),
+    "status": (
+        cmd_status,
+        "task counts per state",
+        configure_status,
+    ),
+    "show": (
+        cmd_show,
+        "one task with its history",
+        configure_show,
+    ),
+    "dead": (
+        cmd_dead,
+        "failed tasks",
+        configure_dead,
+    ),
+    "import": (
+        cmd_import,
+        "import a backlog written elsewhere: afk import prd PATH (a Ralph prd.json)",
+        configure_import,
+    ),
+    "export": (
+        cmd_export,
+        "write what is done back: afk export prd PATH (passes: true per done story)",
+        configure_export,
+    ),
+    "review": (
+        cmd_review,
+        "the done tasks' work to review: branch, commits, what changed, the check, "
+        "the pull request, how far behind and what conflicts with the base",
+        configure_review,
+    ),
+    "gc": (
+        cmd_gc,
+        "remove the worktrees of done tasks that are merged and clean; --force saves "
+        "the rest first (afk restore brings one back)",
+        configure_gc,
+    ),
+    "restore": (
+        cmd_restore,
+        "bring back a worktree that afk gc --force saved, byte for byte",
+        configure_restore,
+    ),
+    "retry": (
+        cmd_retry,
+        "put failed tasks back to todo",
+        configure_retry,
+    ),
+    "ask": (
+        cmd_ask,
+        "inside the agent: ask a person; the task waits for the answer",
+        configure_ask,
+    ),
+    "answer": (
+        cmd_answer,
+        "answer a task's question: it goes back to todo",
+        configure_answer,
+    ),
+    "questions": (
+        cmd_questions,
+        "the open questions of the agents",
+        configure_questions,
+    ),
+    "reclaim": (
+        cmd_reclaim,
+        "reclaim expired leases once",
+        None,
+    ),
+    "db": (
+        cmd_db,
+        "the embedded PostgreSQL server",
+        configure_db,
+    ),
+    "demo": (
+        cmd_demo,
+        "a crash and a resume on a small backlog, end to end",
+        None,
+    ),
+    "once": (
+        cmd_once,
+        "run a command as a side effect of the task, at most once: "
+        "later runs replay its recorded stdout and exit status",
+        configure_once,
+    ),
+    "hooks": (
+        cmd_hooks,
+        "print (or install) agent hook settings",
+        configure_hooks,
+    ),
+    "hook": (
+        cmd_hook,
+        "run as an agent hook: reads one hook payload on stdin and "
+        "acts on its hook_event_name; always exits 0",
+        configure_hook,
+    ),
+    "doctor": (
+        cmd_doctor,
+        "check the setup: the database, the watchdog service, the clock, the settings, "
+        "and the agents' hook settings (exit 1 with a line per problem)",
+        configure_doctor,
+    ),
+    "resume-brief": (
+        cmd_resume_brief,
+        "a Markdown note for the next session",
+        configure_resume_brief,
+    ),
+    "digest": (
+        cmd_digest,
+        "the morning digest: print it, send it, or show deliveries",
+        configure_digest,
+    ),
+    "watchdog": (
+        cmd_watchdog,
+        "the watchdog service",
+        configure_watchdog,
+    ),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = common_options()
+    parser = Parser(
+        prog="afk",
+        description="A durable task queue on PostgreSQL for unattended coding agents.",
+        parents=[common],
+        epilog="Exit status: 0 ok, 2 bad usage or input, 3 nothing to claim, "
+        "4 lease lost, 5 account parked, 6 effect in doubt, 1 anything else.",
+    )
+    parser.add_argument("--version", action="version", version=f"afk {package_version()}")
+    sub = parser.add_subparsers(
+        dest="subcommand", required=True, metavar="COMMAND", parser_class=Parser
+    )
+    parser.commands = sub.choices  # type: ignore[attr-defined]
+    for name, (func, help, configure) in COMMANDS.items():
+        p = sub.add_parser(name, parents=[common], help=help, description=help)
+        p.set_defaults(func=func)
+        if configure is not None:
+            configure(p)
+    return parser
+
+
+def command_word(argv: Sequence[str]) -> str | None:
+    """The subcommand of an argument list: its first word that is neither an
+    option nor the value of --dsn or --config."""
+    words = iter(argv)
+    for word in words:
+        if word in ("--dsn", "--config"):
+            next(words, None)
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
+def main(argv: Sequence[str] | None = None, payload: bytes | None = None) -> int:
+    """The command line; ``payload`` is a hook's stdin, when the entry point
+    (:mod:`watchdog.__main__`) read it already."""
+    from ..logs import level_of
+
+    logging.basicConfig(
+        level=level_of(os.environ.get("AFK_LOG_LEVEL"), "WARNING"),
+        format="afk: %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["hook"]:
+        fast = hook_args(argv[1:])
+        if fast is not None:  # the agent waits for every hook: no full parser
+            fast.payload = payload
+            return run_command(fast)
+    for number, arg in enumerate(argv, 1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            print(
+                f"afk: argument {number} is not valid UTF-8; nothing was changed", file=sys.stderr
+            )
+            return EXIT_USAGE
+    for name, value in os.environ.items():
+        if name.startswith("AFK_") and not value.isascii() and not is_utf8(value):
+            print(f"afk: {name} is not valid UTF-8; nothing was changed", file=sys.stderr)
+            return EXIT_USAGE
+    level = os.environ.get("AFK_LOG_LEVEL")
+    if level and not isinstance(logging.getLevelName(level.strip().upper()), int):
+        print(
+            f"afk: AFK_LOG_LEVEL={level!r} is not a log level (DEBUG, INFO, WARNING, ERROR)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    command: list[str] = []
+    if "--" in argv and command_word(argv[: argv.index("--")]) in ("once", "loop"):
+        # afk once|loop ... -- COMMAND ARGS: everything after -- is the command
+        split = argv.index("--")
+        argv, command = argv[:split], argv[split + 1 :]
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # said by the command's own parser, with its own usage
+        commands = getattr(parser, "commands", {})
+        where = commands.get(getattr(args, "subcommand", None), parser)
+        where.error(f"unrecognized arguments: {' '.join(extra)}")
+    if args.func in (cmd_once, cmd_loop):
+        args.command = command
+    for name in ("dsn", "config"):
+        if not hasattr(args, name):
+            setattr(args, name, None)
+    return run_command(args)
+
+
+def hook_args(argv: list[str]) -> argparse.Namespace | None:
+    """`afk hook [stop] [--gate] [--config FILE] [--dsn DSN]`, read without
+    building the whole parser (some 20 ms of every tool call of an agent);
+    None for anything else, which the full parser then reads."""
+    from ..hooklink import parse_argv
+
+    parsed = parse_argv(argv)
+    if parsed is None or parsed["harness"] not in HARNESSES:
+        return None
+    if any(isinstance(v, str) and not is_utf8(v) for v in parsed.values()):
+        return None
+    return argparse.Namespace(func=cmd_hook, payload=None, **parsed)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run a parsed command: an AfkError is one line and its exit status."""
+    try:
+        code: int = args.func(args)
+        sys.stdout.flush()
+    except AfkError as exc:
+        print(f"afk: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # whoever read our output stopped (`afk dead | head -1`): not an error
+        # worth a traceback; stdout goes nowhere so that the exit flush is quiet
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except Exception as exc:  # a bug of ours: one line, never a traceback or a secret
+        from ..errors import redact
+
+        logger.debug("internal error", exc_info=True)
+        print(
+            f"afk: internal error: {type(exc).__name__}: {redact(str(exc))} "
+            "(AFK_LOG_LEVEL=DEBUG shows where)",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
+    return code

@@ -1,0 +1,7 @@
+"""``python -m watchdog.cli``: the ``afk`` command."""
+
+import sys
+
+from . import main
+
+sys.exit(main())

@@ -1,0 +1,366 @@
+"""The agent commands: loop (supervise an agent over the backlog), limit
+(park and clear accounts), hooks (install them) and hook (run one)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import AfkError, BadInput
+from ..harnesses import HARNESSES, SETTINGS
+
+if TYPE_CHECKING:
+    pass
+from .common import (
+    EXIT_OK,
+    Parser,
+    account_of,
+    account_option,
+    agent_of,
+    agent_option,
+    checked_verify,
+    database_of,
+    duration_arg,
+    emit,
+    lease_option,
+    local_zone,
+    open_queue,
+    parse_when,
+    runner_of,
+    runner_option,
+    say,
+    workspace_options,
+    workspace_request,
+)
+
+
+def configure_hooks(p: Parser) -> None:
+    p.add_argument("agent_kind", choices=list(SETTINGS), help="the agent")
+    p.add_argument(
+        "--install",
+        metavar="PATH",
+        help="merge into this settings file (e.g. .claude/settings.json, .codex/hooks.json, "
+        ".gemini/settings.json, .cursor/hooks.json, .github/hooks/afk.json)",
+    )
+    p.add_argument(
+        "--gate",
+        action="store_true",
+        help="Stop blocks (a few times at most) a "
+        "session that still holds a task it claimed itself",
+    )
+    p.add_argument(
+        "--transport",
+        choices=["command", "http"],
+        default="command",
+        help="claude only: http posts each hook to the watchdog service (AFK_HOOK_HTTP) "
+        "instead of starting a process; SessionStart stays a command",
+    )
+    p.add_argument(
+        "--fail-closed",
+        action="store_true",
+        dest="fail_closed",
+        help="with --transport http: a PreToolUse the service does not answer blocks the "
+        "tool call (Claude Code 2.1.295 and later)",
+    )
+
+
+def cmd_hooks(args: argparse.Namespace) -> int:
+
+    from .. import harnesses
+
+    # the hooks run afk's entry point by the interpreter this afk runs in
+    afk = os.path.abspath(sys.executable)
+    if args.transport == "http" or args.fail_closed:
+        ours = http_hook_settings(args, afk)
+    else:
+        ours = harnesses.SETTINGS[args.agent_kind](afk, args.gate, hook_database_args(args))
+    if args.install is None:
+        emit(ours)
+        return EXIT_OK
+    written = harnesses.install(Path(args.install), ours)
+    print(f"afk: installed the {', '.join(ours['hooks'])} hooks in {written}", file=sys.stderr)
+    return EXIT_OK
+
+
+def hook_token_of(settings: Any) -> dict[str, str]:
+    """AFK_HOOK_TOKEN for the agents of a loop, when its settings hold one
+    (their HTTP hooks send it): an environment's own wins."""
+    token = settings.service.hook_token
+    return {"AFK_HOOK_TOKEN": token} if token and "AFK_HOOK_TOKEN" not in os.environ else {}
+
+
+def http_hook_settings(args: argparse.Namespace, afk: str) -> dict[str, Any]:
+    """`afk hooks claude --transport http`: the service's address from the
+    settings (AFK_HOOK_HTTP), the token by name only."""
+    from .. import harnesses
+    from ..config import load_all
+
+    if args.agent_kind != "claude":
+        raise BadInput("--transport http is for claude (Claude Code's HTTP hooks)")
+    if args.transport != "http":
+        raise BadInput("--fail-closed goes with --transport http")
+    service = load_all(args.config).service
+    if not service.hook_http:
+        raise BadInput(
+            "--transport http needs the watchdog service's hook address: set AFK_HOOK_HTTP "
+            "(e.g. 127.0.0.1:18735) and AFK_HOOK_TOKEN, for the service and here"
+        )
+    host, port = service.hook_http_host_port()
+    shown = f"[{host}]" if ":" in host else host
+    return harnesses.claude_http_settings(
+        afk,
+        args.gate,
+        hook_database_args(args),
+        f"http://{shown}:{port}",
+        fail_closed=args.fail_closed,
+    )
+
+
+def hook_database_args(args: argparse.Namespace) -> tuple[str, ...]:
+    """What the installed hooks need to reach the database this command was
+    told of: ``--config`` as an absolute path, ``--dsn`` unless it holds a
+    password (a settings file is no place for one)."""
+    from ..errors import dsn_secrets
+
+    out: tuple[str, ...] = ()
+    if args.config is not None:
+        path = Path(args.config)
+        if not path.is_file():
+            raise BadInput(f"--config {args.config}: no such file")
+        out += ("--config", str(path.resolve()))
+    if args.dsn is not None:
+        if not args.dsn.strip():
+            raise BadInput("--dsn is empty")
+        if dsn_secrets(args.dsn):
+            raise BadInput(
+                "--dsn holds a password, which would be written into the settings file: "
+                "put the DSN in a config file and pass --config instead"
+            )
+        out += ("--dsn", args.dsn)
+    return out
+
+
+def configure_hook(p: Parser) -> None:
+    p.add_argument(
+        "event", nargs="?", choices=["stop"], help="accepted for settings written by older versions"
+    )
+    p.add_argument("--gate", action="store_true", help="the Stop completion gate")
+    p.add_argument(
+        "--harness",
+        choices=HARNESSES,
+        default="claude",
+        help="whose payloads (claude: Claude Code and Codex CLI; gemini: Gemini CLI; "
+        "cursor: Cursor; copilot: GitHub Copilot CLI)",
+    )
+
+
+def cmd_hook(args: argparse.Namespace) -> int:
+    """An agent hook: one payload on stdin, acted on by its hook_event_name.
+    Always exits 0, within the hook's timeout: a hook must never wedge the
+    agent. The only refusals are a deliberate deny (PreToolUse) or block
+    (the Stop gate), written as JSON on stdout."""
+    from .. import hooklink, hooks
+    from ..errors import redact
+
+    signal.signal(signal.SIGALRM, hooklink.give_up)
+    # the deadline counts from the process's start (`afk hook` may have asked
+    # the watchdog service first)
+    signal.alarm(signal.alarm(0) or hooklink.HOOK_DEADLINE)
+    hooklink.touch_alive(os.environ)
+    try:
+        raw = getattr(args, "payload", None)
+        raw = raw if raw is not None else hooklink.read_stdin()
+        ctx = hooks.context(hooks.parse_payload(raw), args.gate, args.event, args.harness)
+        if ctx is None:
+            print("afk hook: ignored: not an event afk handles", file=sys.stderr)
+            return EXIT_OK
+        if hooks.detached(ctx) and _detach():
+            return EXIT_OK  # the agent does not wait: the work goes on in the child
+        from ..config import load_all
+
+        settings = load_all(args.config)
+        from ..resolve import running_dsn
+
+        dsn = running_dsn(args.dsn, settings=settings, note=say)
+        if dsn is None:
+            print(
+                "afk hook: warning: no database: the embedded server is not running "
+                "(`afk db start`) and no DSN is set; nothing was recorded",
+                file=sys.stderr,
+            )
+            return EXIT_OK
+        said, notes = hooks.respond(ctx, dsn, settings)
+        for line in notes:
+            print(line, file=sys.stderr)
+        if said:  # (nothing at all where the harness would not read it)
+            emit(said)
+    except AfkError as exc:
+        print(f"afk hook: warning: {exc}; nothing was changed", file=sys.stderr)
+    except Exception as exc:  # never fail the agent's hook, never print a secret
+        print(
+            f"afk hook: warning: {type(exc).__name__}: {redact(str(exc))}; nothing was changed",
+            file=sys.stderr,
+        )
+    finally:
+        signal.alarm(0)
+    return EXIT_OK
+
+
+def configure_limit(p: Parser) -> None:
+    p.add_argument("--account", help="the account (an agent login, an API key)")
+    p.add_argument("--until", help="park until this ISO 8601 time")
+    p.add_argument("--reason", help="why, with --until")
+    p.add_argument("--clear", action="store_true", help="unpark the account")
+
+
+def cmd_limit(args: argparse.Namespace) -> int:
+    from ..accounts import Accounts
+
+    if args.clear and (args.until is not None or args.reason is not None):
+        raise BadInput("--clear cannot be combined with --until or --reason")
+    if (args.clear or args.until is not None) and args.account is None:
+        raise BadInput("--account is needed with --until or --clear")
+    if args.reason is not None and args.until is None:
+        raise BadInput("--reason goes with --until")
+    until = parse_when(args.until) if args.until is not None else None
+    with open_queue(args) as q:
+        accounts = Accounts(q.db)
+        if args.clear:
+            cleared = accounts.clear(args.account, who=os.environ.get("USER"))
+            emit({"cleared": [p.to_json() for p in cleared]})
+            if not cleared:
+                print(f"afk: account {args.account!r} was not parked", file=sys.stderr)
+            return EXIT_OK
+        if until is not None:
+            reason = args.reason or f"parked by hand by {os.environ.get('USER') or 'a person'}"
+            emit(accounts.park_by_hand(args.account, reason, until).to_json())
+            return EXIT_OK
+        emit([p.to_json() for p in accounts.parked(args.account)])
+    return EXIT_OK
+
+
+def configure_loop(p: Parser) -> None:
+    agent_option(p)
+    runner_option(p)
+    account_option(p)
+    lease_option(p)
+    p.add_argument("--wait", action="store_true", help="keep running, waiting for new tasks")
+    p.add_argument("--max-tasks", type=int, dest="max_tasks", help="stop after this many runs")
+    p.add_argument(
+        "--stall-after",
+        type=duration_arg,
+        dest="stall_after",
+        metavar="DURATION",
+        help="stop a run whose agent printed no line and fired no hook for this long "
+        "(90s, 15m, 2h; env AFK_STALL_SECONDS, default 15m)",
+    )
+    p.add_argument(
+        "--max-run",
+        type=duration_arg,
+        dest="max_run",
+        metavar="DURATION",
+        help="stop a run still going after this long, an attempt spent "
+        "(env AFK_MAX_RUN_SECONDS; default: no cap)",
+    )
+    workspace_options(p, branch=False)
+    p.set_defaults(command=[])
+    p.usage = (
+        "afk loop --agent A [--account NAME] [--lease S] [--wait] [--max-tasks N] "
+        "[--stall-after DURATION] [--max-run DURATION] [--repo PATH] [--verify CMD] "
+        "[--require-changes] -- CMD [ARG...]"
+    )
+    p.epilog = (
+        "exit 0 when nothing is left, 5 when the account needs a person, 130/143 when stopped"
+    )
+
+
+def cmd_loop(args: argparse.Namespace) -> int:
+    from ..accounts import DEFAULT_ACCOUNT, Accounts
+    from ..config import load_all
+    from ..db import Database
+    from ..errors import scrub
+    from ..loop import Loop, LoopOptions, agent_variables
+
+    if not args.command:
+        raise BadInput("no agent command given: afk loop --agent A -- CMD [ARG...]")
+    if args.max_tasks is not None and args.max_tasks < 1:
+        raise BadInput("--max-tasks must be at least 1")
+    agent = agent_of(args)
+    assert agent is not None
+    settings = load_all(args.config)
+    dsn = database_of(args, settings)
+    from ..delivery import timezone_of
+
+    zone = timezone_of(settings.digest)
+    options = LoopOptions(
+        agent=agent,
+        command=list(args.command),
+        account=account_of(args) or DEFAULT_ACCOUNT,
+        lease=args.lease,
+        wait=args.wait,
+        max_tasks=args.max_tasks,
+        runner=runner_of(args),
+        env={**agent_variables(args.dsn, args.config), **hook_token_of(settings)},
+        day_zone=getattr(zone, "key", None) or str(zone),
+        stall_after=args.stall_after,
+        max_run=args.max_run,
+        workspace=workspace_request(args.repo),
+        verify=checked_verify(args.verify),
+        require_changes=args.require_changes,
+    )
+    from ..checks import check_id
+    from ..queue import Queue
+
+    check_id("account", options.account)
+    queue = Queue(Database(dsn, pool_size=2), settings=settings.queue)
+    accounts = Accounts(queue.db)
+    loop = Loop(
+        queue,
+        accounts,
+        settings.loop,
+        options,
+        tz=local_zone(),
+        scrub=lambda text: scrub(text, dsn),
+        alert=account_alert(queue.db, settings),
+    )
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, loop.request_stop)
+    try:
+        return loop.run()
+    finally:
+        queue.close()
+
+
+def account_alert(db: Any, settings: Any) -> Any:
+    """Sends a parking that needs a person through the alert destinations."""
+    if not settings.digest.destinations():
+        return None
+
+    def send(parking: Any) -> None:
+        from ..delivery import alert_account
+
+        alert_account(db, settings.digest, parking)
+
+    return send
+
+
+def _detach() -> bool:
+    """Fork: True in the parent, which exits at once; False in the child,
+    which goes on in a session of its own with no terminal and no pipes. For a
+    hook whose output is ignored and which the agent does not wait for:
+    Claude Code (2.1.332, ``-p``) ends a StopFailure hook with SIGTERM as it
+    exits, within milliseconds."""
+    if os.fork():
+        return True
+    os.setsid()
+    from ..hooklink import HOOK_DEADLINE
+
+    signal.alarm(HOOK_DEADLINE)  # (an alarm is not inherited across a fork)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    return False

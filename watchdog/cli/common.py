@@ -1,0 +1,324 @@
+"""What the commands share: the exit statuses, the options several take,
+JSON out, and opening the queue."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from ..checks import check_token
+from ..config import parse_duration
+from ..errors import AfkError, BadInput
+
+if TYPE_CHECKING:
+    from ..db import Database
+    from ..queue import Queue
+
+logger = logging.getLogger("watchdog.cli")
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_EMPTY, EXIT_LEASE_LOST, EXIT_PARKED = 0, 1, 2, 3, 4, 5
+
+MAX_SINCE = 100 * 365 * 86400
+
+logger = logging.getLogger(__name__)
+
+
+def duration_arg(value: str) -> float:
+    """A DURATION option: seconds, or a number with s, m, h or d; above 0."""
+    try:
+        seconds = parse_duration(value)
+    except BadInput as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if not 0 < seconds <= 30 * 86400:
+        raise argparse.ArgumentTypeError(f"{value!r} must be above 0 and at most 30 days")
+    return seconds
+
+
+def token_arg(value: str) -> int:
+    """--token as argparse reads it: a lease token, else the usage line."""
+    try:
+        return check_token(value, "")
+    except BadInput as exc:
+        raise argparse.ArgumentTypeError(str(exc).strip()) from None
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"afk: error: {message}\n")
+
+
+def agent_option(p: Parser, help: str = "agent id (env AFK_AGENT_ID)") -> None:
+    p.add_argument("--agent", help=help)
+
+
+def runner_option(p: Parser) -> None:
+    p.add_argument(
+        "--runner",
+        help="runner id (env AFK_RUNNER_ID): names one concurrent "
+        "worker, since a claim first resumes that runner's own in-flight task. "
+        "Two workers must never share one. Default: host:pid of this command",
+    )
+
+
+def account_option(p: Parser) -> None:
+    p.add_argument(
+        "--account",
+        help="the account a usage limit applies to (env AFK_ACCOUNT; default: default)",
+    )
+
+
+def token_option(p: Parser) -> None:
+    p.add_argument(
+        "--token", type=token_arg, help="the lease token of the claim (env AFK_TASK_TOKEN)"
+    )
+
+
+def lease_option(p: Parser) -> None:
+    p.add_argument("--lease", type=float, help="lease length in seconds (env AFK_LEASE_SECONDS)")
+
+
+def fenced_options(p: Parser) -> None:
+    """The task and the token of a fenced write."""
+    p.add_argument("id", nargs="?", help="task id (env AFK_TASK_ID)")
+    token_option(p)
+
+
+NEXT_HELP = (
+    "and, in the same statement, claim the same runner's next task of the agent "
+    "and print it (exit 3 if there is none)"
+)
+
+
+def _json_default(value: Any) -> Any:
+    from datetime import datetime
+
+    if isinstance(value, datetime):
+        return value.isoformat()  # ISO 8601 with its offset, as everywhere else
+    return str(value)
+
+
+def emit(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, default=_json_default) + "\n")
+
+
+def parse_json(text: str, what: str) -> Any:
+    """JSON from an argument, from a file named as ``@PATH`` (for large values),
+    or from standard input as ``@-``."""
+    if text == "@-":
+        try:
+            text = sys.stdin.buffer.read().decode("utf-8")
+        except UnicodeDecodeError:
+            raise BadInput(f"{what}: standard input is not UTF-8") from None
+    elif text.startswith("@"):
+        try:
+            text = Path(text[1:]).read_text("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise BadInput(f"{what}: cannot read {text[1:]}: {exc}") from None
+
+    def refuse(constant: str) -> Any:
+        raise ValueError(f"{constant} is not JSON")
+
+    try:
+        return json.loads(text, parse_constant=refuse)
+    except ValueError as exc:
+        raise BadInput(f"{what} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise BadInput(f"{what} is nested too deeply") from None
+
+
+def parse_object(text: str, what: str) -> dict[str, Any]:
+    value = parse_json(text, what)
+    if not isinstance(value, dict):
+        from ..checks import json_type
+
+        raise BadInput(f"{what} must be a JSON object, not {json_type(value)}")
+    return value
+
+
+def agent_of(args: argparse.Namespace, required: bool = True) -> str | None:
+    agent = args.agent if args.agent is not None else os.environ.get("AFK_AGENT_ID")
+    if required and agent is None:
+        raise BadInput("an agent id is needed: --agent or AFK_AGENT_ID")
+    return agent
+
+
+def runner_of(args: argparse.Namespace) -> str | None:
+    return args.runner if args.runner is not None else os.environ.get("AFK_RUNNER_ID") or None
+
+
+def say(line: str) -> None:
+    print(f"afk: {line}", file=sys.stderr)
+
+
+def database_of(args: argparse.Namespace, settings: Any) -> str:
+    """The DSN this command talks to (resolve.resolve_dsn), saying on stderr
+    when it is the embedded server's."""
+    from ..resolve import resolve_dsn
+
+    return resolve_dsn(args.dsn, settings=settings, note=say)
+
+
+def open_queue(
+    args: argparse.Namespace, *, timeout: bool = True, check_schema: bool = True
+) -> Queue:
+    """The queue of a CLI command: one connection, and statements bounded by
+    AFK_COMMAND_TIMEOUT (a locked row must not stall a heartbeat for good).
+    A schema newer than this afk is said once (its writes may miss what the
+    newer one expects)."""
+    from ..config import load_all
+    from ..db import Database
+    from ..queue import Queue
+
+    settings = load_all(args.config)
+    dsn = database_of(args, settings)
+    limit = settings.queue.command_timeout if timeout else 0
+    db = Database(dsn, pool_size=None, statement_timeout=limit or None)
+    if check_schema:
+        newer_schema(db)
+    return Queue(db, settings=settings.queue)
+
+
+def newer_schema(db: Database) -> None:
+    """Say (once) when the database's schema is newer than this afk knows."""
+    from .. import sql
+
+    try:
+        version = db.schema_version()
+    except AfkError:
+        return  # the command itself says what is wrong with the database
+    known = max(v for v, _, _ in sql.migrations())
+    if version > known:
+        say(
+            f"the database's schema (version {version}) is newer than this afk knows "
+            f"(up to {known}): upgrade afk-watchdog"
+        )
+
+
+def task_of(args: argparse.Namespace) -> tuple[str, int]:
+    """The task id and token: from the arguments, else from AFK_TASK_ID and
+    AFK_TASK_TOKEN (which a supervisor gives the agent it runs)."""
+    env_id = os.environ.get("AFK_TASK_ID")
+    # AFK_TASK_LEASE: the same token under a name no harness redacts
+    env_token = os.environ.get("AFK_TASK_TOKEN") or os.environ.get("AFK_TASK_LEASE")
+    task_id = args.id if args.id is not None else env_id
+    if task_id is None:
+        raise BadInput("a task id is needed: give it, or set AFK_TASK_ID")
+    token = args.token
+    if token is None and env_token is not None and (args.id is None or args.id == env_id):
+        token = check_token(env_token, "AFK_TASK_TOKEN")
+    if token is None:
+        raise BadInput("a lease token is needed: --token, or AFK_TASK_TOKEN with AFK_TASK_ID")
+    return task_id, token
+
+
+def workspace_options(p: Parser, *, branch: bool) -> None:
+    """A git worktree per task (watchdog.workspaces)."""
+    p.add_argument(
+        "--repo",
+        help="a git repository: each task runs in a worktree of it, on a branch of its own",
+    )
+    if branch:
+        p.add_argument("--base", help="the ref its branch starts from (default: HEAD at its claim)")
+        p.add_argument("--branch", help="its branch (default: afk/<id>-<title>)")
+    p.add_argument(
+        "--verify",
+        metavar="CMD",
+        help="a check run in the worktree (through the shell) before done: exit 0 or a failure",
+    )
+    p.add_argument(
+        "--require-changes",
+        action="store_true",
+        dest="require_changes",
+        help="a run that leaves no new commit and a clean worktree is a failure",
+    )
+
+
+def workspace_request(
+    repo: str | None = None,
+    base: str | None = None,
+    branch: str | None = None,
+    verify: str | None = None,
+    require_changes: bool = False,
+) -> dict[str, Any] | None:
+    """A workspace request checked with git (None: no --repo)."""
+    if repo is None:
+        if base is not None or branch is not None:
+            raise BadInput("--base and --branch go with --repo")
+        if verify is not None or require_changes:
+            raise BadInput("--verify and --require-changes go with --repo")
+        return None
+    from .. import workspaces
+
+    return workspaces.request(
+        repo, base=base, branch=branch, verify=verify, require_changes=require_changes
+    )
+
+
+def checked_verify(command: str | None) -> str | None:
+    if command is not None and not command.strip():
+        raise BadInput("--verify is empty: give the command that checks the work")
+    return command
+
+
+def account_of(args: argparse.Namespace) -> str | None:
+    """--account, else AFK_ACCOUNT (unset or empty: none). A flag given but
+    blank is refused, not read as "no account"."""
+    from ..checks import check_id
+
+    if args.account is not None:
+        return check_id("--account", args.account)
+    return os.environ.get("AFK_ACCOUNT") or None
+
+
+def parse_when(text: str) -> Any:
+    """An ISO 8601 time; one without an offset is read in this machine's zone
+    (TZ first), never in whichever zone the database happens to have."""
+    from datetime import datetime
+
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise BadInput(
+            f"--until {text!r} is not an ISO 8601 time (e.g. 2026-12-01T05:00+01:00)"
+        ) from None
+    if when.tzinfo is None:  # a wall-clock time of this machine's zone (TZ first)
+        when = when.replace(tzinfo=local_zone())
+    return when
+
+
+def local_zone() -> Any:
+    """The zone a clock time in an agent's message is read in: the host's
+    (TZ first)."""
+    import tzlocal
+
+    return tzlocal.get_localzone()
+
+
+def package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("afk-watchdog")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def common_options() -> Parser:
+    """--dsn and --config, which every command takes."""
+    common = Parser(add_help=False)
+    common.add_argument(
+        "--dsn",
+        default=argparse.SUPPRESS,
+        help="PostgreSQL connection string (env AFK_DSN; default: the "
+        "embedded server under AFK_HOME)",
+    )
+    common.add_argument(
+        "--config", default=argparse.SUPPRESS, help="TOML file of settings (env AFK_CONFIG)"
+    )
+    return common

@@ -1,0 +1,236 @@
+"""Set-up and the service: migrate, db, doctor, demo, watchdog, digest."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import BadInput
+
+if TYPE_CHECKING:
+    pass
+from .common import (
+    EXIT_ERROR,
+    EXIT_OK,
+    Parser,
+    common_options,
+    database_of,
+    emit,
+    newer_schema,
+    open_queue,
+)
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+
+    with open_queue(args, timeout=False, check_schema=False) as q:
+        applied = q.migrate()
+        emit({"applied": applied, "version": q.db.schema_version()})
+        newer_schema(q.db)
+    return EXIT_OK
+
+
+def configure_db(p: Parser) -> None:
+    p.add_argument("action", choices=["status", "start", "stop"])
+
+
+def cmd_db(args: argparse.Namespace) -> int:
+    from .. import embedded
+
+    afk_home = embedded.home()
+    if args.action == "stop":
+        emit({"stopped": embedded.stop(afk_home)})
+        return EXIT_OK
+    info: embedded.ServerInfo | None
+    if args.action == "start":
+        info = embedded.ensure_running(afk_home)
+    else:
+        info = embedded.running(afk_home / "pgdata")
+    emit(
+        {
+            "running": info is not None,
+            "pgdata": str(afk_home / "pgdata"),
+            "dsn": info.dsn() if info else None,
+            "pid": info.pid if info else None,
+        }
+    )
+    return EXIT_OK
+
+
+def configure_watchdog(p: Parser) -> None:
+    p.description = (
+        "The watchdog service: reclaim, gauges, poison pills, prune, and Prometheus metrics."
+    )
+    p.epilog = settings_help()
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    wsub = p.add_subparsers(dest="action", required=True, parser_class=Parser)
+    wsub.add_parser(
+        "run",
+        parents=[common_options()],
+        help="run the service (until SIGTERM)",
+        epilog=settings_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    tick = wsub.add_parser(
+        "tick",
+        parents=[common_options()],
+        help="run one job once and exit (non-zero if it failed)",
+    )
+    from ..jobs import JOBS
+
+    tick.add_argument("job", choices=[job.name for job in JOBS if job.tick])
+
+
+def settings_help() -> str:
+    """Every setting with its variable and default, for `afk watchdog --help`."""
+    from ..config import DigestSettings, LoopSettings, QueueSettings, ServiceSettings, describe
+
+    lines = ["settings (env var, default):"]
+    for cls in (ServiceSettings, QueueSettings, LoopSettings, DigestSettings):
+        for env, default, text in describe(cls):
+            lines.append(f"  {env:<28} {default!s:<16} {text}")
+    lines += [
+        "  AFK_CONFIG                   -                a TOML file of the same settings "
+        "(lower-case names; env vars win)",
+        "  AFK_DSN                      embedded         PostgreSQL connection string",
+        "  AFK_LOG_LEVEL                INFO/WARNING     log level (the service: INFO; "
+        "other commands: WARNING)",
+    ]
+    return "\n".join(lines)
+
+
+def cmd_watchdog(args: argparse.Namespace) -> int:
+    from .. import logs
+    from ..config import load_all
+    from ..service import Watchdog
+
+    settings = load_all(args.config)
+    settings.check_service()
+    dsn = database_of(args, settings)
+    logs.configure(os.environ.get("AFK_LOG_LEVEL", "INFO"), settings.service.log_format, dsn)
+    watchdog = Watchdog(dsn, settings)
+    if args.action == "tick":
+        outcome = watchdog.run_job(args.job)
+        watchdog.close()
+        emit(outcome.to_json())
+        return EXIT_OK if outcome.ok else EXIT_ERROR
+
+    import threading
+
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    clean = watchdog.run(stop)
+    if not clean:
+        # a job thread is stuck in a statement: do not wait for it at exit
+        sys.stderr.flush()
+        os._exit(EXIT_OK)
+    return EXIT_OK
+
+
+def configure_doctor(p: Parser) -> None:
+    p.add_argument("--json", action="store_true", help="the checks as a JSON list")
+    p.add_argument("--project", help="the project folder to look in (default: here)")
+    p.add_argument(
+        "--live",
+        action="store_true",
+        help="fire each installed hook as its agent would, for a task that does not exist: "
+        "each must answer in its shape, in time, through the service",
+    )
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from .. import doctor
+    from ..config import load_all
+
+    settings = load_all(args.config)
+    checks = doctor.run(
+        database_of(args, settings),
+        settings,
+        Path(args.project or os.getcwd()),
+        Path.home(),
+        # as a hook of this command's database asks the service
+        hook_argv=[
+            *(["--config", str(Path(args.config).resolve())] if args.config else []),
+            *(["--dsn", args.dsn] if args.dsn else []),
+        ],
+        live=args.live,
+    )
+    if args.json:
+        emit([c.to_json() for c in checks])
+    else:
+        for check in checks:
+            print(check.line())
+    return EXIT_OK if all(c.ok for c in checks) else EXIT_ERROR
+
+
+def configure_digest(p: Parser) -> None:
+    p.add_argument(
+        "action",
+        nargs="?",
+        choices=["send", "status"],
+        help="send: deliver the due digest now; status: recent deliveries",
+    )
+    p.add_argument("--dry-run", action="store_true", help="print what would be sent now")
+    p.add_argument(
+        "--format",
+        choices=["slack", "html", "text", "webhook"],
+        help="of the printed digest (default text)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="with send: send even if this period's digest was delivered",
+    )
+
+
+def cmd_digest(args: argparse.Namespace) -> int:
+    from .. import delivery
+    from ..config import load_all
+    from ..db import Database
+
+    # every check of the arguments first: bad input reaches no database
+    if args.force and args.action != "send":
+        raise BadInput("--force goes with `afk digest send`")
+    if args.dry_run and args.action is not None:
+        raise BadInput(
+            "--dry-run prints a digest; it cannot be combined with send, status or --force"
+        )
+    if args.format is not None and args.action is not None:
+        raise BadInput("--format goes with --dry-run (or no action): what is printed")
+    settings = load_all(args.config)
+    db = Database(database_of(args, settings))
+    try:
+        if args.dry_run or args.action is None:
+            sys.stdout.write(delivery.dry_run(db, settings.digest, args.format or "text"))
+            return EXIT_OK
+        if args.action == "status":
+            emit(delivery.status(db))
+            return EXIT_OK
+        if not settings.digest.destinations():
+            from ..config import no_destination
+
+            raise BadInput(no_destination())
+        outcomes = delivery.send_due(db, settings.digest, force=args.force)
+        emit({"deliveries": [o.to_json() for o in outcomes]})
+        if not outcomes:
+            print(
+                "afk: nothing to send: this period's digest was delivered already, is "
+                "waiting for a retry, or is being sent (--force sends anyway)",
+                file=sys.stderr,
+            )
+        return EXIT_OK if all(o.state == "delivered" for o in outcomes) else EXIT_ERROR
+    finally:
+        db.close()
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from ..config import load_all
+    from ..demo import run
+
+    settings = load_all(args.config)
+    return run(database_of(args, settings))

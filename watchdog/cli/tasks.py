@@ -1,0 +1,445 @@
+"""The commands of a task's life after it is enqueued: claim, checkpoint,
+heartbeat, done, fail, pause, ask and answer, and an operator's status,
+show, review, dead, retry, reclaim, gc and restore."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+from ..config import parse_duration
+from ..errors import BadInput
+
+if TYPE_CHECKING:
+    from ..models import Task
+    from ..queue import Queue
+from .common import (
+    EXIT_EMPTY,
+    EXIT_OK,
+    EXIT_PARKED,
+    MAX_SINCE,
+    NEXT_HELP,
+    Parser,
+    account_of,
+    account_option,
+    agent_of,
+    agent_option,
+    emit,
+    fenced_options,
+    lease_option,
+    open_queue,
+    parse_json,
+    parse_object,
+    runner_of,
+    runner_option,
+    task_of,
+    token_option,
+)
+
+
+def configure_claim(p: Parser) -> None:
+    agent_option(p)
+    runner_option(p)
+    lease_option(p)
+    account_option(p)
+
+
+def cmd_claim(args: argparse.Namespace) -> int:
+    from ..errors import AccountParked
+
+    agent = agent_of(args)
+    assert agent is not None
+    with open_queue(args) as q:
+        try:
+            claimed = q.take(
+                agent, runner=runner_of(args), lease_seconds=args.lease, account=account_of(args)
+            )
+        except AccountParked as parked:
+            emit(parked.to_json())
+            print(f"afk: {parked}", file=sys.stderr)
+            return EXIT_PARKED
+        if claimed.task is None:
+            emit({"next_at": claimed.next_at})
+            print(f"afk: nothing to claim for agent {agent!r}", file=sys.stderr)
+            return EXIT_EMPTY
+        emit({**claimed.task.to_json(), **claim_workspace(q, claimed.task, args.config)})
+    return EXIT_OK
+
+
+def claim_workspace(q: Queue, task: Task, config: str | None) -> dict[str, Any]:
+    """A claimed task's worktree (made at its first claim), as `afk claim`
+    prints it; a worktree that cannot be made gives the task back, paused."""
+    if task.workspace is None:
+        return {}
+    from .. import workspaces
+    from ..config import load_all
+    from ..outcome import Outcome
+
+    settings = load_all(config)
+    try:
+        ws = workspaces.prepare(q.db, task.id, task.title, settings.loop.ports_per_task)
+    except workspaces.WorkspaceError as exc:
+        q.release(task, f"paused: {exc}", outcome=Outcome.CANNOT_START)
+        raise
+    return {} if ws is None else {"workspace": {**ws.to_json(), "env": ws.env()}}
+
+
+def configure_checkpoint(p: Parser) -> None:
+    fenced_options(p)
+    p.add_argument("--patch", required=True, help="JSON object, or @FILE")
+
+
+def cmd_checkpoint(args: argparse.Namespace) -> int:
+    patch = parse_object(args.patch, "--patch")
+    task_id, token = task_of(args)
+    with open_queue(args) as q:
+        emit(q.checkpoint(task_id, patch, token=token).to_json())
+    return EXIT_OK
+
+
+def configure_heartbeat(p: Parser) -> None:
+    fenced_options(p)
+
+
+def cmd_heartbeat(args: argparse.Namespace) -> int:
+    task_id, token = task_of(args)
+    with open_queue(args) as q:
+        emit(q.heartbeat(task_id, token=token).to_json())
+    return EXIT_OK
+
+
+def configure_done(p: Parser) -> None:
+    fenced_options(p)
+    p.add_argument("--result", help="JSON, or @FILE")
+    p.add_argument("--next", action="store_true", help=NEXT_HELP)
+
+
+def cmd_done(args: argparse.Namespace) -> int:
+    result = parse_json(args.result, "--result") if args.result is not None else None
+    task_id, token = task_of(args)
+    with open_queue(args) as q:
+        if args.next:
+            return emit_next(q.done(task_id, result, token=token, claim_next=True))
+        emit(q.done(task_id, result, token=token).to_json())
+    return EXIT_OK
+
+
+def configure_fail(p: Parser) -> None:
+    fenced_options(p)
+    p.add_argument("--error", required=True, help="what went wrong, as the digest will show it")
+    p.add_argument("--next", action="store_true", help=NEXT_HELP)
+
+
+def cmd_fail(args: argparse.Namespace) -> int:
+    task_id, token = task_of(args)
+    with open_queue(args) as q:
+        if args.next:
+            return emit_next(q.fail(task_id, args.error, token=token, claim_next=True))
+        emit(q.fail(task_id, args.error, token=token).to_json())
+    return EXIT_OK
+
+
+def emit_next(task: Task | None) -> int:
+    """What `done --next` and `fail --next` print: the next task, as `claim`
+    prints it, or exit 3."""
+    if task is None:
+        print("afk: finished; nothing to claim next", file=sys.stderr)
+        return EXIT_EMPTY
+    emit(task.to_json())
+    return EXIT_OK
+
+
+def configure_pause(p: Parser) -> None:
+    agent_option(p)
+    runner_option(p)
+    p.add_argument(
+        "id",
+        nargs="?",
+        help="pause only this task (needs --token; with no "
+        "id, --agent or --runner: AFK_TASK_ID and AFK_TASK_TOKEN)",
+    )
+    token_option(p)
+
+
+def cmd_pause(args: argparse.Namespace) -> int:
+    one_task = args.id is not None or (
+        args.runner is None and args.agent is None and "AFK_TASK_ID" in os.environ
+    )
+    if not one_task and runner_of(args) is None and agent_of(args, required=False) is None:
+        raise BadInput(
+            "pause needs what to pause: a task (ID --token T, or AFK_TASK_ID), --agent, or --runner"
+        )
+    with open_queue(args) as q:
+        if one_task:
+            task_id, token = task_of(args)
+            q.pause_task(task_id, token=token)
+            emit({"paused": 1})
+            return EXIT_OK
+        runner = runner_of(args)
+        agent = agent_of(args, required=runner is None)
+        emit({"paused": len(q.pause(agent, runner=runner))})
+    return EXIT_OK
+
+
+def configure_status(p: Parser) -> None:
+    agent_option(p)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    with open_queue(args) as q:
+        emit(q.status(agent_of(args, required=False)))
+    return EXIT_OK
+
+
+def configure_show(p: Parser) -> None:
+    p.add_argument("id")
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from .. import workspaces
+
+    with open_queue(args) as q:
+        task, history = q.show(args.id)
+        runs = q.runs(task)
+        costs = [r["cost_usd"] for r in runs if r["cost_usd"] is not None]
+        emit(
+            {
+                **task.to_json(),
+                "workspace": workspaces.view(q.db, task.id, task.workspace),
+                "cost_usd": round(sum(costs), 6) if costs else None,
+                "history": history,
+                "runs": runs,
+                "questions": q.task_questions(task),
+                "after": q.waits_for(task),
+            }
+        )
+    return EXIT_OK
+
+
+def configure_review(p: Parser) -> None:
+    agent_option(p)
+    p.add_argument("--since", help="done in the last DURATION (e.g. 12h, 7d; default 24h)")
+    p.add_argument("--json", action="store_true", help="one JSON list instead of text")
+
+
+def cmd_review(args: argparse.Namespace) -> int:
+    from .. import workspaces
+
+    since = parse_duration(args.since) if args.since is not None else 86400.0
+    if since > MAX_SINCE:
+        raise BadInput(f"--since {args.since} is longer than 100 years")
+    with open_queue(args) as q:
+        items = workspaces.to_review(
+            q.db, agent=agent_of(args, required=False), since_seconds=since
+        )
+    if args.json:
+        emit(items)
+        return EXIT_OK
+    for item in items:
+        print(review_text(item))
+    if not items:
+        print("nothing to review: no done task with a workspace in that time", file=sys.stderr)
+    return EXIT_OK
+
+
+def review_text(item: dict[str, Any]) -> str:
+    """One task to review, as a person reads it in a terminal."""
+    head = f"{item['title']} ({item['agent_id']}, {item['id'][:8]})"
+    if item.get("error"):
+        return f"{head}\n  {item['error']}\n"
+    d = item["diffstat"]
+    lines = [
+        head,
+        f"  branch {item['branch']}: {item['commits']} commit(s), {d['files']} file(s) "
+        f"+{d['insertions']} -{d['deletions']}" + ("" if item["changes"] else " (no changes)"),
+    ]
+    if item.get("check"):
+        check = item["check"]
+        lines.append(f"  check: {'passed' if check.get('status') == 0 else 'failed'}")
+    if item.get("pr"):
+        pr = item["pr"]
+        draft = ", draft" if pr.get("isDraft") else ""
+        state = f"{str(pr.get('state')).lower()}{draft}"
+        lines.append(f"  pull request #{pr.get('number')} ({state}): {pr.get('url')}")
+    if item.get("behind_by"):
+        lines.append(f"  {item['base']} has {item['behind_by']} commit(s) since its base")
+    if item.get("conflicts"):
+        lines.append(f"  conflicts with {item['base']}: {', '.join(item['conflicts'])}")
+    if item.get("cost_usd") is not None:
+        lines.append(f"  cost ${item['cost_usd']:.2f}")
+    return "\n".join(lines) + "\n"
+
+
+def configure_gc(p: Parser) -> None:
+    p.add_argument("--dry-run", action="store_true", dest="dry_run", help="say, do nothing")
+    p.add_argument(
+        "--older-than",
+        dest="older_than",
+        metavar="DURATION",
+        help="only tasks done longer ago than this (seconds, or 30m, 12h, 7d)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="save and remove the dirty and unmerged ones too (refs/afk/trash/<task>/)",
+    )
+    p.add_argument("--json", action="store_true", help="the report as JSON")
+
+
+def cmd_gc(args: argparse.Namespace) -> int:
+    from .. import workspaces
+
+    older = parse_duration(args.older_than) if args.older_than is not None else 0.0
+    with open_queue(args) as q:
+        report = workspaces.gc(q.db, older_than=older, force=args.force, dry_run=args.dry_run)
+    if args.json:
+        emit(report)
+        return EXIT_OK
+    verb = "would be " if args.dry_run else ""
+    for item in report["worktrees"]:
+        size = f", {item['bytes'] / 1e6:.1f} MB" if "bytes" in item else ""
+        print(f"{item['path']}: {verb}{item['action']} ({item['why']}{size})")
+    print(f"{report['bytes'] / 1e6:.1f} MB in {len(report['worktrees'])} worktree(s)")
+    return EXIT_OK
+
+
+def configure_restore(p: Parser) -> None:
+    p.add_argument("id", help="the task whose saved worktree comes back")
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    from .. import workspaces
+    from ..checks import parse_task_id
+
+    with open_queue(args) as q:
+        emit(workspaces.restore(q.db, parse_task_id(args.id)))
+    return EXIT_OK
+
+
+def configure_dead(p: Parser) -> None:
+    agent_option(p)
+    p.add_argument("--since", help="e.g. 1h, 30m, 7d")
+
+
+def cmd_dead(args: argparse.Namespace) -> int:
+    since = parse_duration(args.since) if args.since is not None else None
+    if since is not None and since > MAX_SINCE:
+        raise BadInput(f"--since {args.since} is longer than 100 years")
+    with open_queue(args) as q:
+        emit([t.to_json() for t in q.dead(agent_of(args, required=False), since_seconds=since)])
+    return EXIT_OK
+
+
+def configure_retry(p: Parser) -> None:
+    p.add_argument("ids", nargs="+", metavar="ID")
+    p.add_argument(
+        "--budget-usd",
+        type=float,
+        dest="budget_usd",
+        help="a new budget: also puts back tasks held because they reached theirs",
+    )
+
+
+def cmd_retry(args: argparse.Namespace) -> int:
+    who = os.environ.get("USER") or None
+    with open_queue(args) as q:
+        if args.budget_usd is not None:
+            ids = q.rebudget(args.ids, args.budget_usd, who=who)
+        else:
+            ids = q.retry(args.ids, who=who)
+        emit({"retried": [str(i) for i in ids]})
+    return EXIT_OK
+
+
+def configure_ask(p: Parser) -> None:
+    p.add_argument("question", help="the question, as a person will read it")
+    p.add_argument("id", nargs="?", help="task id (env AFK_TASK_ID)")
+    token_option(p)
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    """Inside the agent: a question for a person; the task waits for the answer."""
+    task_id, token = task_of(args)
+    with open_queue(args) as q:
+        question_id = q.ask(task_id, args.question, token=token)
+        emit({"asked": question_id, "id": task_id})
+    print(
+        "afk: your task now waits for a person's answer: stop working on it and exit; "
+        "the answer comes with the next run's brief",
+        file=sys.stderr,
+    )
+    return EXIT_OK
+
+
+def configure_answer(p: Parser) -> None:
+    p.add_argument("id", help="the task id")
+    p.add_argument("answer", help="the answer, as the agent will read it")
+
+
+def cmd_answer(args: argparse.Namespace) -> int:
+    with open_queue(args) as q:
+        task = q.answer(args.id, args.answer, who=os.environ.get("USER") or None)
+        emit({"answered": str(task.id), "state": task.state})
+    return EXIT_OK
+
+
+def configure_questions(p: Parser) -> None:
+    agent_option(p)
+
+
+def cmd_questions(args: argparse.Namespace) -> int:
+    with open_queue(args) as q:
+        emit(q.questions(agent_of(args, required=False)))
+    return EXIT_OK
+
+
+def cmd_reclaim(args: argparse.Namespace) -> int:
+    with open_queue(args) as q:
+        r = q.reclaim()
+        emit({"paused": r.paused, "failed": r.failed})
+    return EXIT_OK
+
+
+def configure_once(p: Parser) -> None:
+    fenced_options(p)
+    p.add_argument("--name", required=True, help="the effect's name, unique within the task")
+    p.set_defaults(command=[])
+    p.usage = "afk once [ID] [--token T] --name NAME -- COMMAND [ARG...]"
+
+
+def cmd_once(args: argparse.Namespace) -> int:
+    from ..errors import LeaseLost
+    from ..once import run_command
+
+    command = list(args.command)
+    task_id, token = task_of(args)
+    with open_queue(args) as q:
+        try:
+            status, out, note = run_command(q, task_id, token, args.name, command, dict(os.environ))
+        except LeaseLost as lost:
+            if lost.stdout:
+                sys.stdout.buffer.write(lost.stdout)
+                sys.stdout.flush()
+            raise
+    sys.stdout.buffer.write(out)
+    sys.stdout.flush()
+    if note:
+        print(f"afk: {note}", file=sys.stderr)
+    return status
+
+
+def configure_resume_brief(p: Parser) -> None:
+    p.add_argument("id", nargs="?", help="task id (env AFK_TASK_ID)")
+
+
+def cmd_resume_brief(args: argparse.Namespace) -> int:
+    from ..brief import resume_brief
+
+    task_id = args.id if args.id is not None else os.environ.get("AFK_TASK_ID")
+    if task_id is None:
+        raise BadInput("a task id is needed: give it, or set AFK_TASK_ID")
+    with open_queue(args) as q:
+        sys.stdout.write(resume_brief(q, task_id))
+    return EXIT_OK
