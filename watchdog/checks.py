@@ -144,3 +144,19 @@ def check_workspace(value: Any) -> None:
             check_text(f"workspace {name}", value[name])
     if not isinstance(value.get("require_changes", False), bool):
         raise BadInput("workspace: require_changes must be true or false")
+
+
+def check_lease(lease: Any) -> float:
+    """A lease's length in seconds: from 1 second to 7 days."""
+    if isinstance(lease, bool) or not isinstance(lease, int | float) or not 1 <= lease <= 7 * 86400:
+        raise BadInput(f"lease must be from 1 second to 7 days, not {lease}")
+    return float(lease)
+
+
+def check_object(what: str, value: Any, max_bytes: int) -> dict[str, Any]:
+    """A JSON object (a checkpoint patch) within ``max_bytes``."""
+    if not isinstance(value, Mapping):
+        raise BadInput(f"{what} must be a JSON object, not {json_type(value)}")
+    obj: dict[str, Any] = dict(value)
+    check_json_size(what, obj, max_bytes)
+    return obj

@@ -11,6 +11,7 @@ from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, TypeVar, get_type_hints
 
+from . import credential
 from .errors import BadInput
 
 S = TypeVar("S")
@@ -593,16 +594,12 @@ OTHER_ENV = (
     "AFK_HOME",
     "AFK_LOG_LEVEL",
     "AFK_AGENT_ID",
-    "AFK_RUNNER_ID",
-    "AFK_TASK_ID",
-    "AFK_TASK_TOKEN",
-    "AFK_TASK_LEASE",
+    *credential.NAMES,
     "AFK_ACCOUNT",
     "AFK_EFFECT_KEY",
     "AFK_TEST_DSN",
-    # what afk loop gives its agent besides the task: its budget left, and the
-    # file its hooks touch as a sign of life
-    "AFK_TASK_BUDGET_USD",
+    # what afk loop gives its agent besides the task: the file its hooks
+    # touch as a sign of life
     "AFK_ALIVE_FILE",
 )
 

@@ -26,18 +26,18 @@ from typing import Any
 from . import hooklink
 from .config import Settings
 from .errors import AfkError, BadInput
-from .harnesses import SURVIVE_EXIT, is_our_entry, is_ours, read_settings
+from .harnesses import (
+    BY_NAME,
+    HARNESS_TABLE,
+    SURVIVE_EXIT,
+    codex_home,
+    is_our_entry,
+    is_ours,
+    read_settings,
+)
 
 #: seconds this machine's clock may be off the database's
 CLOCK_SKEW = 2.0
-#: the events without which an agent runs unprotected, per settings format
-NEEDED = {
-    "claude": ("SessionStart", "PreToolUse", "PostToolUse"),
-    "codex": ("SessionStart", "PreToolUse", "PostToolUse"),
-    "gemini": ("SessionStart", "BeforeTool", "AfterTool"),
-    "cursor": ("sessionStart", "preToolUse", "postToolUse"),
-    "copilot": ("PreToolUse", "PostToolUse"),
-}
 
 
 @dataclass(frozen=True)
@@ -56,19 +56,8 @@ class Check:
 
 
 def settings_files(project: Path, home: Path) -> list[tuple[str, Path]]:
-    """The agent settings files afk's hooks may be in."""
-    return [
-        ("claude", project / ".claude" / "settings.json"),
-        ("claude", project / ".claude" / "settings.local.json"),
-        ("claude", home / ".claude" / "settings.json"),
-        ("codex", project / ".codex" / "hooks.json"),
-        ("codex", _codex_home(home) / "hooks.json"),
-        ("gemini", project / ".gemini" / "settings.json"),
-        ("gemini", home / ".gemini" / "settings.json"),
-        ("cursor", project / ".cursor" / "hooks.json"),
-        ("cursor", home / ".cursor" / "hooks.json"),
-        *(("copilot", p) for p in sorted((project / ".github" / "hooks").glob("*.json"))),
-    ]
+    """The agent settings files afk's hooks may be in (each harness's own)."""
+    return [(h.name, path) for h in HARNESS_TABLE for path in h.files(project, home)]
 
 
 def check_database(dsn: str, settings: Settings) -> list[Check]:
@@ -183,7 +172,7 @@ def check_harness(project: Path, home: Path) -> list[Check]:
         if not ours:
             continue
         found_any = True
-        missing = [e for e in NEEDED[kind] if e not in ours]
+        missing = [e for e in BY_NAME[kind].needed if e not in ours]
         if missing:
             out.append(
                 Check(
@@ -321,13 +310,8 @@ def check_codex_trust(home: Path) -> Check:
     )
 
 
-def _codex_home(home: Path) -> Path:
-    """Where Codex keeps the user's settings: CODEX_HOME, else ~/.codex."""
-    return Path(os.environ.get("CODEX_HOME") or home / ".codex")
-
-
 def _codex_config(home: Path) -> Path:
-    return _codex_home(home) / "config.toml"
+    return codex_home(home) / "config.toml"
 
 
 def check_codex_project(project: Path, home: Path) -> Check:
@@ -360,7 +344,6 @@ def check_codex_project(project: Path, home: Path) -> Check:
 
 
 #: the ``--harness`` each settings format's commands must name
-HARNESS_OF = {"claude": "claude", "codex": "claude"}
 
 
 def _command_problem(command: str, kind: str) -> str | None:
@@ -371,7 +354,7 @@ def _command_problem(command: str, kind: str) -> str | None:
     except ValueError:
         return "its command cannot be parsed"
     told = words[words.index("--harness") + 1] if "--harness" in words[:-1] else "claude"
-    wanted = HARNESS_OF.get(kind, kind)
+    wanted = BY_NAME[kind].reads
     if told != wanted:
         why = " (and Gemini drops AFK_TASK_TOKEN from its environment)" if kind == "gemini" else ""
         return f"it reads {told}'s payloads, not {kind}'s{why}"

@@ -10,7 +10,7 @@ import json
 import os
 import re
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,8 +84,6 @@ CURSOR_TO_OURS = dict(CURSOR_EVENTS)
 #: It reads no output of SessionStart or PostToolUse, so no brief can be added:
 #: a supervisor's prompt carries it
 COPILOT_EVENTS = ("PreToolUse", "PostToolUse", "PreCompact", "Stop", "SessionEnd")
-#: the harnesses `afk hook --harness` reads (claude: Claude Code and Codex CLI)
-HARNESSES = ("claude", "gemini", "cursor", "copilot")
 EVENTS = tuple(e.name for e in EVENT_TABLE)
 BY_EVENT = {e.name: e for e in EVENT_TABLE}
 
@@ -251,17 +249,6 @@ def codex_settings(afk: str, gate: bool = False, extra: tuple[str, ...] = ()) ->
     (https://developers.openai.com/codex/hooks; SessionEnd since 0.145)."""
     ours = claude_settings(afk, gate, extra)["hooks"]
     return {"hooks": {e.name: ours[e.name] for e in EVENT_TABLE if e.codex and e.name in ours}}
-
-
-#: each agent's hook settings, by the name `afk hooks` takes (Codex CLI reads
-#: Claude Code's payloads, so it has settings of its own but no --harness)
-SETTINGS: dict[str, Callable[[str, bool, tuple[str, ...]], dict[str, Any]]] = {
-    "claude": claude_settings,
-    "codex": codex_settings,
-    "gemini": gemini_settings,
-    "cursor": cursor_settings,
-    "copilot": copilot_settings,
-}
 
 
 def is_ours(command: Any) -> bool:
@@ -441,3 +428,163 @@ def prompt_argv(command: list[str], prompt: str) -> list[str]:
     if program in ENDS_OPTIONS and "--" not in command[1:]:
         return [*command, "--", prompt]
     return [*command, prompt]
+
+
+# -- the harnesses: one record each ---------------------------------------------
+
+
+def _same(value: dict[str, Any]) -> dict[str, Any]:
+    return value
+
+
+def cursor_payload(payload: dict[str, Any]) -> dict[str, Any]:
+    """A Cursor payload in Claude Code's words: its conversation_id is the
+    session, its first workspace root the cwd, and an afterFileEdit a Write
+    of its file_path (https://cursor.com/docs/hooks)."""
+    out = dict(payload)
+    conversation = payload.get("conversation_id", payload.get("session_id"))
+    if conversation is not None:
+        out["session_id"] = conversation
+    roots = payload.get("workspace_roots")
+    if "cwd" not in out and isinstance(roots, list) and roots and isinstance(roots[0], str):
+        out["cwd"] = roots[0]
+    if payload.get("hook_event_name") == "afterFileEdit":
+        out["tool_name"], out["tool_input"] = "Write", {"file_path": payload.get("file_path")}
+    return out
+
+
+def gemini_answer(out: dict[str, Any]) -> dict[str, Any]:
+    """Ours in Gemini CLI's words: it denies a tool with a top-level decision
+    and reason (https://geminicli.com/docs/hooks/reference#beforetool), and
+    names its own events."""
+    specific = out.get("hookSpecificOutput")
+    if isinstance(specific, dict) and specific.get("permissionDecision") == "deny":
+        return {"decision": "deny", "reason": specific.get("permissionDecisionReason", "")}
+    if isinstance(specific, dict):
+        theirs = {ours: t for t, ours, _ in GEMINI_EVENTS}.get(str(specific.get("hookEventName")))
+        return {**out, "hookSpecificOutput": {**specific, "hookEventName": theirs}}
+    return out
+
+
+def cursor_answer(out: dict[str, Any]) -> dict[str, Any]:
+    """Ours in Cursor's words (https://cursor.com/docs/hooks): a deny is
+    ``permission`` with a message for the user and one for the agent, added
+    context is ``additional_context``, and a blocked stop is a
+    ``followup_message`` that sends the agent back to work."""
+    if out.get("decision") == "block":
+        return {"followup_message": out.get("reason", "")}
+    specific = out.get("hookSpecificOutput")
+    if not isinstance(specific, dict):
+        return {}
+    if specific.get("permissionDecision") == "deny":
+        reason = specific.get("permissionDecisionReason", "")
+        return {"permission": "deny", "user_message": reason, "agent_message": reason}
+    if "additionalContext" in specific:
+        return {"additional_context": specific["additionalContext"]}
+    return {}
+
+
+def copilot_answer(out: dict[str, Any]) -> dict[str, Any]:
+    """Ours in Copilot CLI's words: a deny is a top-level
+    ``permissionDecision`` and its reason; a blocked stop is as ours."""
+    specific = out.get("hookSpecificOutput")
+    if isinstance(specific, dict) and specific.get("permissionDecision") == "deny":
+        return {
+            "permissionDecision": "deny",
+            "permissionDecisionReason": specific.get("permissionDecisionReason", ""),
+        }
+    return out if out.get("decision") == "block" else {}
+
+
+def codex_home(home: Path) -> Path:
+    """Where Codex keeps the user's settings: CODEX_HOME, else ~/.codex."""
+    return Path(os.environ.get("CODEX_HOME") or home / ".codex")
+
+
+@dataclass(frozen=True)
+class Harness:
+    """One agent's harness, the one record that `afk hooks` (its settings),
+    `afk hook --harness` (its payloads and answers), `afk doctor` (its files
+    and the events it must have) and the CLI's choices read. A new harness is
+    a record here and its recorded payloads in tests/fixtures/hooks/."""
+
+    #: the name `afk hooks` takes
+    name: str
+    #: its settings, as `afk hooks NAME` writes them (afk, gate, extra args)
+    settings: Callable[[str, bool, tuple[str, ...]], dict[str, Any]]
+    #: the settings files its hooks may be in (a project, a home)
+    files: Callable[[Path, Path], list[Path]]
+    #: the events (its names) without which afk cannot guard it
+    needed: tuple[str, ...]
+    #: the harness whose payloads its hooks send, when not its own (Codex CLI
+    #: sends Claude Code's)
+    speaks_like: str | None = None
+    #: its event names, as ours (None: ours already)
+    to_ours: Mapping[str, str] | None = None
+    #: its payload in Claude Code's words, and our answer in its words
+    payload_in: Callable[[dict[str, Any]], dict[str, Any]] = _same
+    answer_out: Callable[[dict[str, Any]], dict[str, Any]] = _same
+
+    @property
+    def reads(self) -> str:
+        """Whose payloads it sends: the `afk hook --harness` its hooks name."""
+        return self.speaks_like or self.name
+
+    def ours(self, event: str) -> str:
+        """Its event's name as ours ("" for one afk does not handle)."""
+        return event if self.to_ours is None else self.to_ours.get(event, "")
+
+
+HARNESS_TABLE = (
+    Harness(
+        "claude",
+        claude_settings,
+        lambda project, home: [
+            project / ".claude" / "settings.json",
+            project / ".claude" / "settings.local.json",
+            home / ".claude" / "settings.json",
+        ],
+        ("SessionStart", "PreToolUse", "PostToolUse"),
+    ),
+    Harness(
+        "codex",
+        codex_settings,
+        lambda project, home: [project / ".codex" / "hooks.json", codex_home(home) / "hooks.json"],
+        ("SessionStart", "PreToolUse", "PostToolUse"),
+        speaks_like="claude",
+    ),
+    Harness(
+        "gemini",
+        gemini_settings,
+        lambda project, home: [
+            project / ".gemini" / "settings.json",
+            home / ".gemini" / "settings.json",
+        ],
+        ("SessionStart", "BeforeTool", "AfterTool"),
+        to_ours=GEMINI_TO_OURS,
+        answer_out=gemini_answer,
+    ),
+    Harness(
+        "cursor",
+        cursor_settings,
+        lambda project, home: [project / ".cursor" / "hooks.json", home / ".cursor" / "hooks.json"],
+        ("sessionStart", "preToolUse", "postToolUse"),
+        to_ours=CURSOR_TO_OURS,
+        payload_in=cursor_payload,
+        answer_out=cursor_answer,
+    ),
+    Harness(
+        "copilot",
+        copilot_settings,
+        lambda project, home: sorted((project / ".github" / "hooks").glob("*.json")),
+        ("PreToolUse", "PostToolUse"),
+        answer_out=copilot_answer,
+    ),
+)
+#: the records, by the name `afk hooks` takes
+BY_NAME = {h.name: h for h in HARNESS_TABLE}
+#: each agent's hook settings, by the name `afk hooks` takes
+SETTINGS = {h.name: h.settings for h in HARNESS_TABLE}
+#: the payload readers `afk hook --harness` takes (claude: Claude Code and Codex CLI)
+READERS = {h.name: h for h in HARNESS_TABLE if h.reads == h.name}
+HARNESSES = tuple(READERS)

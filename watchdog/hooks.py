@@ -55,16 +55,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import tracing
+from . import credential, tracing
 from .checks import check_token
 from .errors import BadInput, redact
-from .harnesses import (
-    BY_EVENT,
-    CURSOR_TO_OURS,
-    EVENTS,
-    GEMINI_EVENTS,
-    GEMINI_TO_OURS,
-)
+from .harnesses import BY_EVENT, EVENTS, READERS
 from .hooklink import MAX_PAYLOAD, Untrusted, hook_folder, open_private
 from .states import FINISHED
 from .text import one_line
@@ -175,8 +169,7 @@ class Context:
 
 
 def supervised_task(env: dict[str, str]) -> tuple[uuid.UUID, int] | None:
-    # AFK_TASK_LEASE: the same token under a name no harness redacts
-    task_id, token = env.get("AFK_TASK_ID"), env.get("AFK_TASK_TOKEN") or env.get("AFK_TASK_LEASE")
+    task_id, token = credential.read(env)
     if not task_id and not token:
         return None
     try:
@@ -442,13 +435,10 @@ class Hook:
         env_file = self.ctx.env.get("CLAUDE_ENV_FILE")
         if not env_file or self.ctx.supervised is not None:
             return
-        lines = [f"export AFK_RUNNER_ID={shlex.quote(self.ctx.session)}"]
+        lines = [f"export {credential.RUNNER}={shlex.quote(self.ctx.session)}"]
         if found is not None and found.held:
-            lines += [
-                f"export AFK_TASK_ID={found.task_id}",
-                f"export AFK_TASK_TOKEN={found.token}",
-                f"export AFK_TASK_LEASE={found.token}",
-            ]
+            written = credential.written(found.task_id, found.token)
+            lines += [f"export {name}={value}" for name, value in written.items()]
         try:
             with open(env_file, "a", encoding="utf-8") as out:
                 out.write("\n".join(lines) + "\n")
@@ -756,10 +746,8 @@ def context(
         event = "Stop"  # settings written by an old `afk hooks` sent no event name
     if not isinstance(event, str):
         raise Malformed("the payload has no hook_event_name string")
-    if harness == "gemini":
-        event = GEMINI_TO_OURS.get(event, "")
-    elif harness == "cursor":
-        payload, event = cursor_payload(payload), CURSOR_TO_OURS.get(event, "")
+    reader = READERS[harness]
+    payload, event = reader.payload_in(payload), reader.ours(event)
     if event not in EVENTS:
         return None
     session = _text(payload, "session_id")
@@ -814,67 +802,6 @@ def respond(
     return (answer(ctx) if ctx.out else {}), ctx.notes
 
 
-def cursor_payload(payload: dict[str, Any]) -> dict[str, Any]:
-    """A Cursor payload in Claude Code's words: its conversation_id is the
-    session, its first workspace root the cwd, and an afterFileEdit a Write
-    of its file_path (https://cursor.com/docs/hooks)."""
-    out = dict(payload)
-    conversation = payload.get("conversation_id", payload.get("session_id"))
-    if conversation is not None:
-        out["session_id"] = conversation
-    roots = payload.get("workspace_roots")
-    if "cwd" not in out and isinstance(roots, list) and roots and isinstance(roots[0], str):
-        out["cwd"] = roots[0]
-    if payload.get("hook_event_name") == "afterFileEdit":
-        out["tool_name"], out["tool_input"] = "Write", {"file_path": payload.get("file_path")}
-    return out
-
-
 def answer(ctx: Context) -> dict[str, Any]:
-    """What the hook prints, in its harness's words: Gemini CLI denies a tool
-    with a top-level decision and reason (https://geminicli.com/docs/hooks/
-    reference#beforetool), and names its own events."""
-    out = ctx.out
-    if ctx.harness == "cursor" and out:
-        return cursor_answer(out)
-    if ctx.harness == "copilot" and out:
-        return copilot_answer(out)
-    if ctx.harness != "gemini" or not out:
-        return out
-    specific = out.get("hookSpecificOutput")
-    if isinstance(specific, dict) and specific.get("permissionDecision") == "deny":
-        return {"decision": "deny", "reason": specific.get("permissionDecisionReason", "")}
-    if isinstance(specific, dict):
-        theirs = {ours: t for t, ours, _ in GEMINI_EVENTS}.get(str(specific.get("hookEventName")))
-        return {**out, "hookSpecificOutput": {**specific, "hookEventName": theirs}}
-    return out
-
-
-def cursor_answer(out: dict[str, Any]) -> dict[str, Any]:
-    """Ours in Cursor's words (https://cursor.com/docs/hooks): a deny is
-    ``permission`` with a message for the user and one for the agent, added
-    context is ``additional_context``, and a blocked stop is a
-    ``followup_message`` that sends the agent back to work."""
-    if out.get("decision") == "block":
-        return {"followup_message": out.get("reason", "")}
-    specific = out.get("hookSpecificOutput")
-    if not isinstance(specific, dict):
-        return {}
-    if specific.get("permissionDecision") == "deny":
-        reason = specific.get("permissionDecisionReason", "")
-        return {"permission": "deny", "user_message": reason, "agent_message": reason}
-    if "additionalContext" in specific:
-        return {"additional_context": specific["additionalContext"]}
-    return {}
-
-
-def copilot_answer(out: dict[str, Any]) -> dict[str, Any]:
-    """Ours in Copilot CLI's words: a deny is a top-level
-    ``permissionDecision`` and its reason; a blocked stop is as ours."""
-    specific = out.get("hookSpecificOutput")
-    if isinstance(specific, dict) and specific.get("permissionDecision") == "deny":
-        return {
-            "permissionDecision": "deny",
-            "permissionDecisionReason": specific.get("permissionDecisionReason", ""),
-        }
-    return out if out.get("decision") == "block" else {}
+    """What the hook prints, in its harness's words (its record's adapter)."""
+    return READERS[ctx.harness].answer_out(ctx.out) if ctx.out else ctx.out

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 from typing import IO, Any, Literal
 
-from . import tracing, workspaces
+from . import credential, tracing, workspaces
 from .accounts import DEFAULT_ACCOUNT, Accounts, Parking
 from .config import LoopSettings
 from .decide import EXIT_PARKED, Decision, Move, Run, decide, rules_of
@@ -105,8 +105,13 @@ class Loop:
         scrub: Callable[[str], str] = lambda text: text,
         alert: Callable[[Parking], None] | None = None,
         out: IO[str] | None = None,
+        start: Callable[..., Report] = run_agent,
     ) -> None:
+        """``start`` runs the agent (:func:`watchdog.process.run_agent`: a
+        process group of its own); a test gives a stand-in that returns the
+        run's :class:`Report`, to settle real tasks in-process."""
         self.q, self.accounts, self.settings, self.o = queue, accounts, settings, options
+        self.start = start
         self.tz, self.scrub, self.alert = tz, scrub, alert
         self.out = out or sys.stderr
         self.runner = options.runner or default_runner()
@@ -510,22 +515,10 @@ class Loop:
         return fit_prompt(f"{task.title}\n\n{resume_brief(self.q, str(task.id))}")
 
     def agent_env(self, task: Task) -> dict[str, str]:
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if k not in ("AFK_RUNNER_ID", "AFK_TASK_ID", "AFK_TASK_TOKEN", "AFK_TASK_LEASE")
-        }
+        env = {k: v for k, v in os.environ.items() if k not in credential.NAMES}
         env.update(self.o.env)
-        env.update(
-            {
-                "AFK_TASK_ID": str(task.id),
-                "AFK_TASK_TOKEN": str(task.token),
-                # the same credential under a name no harness redacts
-                "AFK_TASK_LEASE": str(task.token),
-                "AFK_AGENT_ID": task.agent_id,
-                "AFK_ACCOUNT": self.o.account,
-            }
-        )
+        env.update(credential.written(task.id, task.token))
+        env.update({"AFK_AGENT_ID": task.agent_id, "AFK_ACCOUNT": self.o.account})
         return env
 
     def run_agent(
@@ -553,8 +546,8 @@ class Loop:
             env["OTEL_RESOURCE_ATTRIBUTES"] = f"{given},{resource}" if given else resource
         if budget is not None:
             # what is left, for the agent's own cap (claude -p --max-budget-usd)
-            env["AFK_TASK_BUDGET_USD"] = f"{max(budget - (spent or 0), 0):.2f}"
-        return run_agent(
+            env.update(credential.written(task.id, task.token, budget - (spent or 0)))
+        return self.start(
             prompt_argv(self.o.command, prompt),
             env,
             stop=self.stopped,

@@ -34,6 +34,26 @@ class Metrics:
         # that a restart's reset does not (the watchdog is the only user here)
         disable_created_metrics()  # type: ignore[no-untyped-call]
         r = self.registry = CollectorRegistry(auto_describe=True)
+        self._queue_metrics(r)
+        self._job_metrics(r)
+        self._agent_metrics(r)
+        #: when the worktrees' bytes were last measured (time.monotonic())
+        self.workspace_bytes_at: float | None = None
+        #: the database time up to which ended runs were counted
+        self.runs_seen_until: datetime | None = None
+        for state in STATES:
+            self.tasks.labels(state)
+            self.workspaces.labels(state)
+        for outcome in ("paused", "failed"):
+            self.reclaimed.labels(outcome)
+        for job in jobs:
+            self.job_runs.labels(job)
+            self.job_failures.labels(job)
+        for outcome in Outcome:
+            self.agent_runs.labels(str(outcome))
+
+    def _queue_metrics(self, r: CollectorRegistry) -> None:
+        """The backlog's gauges."""
         self.tasks = Gauge(
             "afk_tasks",
             "Tasks per state (done is estimated above 200k rows).",
@@ -65,6 +85,9 @@ class Metrics:
             "(long ones slow every claim).",
             registry=r,
         )
+
+    def _job_metrics(self, r: CollectorRegistry) -> None:
+        """The jobs' counters and timings, the leader, the database's health."""
         self.reclaimed = Counter(
             "afk_reclaimed", "Expired leases reclaimed, by outcome.", ["outcome"], registry=r
         )
@@ -102,6 +125,9 @@ class Metrics:
             "afk_watchdog_leader", "1 on the replica that holds the once-only jobs.", registry=r
         )
         self.up = Gauge("afk_up", "1 when the last database round trip succeeded.", registry=r)
+
+    def _agent_metrics(self, r: CollectorRegistry) -> None:
+        """The agents' accounts, runs and workspaces."""
         self.accounts_parked = Gauge(
             "afk_accounts_parked",
             "Accounts parked now (a usage limit, an outage, a login that needs a person).",
@@ -130,20 +156,6 @@ class Metrics:
             "Bytes in the task worktrees not yet removed (measured every few minutes).",
             registry=r,
         )
-        #: when the worktrees' bytes were last measured (time.monotonic())
-        self.workspace_bytes_at: float | None = None
-        #: the database time up to which ended runs were counted
-        self.runs_seen_until: datetime | None = None
-        for state in STATES:
-            self.tasks.labels(state)
-            self.workspaces.labels(state)
-        for outcome in ("paused", "failed"):
-            self.reclaimed.labels(outcome)
-        for job in jobs:
-            self.job_runs.labels(job)
-            self.job_failures.labels(job)
-        for outcome in Outcome:
-            self.agent_runs.labels(str(outcome))
 
     def set_parked(self, parked: Iterable[tuple[str, str, float | None]]) -> None:
         self.account_parked_until.clear()

@@ -15,12 +15,12 @@ from typing import Any, Literal, NoReturn, overload
 from . import sql, tracing
 from .checks import (
     MAX_ERROR,
-    check_budget,
     check_id,
     check_json_size,
+    check_lease,
+    check_object,
     check_text,
     dumps_json,
-    json_type,
 )
 from .config import QueueSettings
 from .db import Connection, Database, Row, json_param
@@ -31,7 +31,6 @@ from .errors import (
     BadInput,
     Conflict,
     LeaseLost,
-    NotRunning,
     TaskNotFound,
     redact,
 )
@@ -43,7 +42,6 @@ from .models import (
     EffectContext,
     EnqueueResult,
     NewTask,
-    ReclaimResult,
     Task,
     TaskRef,
     checked_new_task,
@@ -51,7 +49,8 @@ from .models import (
     task_id_of,
     task_ref,
 )
-from .states import STATES
+from .operators import Operators
+from .people import People
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +73,7 @@ def default_runner_id() -> str:
 _STEP_SHAPE = ("id", "token", "error", "result", "agent_id", "runner", "account", "run")
 
 
-class Queue:
+class Queue(People, Operators):
     """A durable task queue in one PostgreSQL database.
 
     >>> q = Queue.connect("postgresql://localhost/afk")
@@ -398,7 +397,9 @@ class Queue:
                 "agent_id": agent_id,
                 "runner": runner,
                 "limit": limit,
-                "lease_seconds": self._lease(lease_seconds),
+                "lease_seconds": check_lease(
+                    self.settings.lease_seconds if lease_seconds is None else lease_seconds
+                ),
             },
         )
         return [Task.from_row(r) for r in rows]
@@ -423,7 +424,7 @@ class Queue:
         """Merge ``patch`` into the task's checkpoint (top-level keys replaced,
         others kept) and refresh the lease."""
         task_id, token = task_ref(task, token)
-        patch = self._check_object("checkpoint patch", patch)
+        patch = check_object("checkpoint patch", patch, self.settings.max_json_bytes)
         max_bytes = self.settings.max_json_bytes
         row = self._touch(task_id, token, json_param(patch))
         if (
@@ -608,107 +609,6 @@ class Queue:
         if replayed and row is not None and row["cur_state"] == state:
             return self.show(task_id)[0]  # a replay whose first reply was lost
         return self._fenced(row, task_id, token)
-
-    # -- what the night cost and what the agents asked -------------------
-
-    def ask(
-        self,
-        task: TaskRef,
-        question: str,
-        *,
-        token: int | None = None,
-        run: Mapping[str, Any] | None = None,
-    ) -> int:
-        """An agent's question to a person: its task is held (paused, not
-        claimed again, no attempt spent) until :meth:`answer`, and the
-        question goes into every later brief. Returns the question's id.
-        ``run``: what a supervisor read of the run it ends (as :meth:`release`)."""
-        task_id, token = task_ref(task, token)
-        question = redact(check_text("question", question))  # (agent text: no secrets)
-        row = self.db.one(
-            "ask",
-            {
-                "id": task_id,
-                "token": token,
-                "question": question,
-                "run": None if run is None else json_param(dict(run)),
-            },
-        )
-        if row is None:
-            raise TaskNotFound(f"no task with id {task_id}")
-        if row["question_id"] is None:
-            explain_fence(row, task_id, token, timeline=self._timeline)
-        return int(row["question_id"])
-
-    def answer(self, task: TaskRef, answer: str, *, who: str | None = None) -> Task:
-        """A person's answer to a task's open questions: recorded, and the
-        task back to todo."""
-        task_id = task_id_of(task)
-        answer = check_text("answer", answer)
-        row = self.db.one("answer", {"id": task_id, "answer": answer, "who": who})
-        if row is None:
-            raise TaskNotFound(f"no task with id {task_id}")
-        if row["question_id"] is None:
-            raise NotRunning(f"task {task_id} has no open question; nothing was changed")
-        return self.show(task_id)[0]
-
-    def questions(self, agent_id: str | None = None) -> list[dict[str, Any]]:
-        """The open questions (of one agent), oldest first."""
-        if agent_id is not None:
-            agent_id = check_id("agent id", agent_id)
-        return self.db.all("questions", {"agent_id": agent_id})
-
-    def task_questions(self, task: TaskRef) -> list[dict[str, Any]]:
-        """A task's questions with their answers, in order."""
-        return self.db.all("task_questions", {"id": task_id_of(task)})
-
-    def record_lost_run(self, task: Task, run: Mapping[str, Any]) -> None:
-        """What a supervisor read of a run whose lease it lost (reclaimed,
-        paused, claimed again since): kept on that run, so that its cost
-        counts against the budgets; ended as lease_lost if nothing ended it.
-        Not fenced: the run is the lost token's own."""
-        self.db.one("run_lost", {"id": task.id, "token": task.token, "run": json_param(dict(run))})
-
-    def cost(self, task: TaskRef) -> tuple[float | None, float | None]:
-        """What a task's runs cost so far (None: no run said), and its budget."""
-        row = self.db.one("task_cost", {"id": task_id_of(task)})
-        if row is None:
-            raise TaskNotFound(f"no task with id {task_id_of(task)}")
-        return row["spent"], row["budget_usd"]
-
-    def rebudget(
-        self, task_ids: Iterable[TaskRef], budget_usd: float, *, who: str | None = None
-    ) -> list[uuid.UUID]:
-        """Raise the budget of tasks held for it (or failed) and put them back
-        to todo. All or nothing, as :meth:`retry`."""
-        budget_usd = check_budget(budget_usd)
-        ids = [task_id_of(t) for t in task_ids]
-        if not ids:
-            raise BadInput("no task ids given")
-        rows = self.db.all("rebudget", {"ids": ids, "budget_usd": budget_usd, "who": who})
-        found = {r["id"]: r for r in rows}
-        missing = [str(i) for i in ids if i not in found]
-        if missing:
-            raise TaskNotFound(f"no task with id {', '.join(missing[:5])}; nothing was changed")
-        stuck = [f"{i} ({r['state']})" for i, r in found.items() if not r["held"]]
-        if stuck:
-            raise NotRunning(
-                "only tasks held for their budget, or failed, take a new budget: "
-                f"{', '.join(stuck[:5])}; nothing was changed"
-            )
-        short = [
-            f"{i} (${r['spent']:.2f} spent)" for i, r in found.items() if r["spent"] >= budget_usd
-        ]
-        if short:
-            raise BadInput(
-                f"a budget of ${budget_usd:.2f} is not above what the task has spent: "
-                f"{', '.join(short[:5])}; nothing was changed"
-            )
-        return list(dict.fromkeys(ids))
-
-    def runs(self, task: TaskRef) -> list[dict[str, Any]]:
-        """The recorded runs of a task (claims made under an account), oldest first."""
-        return self.db.all("runs", {"id": task_id_of(task)})
 
     def _fenced(self, row: Row | None, task_id: uuid.UUID, token: int) -> Task:
         return fenced(row, task_id, token, timeline=self._timeline)
@@ -925,109 +825,5 @@ class Queue:
             },
         )
 
-    # -- operators --------------------------------------------------------
-
-    def retry(self, task_ids: Iterable[TaskRef], *, who: str | None = None) -> list[uuid.UUID]:
-        """Put failed tasks back to todo (attempts reset, checkpoint kept).
-        All or nothing: if any id is unknown or not failed, nothing changes."""
-        ids = [task_id_of(t) for t in task_ids]
-        if not ids:
-            raise BadInput("no task ids given")
-        rows = self.db.all("retry", {"ids": ids, "who": who})
-        found = {r["id"]: str(r["state"]) for r in rows}
-        missing = [str(i) for i in ids if i not in found]
-        if missing:
-            more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
-            shown = ", ".join(missing[:5]) + more
-            raise TaskNotFound(f"no task with id {shown}; nothing was retried")
-        not_failed = [f"{i} ({s})" for i, s in found.items() if s != "failed"]
-        if not_failed:
-            raise NotRunning(
-                f"only failed tasks can be retried: {', '.join(not_failed)}; nothing was retried"
-            )
-        return list(dict.fromkeys(ids))
-
-    def prune_done(self, retention: float, batch: int) -> int:
-        """Delete up to ``batch`` done tasks (and their history) older than
-        ``retention`` seconds; how many went."""
-        row = self.db.one("prune", {"retention": retention, "batch": batch})
-        return int(row["n"]) if row else 0
-
-    def forget_agent(self, agent_id: str) -> None:
-        """Delete an agent's whole backlog and its ordinal counter (what
-        `afk demo` leaves behind)."""
-        self.db.execute("forget_agent", {"agent_id": check_id("agent id", agent_id)})
-
-    def reclaim(self, *, batch: int | None = None) -> ReclaimResult:
-        """Expired leases: running -> paused (or failed once attempts are spent).
-        Pages through them by id, ``batch`` rows per statement."""
-        size = batch or self.settings.reclaim_batch
-        after = uuid.UUID(int=0)
-        paused = failed = statements = 0
-        while True:
-            row = self.db.row("reclaim", {"after_id": after, "batch": size})
-            statements += 1
-            paused += row["paused"]
-            failed += row["failed"]
-            if row["scanned"] < size or row["last_id"] is None:
-                return ReclaimResult(paused, failed, statements)
-            after = row["last_id"]
-
-    def status(self, agent_id: str | None = None) -> dict[str, int]:
-        if agent_id is not None:
-            agent_id = check_id("agent id", agent_id)
-        counts = {r["state"]: r["n"] for r in self.db.all("status", {"agent_id": agent_id})}
-        return {s: int(counts.get(s, 0)) for s in STATES}
-
-    def show(self, task: TaskRef) -> tuple[Task, list[dict[str, Any]]]:
-        """The task and its history, oldest first."""
-        task_id = task_id_of(task)
-        row = self.db.one("show", {"id": task_id})
-        if row is None:
-            raise TaskNotFound(f"no task with id {task_id}")
-        history: list[dict[str, Any]] = row["history"]
-        return Task.from_row(row), history
-
-    def waits_for(self, task: TaskRef) -> list[dict[str, Any]]:
-        """What a task waits for: ``ref`` as given, and the ``id``, ``title``
-        and ``state`` of the task it names (None while no task has the key)."""
-        rows = self.db.all("task_after", {"id": task_id_of(task)})
-        return [{**r, "id": None if r["id"] is None else str(r["id"])} for r in rows]
-
-    def states_by_key(self, keys: Iterable[str]) -> dict[str, str]:
-        """The state of each task of these idempotency keys (a key no task
-        has is left out)."""
-        rows = self.db.all("states_by_key", {"keys": list(keys)})
-        return {r["idem_key"]: r["state"] for r in rows}
-
-    def dead(
-        self, agent_id: str | None = None, *, since_seconds: float | None = None, limit: int = 1000
-    ) -> list[Task]:
-        """Failed tasks, newest first."""
-        if agent_id is not None:
-            agent_id = check_id("agent id", agent_id)
-        if since_seconds is not None and not 0 < since_seconds <= 100 * 365 * 86400:
-            raise BadInput("since must be positive and at most 100 years")
-        rows = self.db.all(
-            "dead", {"agent_id": agent_id, "since_seconds": since_seconds, "limit": limit}
-        )
-        return [Task.from_row(r) for r in rows]
-
-    # -- checks -----------------------------------------------------------
-
     def _lease(self, lease_seconds: float | None) -> float:
-        lease = self.settings.lease_seconds if lease_seconds is None else lease_seconds
-        if (
-            isinstance(lease, bool)
-            or not isinstance(lease, int | float)
-            or not 1 <= lease <= 7 * 86400
-        ):
-            raise BadInput(f"lease must be from 1 second to 7 days, not {lease}")
-        return float(lease)
-
-    def _check_object(self, what: str, value: Any) -> dict[str, Any]:
-        if not isinstance(value, Mapping):
-            raise BadInput(f"{what} must be a JSON object, not {json_type(value)}")
-        obj: dict[str, Any] = dict(value)
-        check_json_size(what, obj, self.settings.max_json_bytes)
-        return obj
+        return check_lease(self.settings.lease_seconds if lease_seconds is None else lease_seconds)

@@ -158,14 +158,46 @@ class Watchdog:
     def run(self, stop: threading.Event) -> bool:
         """Serve until ``stop`` is set. Returns False if a job was still
         running when the shutdown timeout ran out."""
-        from apscheduler.executors.pool import ThreadPoolExecutor
-        from apscheduler.schedulers.background import BackgroundScheduler
-
         s = self.settings.service
         self.scheduled = True
-        host, port = s.metrics_host_port()
+        server = self._serve_http()
+        hook_server = self._hook_server()
+        http_hooks = self._http_hooks()
+        scheduler = self._scheduler()
+        scheduler.start()
+        systemd.notify("READY=1")
+        logger.info("watchdog started", extra={"action": "start"})
+
+        stop.wait()
+        systemd.notify("STOPPING=1")
+        logger.info(
+            "stopping: waiting up to %gs for running jobs",
+            s.shutdown_timeout,
+            extra={"action": "stop"},
+        )
+        closer = threading.Thread(target=scheduler.shutdown, kwargs={"wait": True}, daemon=True)
+        closer.start()
+        closer.join(s.shutdown_timeout)
+        clean = not closer.is_alive()
+        if not clean:
+            logger.warning("a job was still running after %gs; exiting anyway", s.shutdown_timeout)
+        server.shutdown()
+        server.server_close()
+        if hook_server is not None:
+            hook_server.stop()
+        if http_hooks is not None:
+            http_hooks.stop()
+            http_hooks.hooks.stop()
+        self.close()
+        return clean
+
+    def _serve_http(self) -> Any:
+        """/metrics, /healthz and the status pages, serving (on a thread of
+        their own) once this returns; said in the log."""
         from .web import StatusPages
 
+        s = self.settings.service
+        host, port = s.metrics_host_port()
         pages = StatusPages(
             self.db,
             self.settings.digest,
@@ -205,10 +237,15 @@ class Watchdog:
                 " (AFK_WEB_TOKEN required)" if s.web_token else "",
                 extra={"action": "listen"},
             )
+        return server
 
-        hook_server = self._hook_server()
-        http_hooks = self._http_hooks()
+    def _scheduler(self) -> Any:
+        """The APScheduler of the jobs :data:`jobs.JOBS` enables (and of
+        systemd's watchdog pings), not started yet."""
+        from apscheduler.executors.pool import ThreadPoolExecutor
+        from apscheduler.schedulers.background import BackgroundScheduler
 
+        s = self.settings.service
         scheduler = BackgroundScheduler(
             executors={"default": ThreadPoolExecutor(6)},
             timezone=UTC,
@@ -242,32 +279,7 @@ class Watchdog:
                 id="systemd-watchdog",
                 next_run_time=now,
             )
-        scheduler.start()
-        systemd.notify("READY=1")
-        logger.info("watchdog started", extra={"action": "start"})
-
-        stop.wait()
-        systemd.notify("STOPPING=1")
-        logger.info(
-            "stopping: waiting up to %gs for running jobs",
-            s.shutdown_timeout,
-            extra={"action": "stop"},
-        )
-        closer = threading.Thread(target=scheduler.shutdown, kwargs={"wait": True}, daemon=True)
-        closer.start()
-        closer.join(s.shutdown_timeout)
-        clean = not closer.is_alive()
-        if not clean:
-            logger.warning("a job was still running after %gs; exiting anyway", s.shutdown_timeout)
-        server.shutdown()
-        server.server_close()
-        if hook_server is not None:
-            hook_server.stop()
-        if http_hooks is not None:
-            http_hooks.stop()
-            http_hooks.hooks.stop()
-        self.close()
-        return clean
+        return scheduler
 
     def _hook_server(self) -> HookServer | None:
         """The hooks' fast path (:mod:`watchdog.hookserver`), unless it is off."""

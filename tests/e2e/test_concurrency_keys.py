@@ -31,14 +31,6 @@ def test_a_busy_key_is_passed_over_for_the_agents_next_task(afk):
     assert afk.json("claim", "--agent", "B", "--runner", "b2")["title"] == "deploy"
 
 
-def test_a_finish_that_frees_the_key_claims_the_next_task_of_it(queue):
-    queue.enqueue("A", [NewTask("one", concurrency_key="k"), NewTask("two", concurrency_key="k")])
-    first = queue.claim("A", runner="r")
-    assert first is not None
-    nxt = queue.done(first, claim_next=True)
-    assert nxt is not None and nxt.title == "two"
-
-
 def test_the_first_limit_of_a_key_stands_and_allows_that_many(afk, sql):
     lines = "".join(
         json.dumps({"title": f"t{i}", "concurrency_key": "db:staging", "concurrency_limit": lim})

@@ -9,9 +9,6 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
-from helpers import poll
-
 from watchdog import NewTask
 
 WORKER = textwrap.dedent("""
@@ -65,9 +62,3 @@ def test_the_demo_runs_end_to_end(afk, sql):
     assert 'skipping ["read the issue", "write the test"]' in proc.stdout
     assert "lease expired" in proc.stdout and '"done": 5' in proc.stdout
     assert sql.one("SELECT count(*) FROM afk_task") == 0  # the demo cleaned up after itself
-
-
-def test_poll_helper_times_out():
-
-    with pytest.raises(AssertionError):
-        poll(lambda: False, timeout=0.1)

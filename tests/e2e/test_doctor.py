@@ -232,11 +232,3 @@ def test_no_hooks_anywhere_is_a_problem(afk, tmp_path):
     code, by, _ = doctor(afk, empty)
     assert code == 1 and not by["hooks"]["ok"]
     assert by["hooks"]["fix"].startswith("afk hooks claude --install")
-
-
-def test_a_clock_off_the_databases_is_a_problem():
-    from watchdog.doctor import check_clock
-
-    assert check_clock(1000.0, 1001.5).ok
-    late = check_clock(1000.0, 1007.0)
-    assert not late.ok and "7.0 s off" in late.detail and "NTP" in (late.fix or "")

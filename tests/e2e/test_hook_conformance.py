@@ -6,10 +6,10 @@ An expected ``"*"`` is any non-empty text (the reasons name the task)."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
 from helpers import TESTS
+from helpers.conformance import matches
 
 from watchdog import NewTask
 
@@ -28,34 +28,6 @@ CASES = [
     for recorded in [json.loads(path.read_text())]
     for case in recorded["cases"]
 ]
-
-
-def matches(expected: Any, got: Any) -> bool:
-    if expected == "*":
-        return isinstance(got, str) and bool(got.strip())
-    if isinstance(expected, dict):
-        return (
-            isinstance(got, dict)
-            and set(got) == set(expected)
-            and all(matches(v, got[k]) for k, v in expected.items())
-        )
-    return bool(expected == got)
-
-
-def test_every_harness_has_recorded_payloads():
-    assert {p.stem for p in FIXTURES.glob("*.json")} == {
-        "claude",
-        "codex",
-        "gemini",
-        "cursor",
-        "copilot",
-    }
-
-
-def test_the_matcher_can_fail():
-    assert not matches({"a": "*"}, {"a": ""})
-    assert not matches({"a": "*"}, {"a": "x", "b": 1})
-    assert not matches(None, {})
 
 
 @pytest.mark.parametrize(("recorded", "case"), CASES)

@@ -4,7 +4,6 @@ real subprocess with the payload on stdin. (Whole sessions: test_harness.py.)"""
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import subprocess
 import sys
@@ -12,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import poll
+from helpers import Afk, poll
 
 from watchdog import NewTask, embedded
 from watchdog.hooks import CHECK_TTL
@@ -23,6 +22,13 @@ def afk(afk_through):
     """Every hook here runs twice: straight against the database, and
     answered by the watchdog service."""
     return afk_through
+
+
+@pytest.fixture
+def plain_afk(dsn, tmp_path):
+    """`afk` alone, for the tests of the settings `afk hooks` prints or
+    writes: no hook runs, so no service is started to answer one."""
+    return Afk(dsn, tmp_path)
 
 
 SESSION = "3f1c9a6e-5b7d-4c2a-9e8f-0a1b2c3d4e5f"  # one per test: each has its own database
@@ -57,7 +63,8 @@ def supervised(task):
 # -- the settings ------------------------------------------------------------
 
 
-def test_hooks_claude_writes_every_event_with_matchers_absolute_paths_and_timeouts(afk):
+def test_hooks_claude_writes_every_event_with_matchers_absolute_paths_and_timeouts(plain_afk):
+    afk = plain_afk  # (settings printed or written: no service to answer)
     settings = afk.json("hooks", "claude")["hooks"]
     assert set(settings) == {
         "SessionStart",
@@ -83,7 +90,8 @@ def test_hooks_claude_writes_every_event_with_matchers_absolute_paths_and_timeou
     assert not gated["PreToolUse"][0]["hooks"][0]["command"].endswith("--gate")
 
 
-def test_hooks_codex_shares_the_same_hook_command(afk):
+def test_hooks_codex_shares_the_same_hook_command(plain_afk):
+    afk = plain_afk  # (settings printed or written: no service to answer)
     codex = afk.json("hooks", "codex", "--gate")["hooks"]
     claude = afk.json("hooks", "claude", "--gate")["hooks"]
     assert set(codex) == {
@@ -98,7 +106,8 @@ def test_hooks_codex_shares_the_same_hook_command(afk):
     assert all(codex[e] == claude[e] for e in codex)
 
 
-def test_install_merges_replaces_old_entries_and_is_idempotent(afk, tmp_path):
+def test_install_merges_replaces_old_entries_and_is_idempotent(plain_afk, tmp_path):
+    afk = plain_afk  # (settings printed or written: no service to answer)
     path = tmp_path / ".claude" / "settings.json"
     path.parent.mkdir()
     other = {
@@ -133,7 +142,8 @@ def test_install_merges_replaces_old_entries_and_is_idempotent(afk, tmp_path):
     assert all(len(commands[e]) == 1 for e in ("SessionEnd", "SessionStart", "PostToolUse"))
 
 
-def test_install_follows_a_symlinked_settings_file(afk, tmp_path):
+def test_install_follows_a_symlinked_settings_file(plain_afk, tmp_path):
+    afk = plain_afk  # (settings printed or written: no service to answer)
     real = tmp_path / "dotfiles" / "settings.json"
     real.parent.mkdir()
     real.write_text('{"model": "y"}')
@@ -145,7 +155,8 @@ def test_install_follows_a_symlinked_settings_file(afk, tmp_path):
 
 
 @pytest.mark.parametrize("case", ["directory", "under a file", "broken json", "not an object"])
-def test_install_refuses_what_it_cannot_write_and_changes_nothing(afk, tmp_path, case):
+def test_install_refuses_what_it_cannot_write_and_changes_nothing(plain_afk, tmp_path, case):
+    afk = plain_afk  # (settings printed or written: no service to answer)
     target = tmp_path / "settings.json"
     if case == "directory":
         target.mkdir()
@@ -362,46 +373,6 @@ def test_cli_commands_take_the_task_from_the_environment(afk, queue):
     assert afk("checkpoint", "--patch", "{}", env=env).returncode == 4  # not held any more
 
 
-def test_default_runner_ids_differ_per_thread(queue):
-    import threading
-
-    queue.enqueue("A", [NewTask("a"), NewTask("b")])
-    owners: list[str | None] = []
-
-    def claim() -> None:
-        task = queue.claim("A")
-        owners.append(task.lease_owner if task else None)
-
-    threads = [threading.Thread(target=claim) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert len(set(owners)) == 2 and None not in owners
-    assert all(o.startswith(f"{os.uname().nodename}:{os.getpid()}:") for o in owners if o)
-
-
-def test_leased_keeps_a_short_lease_alive_and_lets_it_run_out_after(queue, sql):
-    queue.enqueue("A", [NewTask("t")])
-    task = queue.claim("A", runner="r", lease_seconds=1)
-    with queue.leased(task) as lease:
-        deadline = time.monotonic() + 3.5
-        while time.monotonic() < deadline:  # three leases' worth of reclaims
-            assert queue.reclaim().total == 0
-            time.sleep(0.1)
-        assert lease.beats >= 5 and not lease.lost.is_set()
-    poll(lambda: queue.reclaim().total == 1, timeout=5)
-    assert queue.show(task.id)[0].state == "paused"
-
-
-def test_leased_reports_a_lost_lease(queue, sql):
-    queue.enqueue("A", [NewTask("t")])
-    task = queue.claim("A", runner="r", lease_seconds=30)
-    with queue.leased(task, interval=0.05) as lease:
-        queue.pause("A", runner="r")
-        assert lease.lost.wait(5) and "lease lost" in str(lease.error)
-
-
 # -- StopFailure: the account, not the task -------------------------------------
 
 
@@ -497,7 +468,8 @@ def leased(task):
     return {"AFK_TASK_ID": str(task.id), "AFK_TASK_LEASE": str(task.token)}
 
 
-def test_hooks_gemini_writes_its_own_events_with_timeouts_in_milliseconds(afk):
+def test_hooks_gemini_writes_its_own_events_with_timeouts_in_milliseconds(plain_afk):
+    afk = plain_afk  # (settings printed or written: no service to answer)
     settings = afk.json("hooks", "gemini")["hooks"]
     assert set(settings) == {
         "SessionStart",
@@ -597,7 +569,8 @@ def cursor_hook(afk, payload, env=None, *args):
     return hook(afk, payload, env, "--harness", "cursor", *args)
 
 
-def test_hooks_cursor_writes_version_1_with_flat_entries(afk, tmp_path):
+def test_hooks_cursor_writes_version_1_with_flat_entries(plain_afk, tmp_path):
+    afk = plain_afk  # (settings printed or written: no service to answer)
     settings = afk.json("hooks", "cursor")
     assert settings["version"] == 1
     events = settings["hooks"]
@@ -709,7 +682,8 @@ def copilot_hook(afk, payload, env=None, *args):
     return hook(afk, payload, env, "--harness", "copilot", *args)
 
 
-def test_hooks_copilot_writes_version_1_with_bash_entries(afk, tmp_path):
+def test_hooks_copilot_writes_version_1_with_bash_entries(plain_afk, tmp_path):
+    afk = plain_afk  # (settings printed or written: no service to answer)
     settings = afk.json("hooks", "copilot")
     assert settings["version"] == 1
     events = settings["hooks"]

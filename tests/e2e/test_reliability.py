@@ -11,7 +11,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from helpers import TESTS
 from helpers.service import run
 
 from watchdog import NewTask, embedded
@@ -127,25 +126,6 @@ def test_a_stale_postmaster_pid_is_recovered_by_starting_the_server(short_home):
         other.wait()
 
 
-def test_running_rows_without_a_lease_come_back_after_migrate(empty_dsn, sql_factory):
-    design = (TESTS / "fixtures" / "original_design.sql").read_text()
-    raw = sql_factory(empty_dsn)
-    raw(design)
-    raw(
-        "INSERT INTO afk_task (agent_id, ordinal, title, state, attempts) "
-        "VALUES ('a', 1, 'stuck', 'running', 1)"
-    )
-    from watchdog.db import Database
-
-    Database(empty_dsn).migrate()
-    row = raw("SELECT state::text AS state, lease_until FROM afk_task")[0]
-    assert row["state"] == "paused" and row["lease_until"] is None
-    reason = raw("SELECT reason FROM afk_task_event ORDER BY id DESC LIMIT 1")[0]["reason"]
-    assert "no lease" in reason
-    with pytest.raises(Exception, match="lease"):
-        raw("UPDATE afk_task SET state = 'running', lease_until = NULL")
-
-
 @pytest.mark.parametrize(
     "argv",
     [
@@ -231,7 +211,6 @@ def test_agent_text_cannot_forge_a_text_log_line(dsn, queue, sql):
     assert any("\\n" in line and "evil" in line for line in lines), proc.stderr
 
 
-@pytest.fixture
 def sql_factory():
     from helpers import Sql
 

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from .. import credential
 from ..checks import check_token
 from ..config import parse_duration
 from ..errors import AfkError, BadInput
@@ -203,9 +204,7 @@ def newer_schema(db: Database) -> None:
 def task_of(args: argparse.Namespace) -> tuple[str, int]:
     """The task id and token: from the arguments, else from AFK_TASK_ID and
     AFK_TASK_TOKEN (which a supervisor gives the agent it runs)."""
-    env_id = os.environ.get("AFK_TASK_ID")
-    # AFK_TASK_LEASE: the same token under a name no harness redacts
-    env_token = os.environ.get("AFK_TASK_TOKEN") or os.environ.get("AFK_TASK_LEASE")
+    env_id, env_token = credential.read(os.environ)
     task_id = args.id if args.id is not None else env_id
     if task_id is None:
         raise BadInput("a task id is needed: give it, or set AFK_TASK_ID")

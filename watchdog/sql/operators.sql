@@ -1,0 +1,119 @@
+-- owner: watchdog/operators.py
+-- An operator's statements: what the backlog holds and a task's whole story
+-- (status, show, what it waits for, dead), and the changes a person or the
+-- watchdog makes (retry, reclaim, prune, forget an agent). With tasks.sql and
+-- people.sql, the only statements that write afk_task.
+
+-- name: reclaim :row retry
+-- The design's watchdog statement, in pages: running rows whose lease expired
+-- become paused, or failed once their attempts are spent. Keyset paging by id
+-- (after_id) so a page of rows locked by others cannot strand the rest; the
+-- row lock re-checks the lease, so a lease refreshed since the scan is kept.
+WITH expired AS (
+    SELECT id FROM afk_task
+     WHERE state = 'running' AND lease_until < now() AND id > %(after_id)s
+     ORDER BY id
+     LIMIT %(batch)s
+       FOR UPDATE SKIP LOCKED
+), upd AS (
+    UPDATE afk_task t
+       SET state = CASE WHEN t.attempts >= t.max_attempts THEN 'failed'
+                        ELSE 'paused' END::afk_state,
+           last_error = coalesce(t.last_error, 'lease expired'),
+           lease_until = NULL, updated_at = now(),
+           change_reason = 'lease expired', change_error = 'lease expired'
+      FROM expired e
+     -- no second look at the lease here: the row lock taken above already
+     -- re-checked it against the row's latest version, and holds it
+     WHERE t.id = e.id
+    RETURNING t.id, t.state, t.lease_token
+), ended AS (
+    -- the runs of the dead: lease lost, their attempt spent
+    SELECT afk_end_run(id, lease_token, 'lease_lost', NULL, true) FROM upd
+)
+SELECT (SELECT id FROM expired ORDER BY id DESC LIMIT 1) AS last_id,
+       (SELECT count(*) FROM expired) AS scanned,
+       (SELECT count(*) FROM ended) AS runs_ended,
+       count(*) FILTER (WHERE state = 'paused') AS paused,
+       count(*) FILTER (WHERE state = 'failed') AS failed
+  FROM upd;
+
+-- name: retry :many
+-- A human's retry of failed tasks: all or nothing. Back to todo with the
+-- attempts reset and the checkpoint kept.
+WITH req AS (
+    SELECT DISTINCT unnest(%(ids)s::uuid[]) AS id
+), found AS (
+    SELECT t.id, t.state FROM afk_task t JOIN req USING (id) FOR UPDATE OF t
+), verdict AS (
+    SELECT (SELECT count(*) FROM found) = (SELECT count(*) FROM req)
+           AND coalesce(bool_and(state = 'failed'), false) AS ok
+      FROM found
+), upd AS (
+    UPDATE afk_task t
+       SET state = 'todo', attempts = 0, run_after = NULL, lease_until = NULL, updated_at = now(),
+           change_reason = 'retried by a human', change_by = %(who)s
+      FROM found f, verdict v
+     WHERE t.id = f.id AND v.ok
+    RETURNING t.id
+)
+SELECT f.id, f.state, (SELECT ok FROM verdict) AS ok FROM found f;
+
+-- name: status :many retry
+SELECT s.state::text AS state, count(t.id) AS n
+  FROM unnest(enum_range(NULL::afk_state)) AS s(state)
+  LEFT JOIN afk_task t ON t.state = s.state
+       AND (%(agent_id)s::text IS NULL OR t.agent_id = %(agent_id)s::text)
+ GROUP BY s.state;
+
+-- name: show :one retry
+SELECT t.*,
+       (SELECT coalesce(jsonb_agg(to_jsonb(e) - 'task_id' ORDER BY e.id), '[]'::jsonb)
+          FROM afk_task_event e WHERE e.task_id = t.id) AS history
+  FROM afk_task t
+ WHERE t.id = %(id)s;
+
+-- name: states_by_key :many retry
+-- the state of each task a key names (afk export prd: which stories are done)
+SELECT idem_key, state::text AS state FROM afk_task WHERE idem_key = ANY(%(keys)s::text[]);
+
+-- name: task_after :many retry
+-- what a task waits for (migration 0020): each ref as given, and the task it
+-- names with its state (null while no task has that key)
+SELECT d.ref, d.dep_id AS id, dt.title, dt.state::text AS state
+  FROM afk_dependency d LEFT JOIN afk_task dt ON dt.id = d.dep_id
+ WHERE d.task_id = %(id)s
+ ORDER BY d.ref;
+
+-- name: dead :many retry
+SELECT * FROM afk_task
+ WHERE state = 'failed'
+   AND (%(agent_id)s::text IS NULL OR agent_id = %(agent_id)s::text)
+   AND (%(since_seconds)s::float8 IS NULL
+        OR updated_at >= now() - make_interval(secs => %(since_seconds)s::float8))
+ ORDER BY updated_at DESC, id
+ LIMIT %(limit)s;
+
+-- name: prune :one retry
+-- Done rows older than the retention, a batch at a time; their history goes
+-- with them (ON DELETE CASCADE).
+WITH old AS (
+    SELECT id FROM afk_task
+     WHERE state = 'done' AND updated_at < now() - make_interval(secs => %(retention)s)
+     ORDER BY updated_at
+     LIMIT %(batch)s
+       FOR UPDATE SKIP LOCKED
+), gone AS (
+    DELETE FROM afk_task t USING old WHERE t.id = old.id RETURNING 1
+)
+SELECT count(*) AS n FROM gone;
+
+-- name: forget_agent :exec retry
+-- Deletes an agent's whole backlog (its history and effects go with it, ON
+-- DELETE CASCADE) and its ordinal counter: what `afk demo` leaves behind.
+WITH gone AS (
+    DELETE FROM afk_task WHERE agent_id = %(agent_id)s RETURNING 1
+), counter AS (
+    DELETE FROM afk_agent WHERE agent_id = %(agent_id)s
+)
+SELECT count(*) AS n FROM gone;

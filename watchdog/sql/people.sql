@@ -1,0 +1,133 @@
+-- owner: watchdog/people.py
+-- What the people around the agents see and do: an agent's question and a
+-- person's answer (each holds or frees the task), what a task's runs cost and
+-- a raised budget, and the runs themselves. With tasks.sql, the only
+-- statements that write afk_task.
+
+-- name: runs :many retry
+-- The runs of a task, oldest first.
+SELECT id, token, runner, account, started_at, ended_at, outcome, exit_status, output_tail,
+       session_id, cost_usd::float8 AS cost_usd, turns, usage, attempt_spent,
+       permission_denials, last_sign, last_sign_at, before_sha, after_sha, changes,
+       check_status, check_tail, trace_id
+  FROM afk_run WHERE task_id = %(id)s
+ ORDER BY started_at, id;
+
+-- name: ask :one
+-- An agent's question: its task (fenced by the token) is held for a person
+-- (paused, run_after afk_held(), the attempt given back), the question kept,
+-- and the run ended as needs_input. A supervisor's later finish is refused.
+WITH upd AS (
+    UPDATE afk_task
+       SET state = 'paused', attempts = greatest(attempts - 1, 0),
+           run_after = afk_held(), lease_until = NULL, updated_at = now(),
+           change_reason = 'needs input: ' || left(%(question)s, 300)
+     WHERE id = %(id)s AND state = 'running' AND lease_token = %(token)s
+    RETURNING id
+), q AS (
+    INSERT INTO afk_question (task_id, question, asked_token)
+    SELECT id, %(question)s, %(token)s FROM upd
+    RETURNING id, asked_at
+)
+SELECT t.state AS cur_state, t.lease_token AS cur_token,
+       (t.run_after = afk_held()) IS TRUE AS cur_held,
+       (SELECT id FROM q) AS question_id, (SELECT asked_at FROM q) AS asked_at,
+       CASE WHEN EXISTS (SELECT 1 FROM upd)
+            THEN afk_end_run(t.id, %(token)s, 'needs_input', %(run)s::jsonb, false) END AS run_ended
+  FROM afk_task t
+ WHERE t.id = %(id)s;
+
+-- name: answer :one
+-- A person's answer to a task's open questions: recorded, and the task put
+-- back to todo (due at once). question_id is NULL when none was open.
+WITH open AS (
+    SELECT id FROM afk_question
+     WHERE task_id = %(id)s AND answered_at IS NULL
+       FOR UPDATE
+), ans AS (
+    UPDATE afk_question q
+       SET answer = %(answer)s, answered_at = now(), answered_by = %(who)s
+      FROM open o
+     WHERE q.id = o.id
+    RETURNING q.id
+), upd AS (
+    UPDATE afk_task
+       SET state = 'todo', run_after = NULL, updated_at = now(),
+           change_reason = 'answered', change_by = %(who)s
+     WHERE id = %(id)s AND EXISTS (SELECT 1 FROM ans) AND state = 'paused'
+    RETURNING id
+)
+SELECT t.id, t.state::text AS state, (SELECT max(id) FROM ans) AS question_id
+  FROM afk_task t
+ WHERE t.id = %(id)s;
+
+-- name: questions :many retry
+-- Open questions (all agents, or one), oldest first.
+SELECT q.task_id AS id, t.agent_id, t.title, q.question, q.asked_at
+  FROM afk_question q JOIN afk_task t ON t.id = q.task_id
+ WHERE q.answered_at IS NULL
+   AND (%(agent_id)s::text IS NULL OR t.agent_id = %(agent_id)s::text)
+ ORDER BY q.asked_at, q.id;
+
+-- name: task_questions :many retry
+-- A task's questions and their answers, in order (for its brief and page).
+SELECT question, asked_at, answer, answered_at, answered_by
+  FROM afk_question WHERE task_id = %(id)s
+ ORDER BY asked_at, id;
+
+-- name: task_cost :one retry
+-- What a task's runs cost so far, and its budget.
+SELECT (SELECT sum(cost_usd)::float8 FROM afk_run WHERE task_id = %(id)s) AS spent,
+       budget_usd::float8 AS budget_usd
+  FROM afk_task WHERE id = %(id)s;
+
+-- name: rebudget :many
+-- A person raises the budget of tasks held for one (or failed), and puts
+-- them back to todo: all or nothing, as retry. A budget that is not above
+-- what a task's runs have cost already would start a run with nothing left.
+WITH req AS (
+    SELECT DISTINCT unnest(%(ids)s::uuid[]) AS id
+), found AS (
+    SELECT t.id, t.state,
+           (t.state = 'failed' OR (t.state = 'paused' AND t.run_after = afk_held()
+                                   AND NOT EXISTS (SELECT 1 FROM afk_question q
+                                                    WHERE q.task_id = t.id
+                                                      AND q.answered_at IS NULL))) AS held,
+           (SELECT coalesce(sum(r.cost_usd), 0) FROM afk_run r
+             WHERE r.task_id = t.id)::float8 AS spent
+      FROM afk_task t JOIN req USING (id) FOR UPDATE OF t
+), verdict AS (
+    SELECT (SELECT count(*) FROM found) = (SELECT count(*) FROM req)
+           AND coalesce(bool_and(held AND spent < %(budget_usd)s), false) AS ok
+      FROM found
+), upd AS (
+    UPDATE afk_task t
+       SET state = 'todo', attempts = 0, run_after = NULL, lease_until = NULL,
+           budget_usd = %(budget_usd)s, updated_at = now(),
+           change_reason = 'budget raised to $' || %(budget_usd)s::text || ' by a human',
+           change_by = %(who)s
+      FROM found f, verdict v
+     WHERE t.id = f.id AND v.ok
+    RETURNING t.id
+)
+SELECT f.id, f.state::text AS state, f.held, f.spent, (SELECT ok FROM verdict) AS ok
+  FROM found f;
+
+-- name: run_lost :one
+-- What a supervisor read of a run whose lease it lost (reclaimed, paused or
+-- claimed again since): kept on that run, which is ended as lease_lost if
+-- nothing ended it yet; what its ending statement wrote is kept.
+UPDATE afk_run
+   SET ended_at = coalesce(ended_at, now()),
+       outcome = coalesce(outcome, 'lease_lost'),
+       exit_status = coalesce(exit_status, (%(run)s::jsonb ->> 'exit_status')::integer),
+       output_tail = coalesce(output_tail, %(run)s::jsonb ->> 'output_tail'),
+       session_id = coalesce(session_id, %(run)s::jsonb ->> 'session_id'),
+       cost_usd = coalesce(cost_usd, (%(run)s::jsonb ->> 'cost_usd')::numeric),
+       turns = coalesce(turns, (%(run)s::jsonb ->> 'turns')::integer),
+       usage = coalesce(usage, %(run)s::jsonb -> 'usage'),
+       permission_denials = coalesce(permission_denials, %(run)s::jsonb -> 'permission_denials'),
+       trace_id = coalesce(trace_id, %(run)s::jsonb ->> 'trace_id'),
+       attempt_spent = coalesce(attempt_spent, false)
+ WHERE task_id = %(id)s AND token = %(token)s
+RETURNING id;
