@@ -8,6 +8,7 @@ import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields, replace
+from datetime import tzinfo
 from pathlib import Path
 from typing import Any, TypeVar, get_type_hints
 
@@ -418,6 +419,20 @@ class DigestSettings:
     templates_dir: str = _field(
         "", "a folder of templates overriding the shipped ones", env="AFK_TEMPLATES_DIR"
     )
+
+    def day_zone(self) -> tzinfo:
+        """The zone of the person's day: the digest's hour and the times it
+        shows, the daily budget's midnight (``tz``, else this host's). The
+        one resolver of it; a time in an agent's words is read in
+        :func:`watchdog.outcome.reading_zone`."""
+        if self.tz:
+            import zoneinfo
+
+            return zoneinfo.ZoneInfo(self.tz)
+        import tzlocal
+
+        zone: tzinfo = tzlocal.get_localzone()
+        return zone
 
     def __post_init__(self) -> None:
         problems = []

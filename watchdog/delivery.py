@@ -9,7 +9,7 @@ import logging
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, tzinfo
+from datetime import datetime, timedelta
 from typing import Any
 
 from .accounts import Parking
@@ -35,21 +35,10 @@ FIRST_WINDOW = 24 * 3600.0
 # -- schedule ----------------------------------------------------------------
 
 
-def timezone_of(settings: DigestSettings) -> tzinfo:
-    if settings.tz:
-        import zoneinfo
-
-        return zoneinfo.ZoneInfo(settings.tz)
-    import tzlocal
-
-    zone: tzinfo = tzlocal.get_localzone()
-    return zone
-
-
 def trigger_of(settings: DigestSettings) -> Any:
     from apscheduler.triggers.cron import CronTrigger
 
-    tz = timezone_of(settings)
+    tz = settings.day_zone()
     if settings.cron:
         return CronTrigger.from_crontab(settings.cron, timezone=tz)
     hour, minute = settings.at.split(":")
@@ -189,7 +178,7 @@ def send_due(db: Database, settings: DigestSettings, *, force: bool = False) -> 
     now = db_now(db)
     kind = "forced" if force else "digest"
     period = now if force else latest_period(settings, now)
-    tz = timezone_of(settings)
+    tz = settings.day_zone()
     destinations = {d.name: d for d in configured(settings)}
     built: dict[tuple[datetime, datetime], tuple[Digest, Rendered]] = {}
 
@@ -241,7 +230,7 @@ def dry_run(db: Database, settings: DigestSettings, fmt: str) -> str:
     last = db.one("digest_last_delivered")
     now = db_now(db)
     since = last["since"] if last and last["since"] else now - timedelta(seconds=FIRST_WINDOW)
-    return render(build(db, since, now, settings, timezone_of(settings)), fmt, settings)
+    return render(build(db, since, now, settings, settings.day_zone()), fmt, settings)
 
 
 def alert_poison(

@@ -669,7 +669,7 @@ class Hook:
             return
         from .accounts import DEFAULT_ACCOUNT, Accounts
         from .decide import Run, decide, rules_of
-        from .outcome import Outcome, Report, classify, compile_patterns
+        from .outcome import Outcome, Report, classify, compile_patterns, reading_zone
         from .text import clean, one_line
 
         account = self.ctx.env.get("AFK_ACCOUNT") or DEFAULT_ACCOUNT
@@ -689,7 +689,7 @@ class Hook:
         reset = None
         if kind == "usage_limit":
             limits = compile_patterns(self.loop.limit_patterns)
-            reset = classify(Report(1, said), now, local_zone(self.ctx.env), limits).reset
+            reset = classify(Report(1, said), now, reading_zone(self.ctx.env), limits).reset
         decision = decide(
             Outcome(kind), rules, now, Run(reset=reset, outages_in_a_row=rules.outage_breaker)
         )
@@ -758,22 +758,6 @@ def context(
             event, session, payload, None, gate, invalid=str(exc), harness=harness, env=env
         )
     return Context(event, session, payload, supervised, gate, harness=harness, env=env)
-
-
-def local_zone(env: Mapping[str, str]) -> Any:
-    """The zone a clock time in an agent's message is read in: the hook
-    process's TZ, else this host's."""
-    tz = env.get("TZ", "").lstrip(":")
-    if tz:
-        from zoneinfo import ZoneInfo
-
-        try:
-            return ZoneInfo(tz)
-        except (KeyError, ValueError, OSError):  # (ZoneInfoNotFoundError is a KeyError)
-            pass
-    import tzlocal
-
-    return tzlocal.get_localzone()
 
 
 def respond(

@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import signal
 import time
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 from enum import StrEnum
@@ -508,6 +510,23 @@ def read_reset(hint: str, now: datetime, tz: tzinfo) -> datetime | None:
         candidate += timedelta(days=1)
     # the wall-clock time in its zone (a day added across a DST change keeps it)
     return candidate.replace(tzinfo=zone)
+
+
+def reading_zone(env: Mapping[str, str] | None = None) -> tzinfo:
+    """The zone a clock time in an agent's words is read in (and a time a
+    person types without one): ``TZ`` of the environment the agent ran in,
+    else this host's. The one resolver of it; the person's day (the digest,
+    the daily budget) is :meth:`~watchdog.config.DigestSettings.day_zone`."""
+    name = (os.environ if env is None else env).get("TZ", "").lstrip(":")
+    if name:
+        try:
+            return ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError, OSError):
+            pass
+    import tzlocal
+
+    zone: tzinfo = tzlocal.get_localzone()
+    return zone
 
 
 def _zone(text: str) -> tzinfo | None:

@@ -89,3 +89,29 @@ def test_a_day_added_across_dst_keeps_the_wall_clock():
     """9am the day after the change is 08:00 UTC, not 07:00 (summer's)."""
     got = reset_time("9am", datetime(2026, 10, 24, 12, 0, tzinfo=UTC), BERLIN)
     assert got is not None and got.astimezone(UTC) == datetime(2026, 10, 25, 8, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    "tz, expected",
+    [
+        ("Europe/Berlin", BERLIN),
+        (":America/New_York", NEW_YORK),  # (the POSIX form with a colon)
+        ("Nowhere/Atlantis", None),  # unknown: this host's
+        ("", None),
+    ],
+)
+def test_the_zone_an_agents_words_are_read_in(tz, expected):
+    import tzlocal
+
+    from watchdog.outcome import reading_zone
+
+    assert reading_zone({"TZ": tz}) == (expected or tzlocal.get_localzone())
+
+
+@pytest.mark.parametrize("tz, expected", [("Europe/Berlin", BERLIN), ("", None)])
+def test_the_zone_of_the_persons_day(tz, expected):
+    import tzlocal
+
+    from watchdog.config import DigestSettings
+
+    assert DigestSettings(tz=tz).day_zone() == (expected or tzlocal.get_localzone())

@@ -27,7 +27,6 @@ from .common import (
     duration_arg,
     emit,
     lease_option,
-    local_zone,
     open_queue,
     parse_when,
     runner_of,
@@ -284,6 +283,7 @@ def cmd_loop(args: argparse.Namespace) -> int:
     from ..db import Database
     from ..errors import scrub
     from ..loop import Loop, LoopOptions, agent_variables
+    from ..outcome import reading_zone
 
     if not args.command:
         raise BadInput("no agent command given: afk loop --agent A -- CMD [ARG...]")
@@ -293,9 +293,8 @@ def cmd_loop(args: argparse.Namespace) -> int:
     assert agent is not None
     settings = load_all(args.config)
     dsn = database_of(args, settings)
-    from ..delivery import timezone_of
 
-    zone = timezone_of(settings.digest)
+    zone = settings.digest.day_zone()
     options = LoopOptions(
         agent=agent,
         command=list(args.command),
@@ -323,7 +322,7 @@ def cmd_loop(args: argparse.Namespace) -> int:
         accounts,
         settings.loop,
         options,
-        tz=local_zone(),
+        tz=reading_zone(),
         scrub=lambda text: scrub(text, dsn),
         alert=account_alert(queue.db, settings),
     )

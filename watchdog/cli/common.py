@@ -280,6 +280,8 @@ def parse_when(text: str) -> Any:
     (TZ first), never in whichever zone the database happens to have."""
     from datetime import datetime
 
+    from ..outcome import reading_zone
+
     try:
         when = datetime.fromisoformat(text.strip())
     except ValueError:
@@ -287,16 +289,8 @@ def parse_when(text: str) -> Any:
             f"--until {text!r} is not an ISO 8601 time (e.g. 2026-12-01T05:00+01:00)"
         ) from None
     if when.tzinfo is None:  # a wall-clock time of this machine's zone (TZ first)
-        when = when.replace(tzinfo=local_zone())
+        when = when.replace(tzinfo=reading_zone())
     return when
-
-
-def local_zone() -> Any:
-    """The zone a clock time in an agent's message is read in: the host's
-    (TZ first)."""
-    import tzlocal
-
-    return tzlocal.get_localzone()
 
 
 def package_version() -> str:
