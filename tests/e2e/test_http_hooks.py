@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from helpers import TESTS, poll
+from helpers.conformance import matches
 from helpers.service import Service, free_port
 
 from watchdog import NewTask
@@ -60,18 +61,6 @@ def post(
             return response.status, (json.loads(body) if body.strip() else None)
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read()
-
-
-def matches(expected: Any, got: Any) -> bool:
-    if expected == "*":
-        return isinstance(got, str) and bool(got.strip())
-    if isinstance(expected, dict):
-        return (
-            isinstance(got, dict)
-            and set(got) == set(expected)
-            and all(matches(v, got[k]) for k, v in expected.items())
-        )
-    return bool(expected == got)
 
 
 #: (SessionStart stays a command hook: Claude Code runs no HTTP hook there)
