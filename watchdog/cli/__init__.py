@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from ..config import is_utf8
-from ..errors import AfkError
+from ..errors import AfkError, redact
 from ..harnesses import HARNESSES
 from .agents import (
     cmd_hook,
@@ -383,8 +383,6 @@ def run_command(args: argparse.Namespace) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     except Exception as exc:  # a bug of ours: one line, never a traceback or a secret
-        from ..errors import redact
-
         logger.debug("internal error", exc_info=True)
         print(
             f"afk: internal error: {type(exc).__name__}: {redact(str(exc))} "

@@ -15,6 +15,8 @@ from ..harnesses import HARNESSES, SETTINGS
 
 if TYPE_CHECKING:
     pass
+from .. import harnesses
+from ..errors import dsn_secrets, redact, scrub
 from .common import (
     EXIT_OK,
     Parser,
@@ -69,8 +71,6 @@ def configure_hooks(p: Parser) -> None:
 
 def cmd_hooks(args: argparse.Namespace) -> int:
 
-    from .. import harnesses
-
     # the hooks run afk's entry point by the interpreter this afk runs in
     afk = os.path.abspath(sys.executable)
     if args.transport == "http" or args.fail_closed:
@@ -95,7 +95,6 @@ def hook_token_of(settings: Any) -> dict[str, str]:
 def http_hook_settings(args: argparse.Namespace, afk: str) -> dict[str, Any]:
     """`afk hooks claude --transport http`: the service's address from the
     settings (AFK_HOOK_HTTP), the token by name only."""
-    from .. import harnesses
     from ..config import load_all
 
     if args.agent_kind != "claude":
@@ -123,7 +122,6 @@ def hook_database_args(args: argparse.Namespace) -> tuple[str, ...]:
     """What the installed hooks need to reach the database this command was
     told of: ``--config`` as an absolute path, ``--dsn`` unless it holds a
     password (a settings file is no place for one)."""
-    from ..errors import dsn_secrets
 
     out: tuple[str, ...] = ()
     if args.config is not None:
@@ -163,7 +161,6 @@ def cmd_hook(args: argparse.Namespace) -> int:
     agent. The only refusals are a deliberate deny (PreToolUse) or block
     (the Stop gate), written as JSON on stdout."""
     from .. import hooklink, hooks
-    from ..errors import redact
 
     signal.signal(signal.SIGALRM, hooklink.give_up)
     # the deadline counts from the process's start (`afk hook` may have asked
@@ -281,7 +278,6 @@ def cmd_loop(args: argparse.Namespace) -> int:
     from ..accounts import DEFAULT_ACCOUNT, Accounts
     from ..config import load_all
     from ..db import Database
-    from ..errors import scrub
     from ..loop import Loop, LoopOptions, agent_variables
     from ..outcome import reading_zone
 

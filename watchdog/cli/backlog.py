@@ -15,6 +15,7 @@ from typing import Any
 from ..checks import WORKSPACE_FIELDS
 from ..config import parse_duration
 from ..errors import AfkError, BadInput
+from ..text import one_line
 from .common import (
     EXIT_OK,
     Parser,
@@ -308,8 +309,6 @@ def run_gh(args: list[str]) -> Any:
     """``gh`` with ``args``, its JSON output read; AfkError (exit 1) when gh
     is missing, not logged in, or fails, in one line."""
     import subprocess
-
-    from ..text import one_line
 
     gh = shutil.which("gh")
     if gh is None:

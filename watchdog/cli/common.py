@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from .. import credential
-from ..checks import check_token
-from ..config import parse_duration
+from .. import credential, sql, workspaces
+from ..checks import check_id, check_token, json_type
+from ..config import load_all, parse_duration
 from ..errors import AfkError, BadInput
 
 if TYPE_CHECKING:
@@ -136,8 +136,6 @@ def parse_json(text: str, what: str) -> Any:
 def parse_object(text: str, what: str) -> dict[str, Any]:
     value = parse_json(text, what)
     if not isinstance(value, dict):
-        from ..checks import json_type
-
         raise BadInput(f"{what} must be a JSON object, not {json_type(value)}")
     return value
 
@@ -172,7 +170,6 @@ def open_queue(
     AFK_COMMAND_TIMEOUT (a locked row must not stall a heartbeat for good).
     A schema newer than this afk is said once (its writes may miss what the
     newer one expects)."""
-    from ..config import load_all
     from ..db import Database
     from ..queue import Queue
 
@@ -187,7 +184,6 @@ def open_queue(
 
 def newer_schema(db: Database) -> None:
     """Say (once) when the database's schema is newer than this afk knows."""
-    from .. import sql
 
     try:
         version = db.schema_version()
@@ -252,7 +248,6 @@ def workspace_request(
         if verify is not None or require_changes:
             raise BadInput("--verify and --require-changes go with --repo")
         return None
-    from .. import workspaces
 
     return workspaces.request(
         repo, base=base, branch=branch, verify=verify, require_changes=require_changes
@@ -268,7 +263,6 @@ def checked_verify(command: str | None) -> str | None:
 def account_of(args: argparse.Namespace) -> str | None:
     """--account, else AFK_ACCOUNT (unset or empty: none). A flag given but
     blank is refused, not read as "no account"."""
-    from ..checks import check_id
 
     if args.account is not None:
         return check_id("--account", args.account)

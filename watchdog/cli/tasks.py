@@ -15,6 +15,8 @@ from ..errors import BadInput
 if TYPE_CHECKING:
     from ..models import Task
     from ..queue import Queue
+from ..config import load_all
+from ..errors import AccountParked, LeaseLost
 from .common import (
     EXIT_EMPTY,
     EXIT_OK,
@@ -47,7 +49,6 @@ def configure_claim(p: Parser) -> None:
 
 
 def cmd_claim(args: argparse.Namespace) -> int:
-    from ..errors import AccountParked
 
     agent = agent_of(args)
     assert agent is not None
@@ -74,7 +75,6 @@ def claim_workspace(q: Queue, task: Task, config: str | None) -> dict[str, Any]:
     if task.workspace is None:
         return {}
     from .. import workspaces
-    from ..config import load_all
     from ..outcome import Outcome
 
     settings = load_all(config)
@@ -410,7 +410,6 @@ def configure_once(p: Parser) -> None:
 
 
 def cmd_once(args: argparse.Namespace) -> int:
-    from ..errors import LeaseLost
     from ..once import run_command
 
     command = list(args.command)
