@@ -8,15 +8,11 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..errors import AfkError, BadInput
-from ..harnesses import HARNESSES, SETTINGS
-
-if TYPE_CHECKING:
-    pass
 from .. import harnesses
-from ..errors import dsn_secrets, redact, scrub
+from ..errors import AfkError, BadInput, dsn_secrets, redact, scrub
+from ..harnesses import HARNESSES, SETTINGS
 from .common import (
     EXIT_OK,
     Parser,

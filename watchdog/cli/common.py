@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from .. import credential, sql, workspaces
+from .. import credential
 from ..checks import check_id, check_token, json_type
 from ..config import load_all, parse_duration
 from ..errors import AfkError, BadInput
@@ -184,6 +184,7 @@ def open_queue(
 
 def newer_schema(db: Database) -> None:
     """Say (once) when the database's schema is newer than this afk knows."""
+    from .. import sql
 
     try:
         version = db.schema_version()
@@ -248,6 +249,8 @@ def workspace_request(
         if verify is not None or require_changes:
             raise BadInput("--verify and --require-changes go with --repo")
         return None
+
+    from .. import workspaces  # (git, and the database driver)
 
     return workspaces.request(
         repo, base=base, branch=branch, verify=verify, require_changes=require_changes

@@ -9,14 +9,13 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ..config import parse_duration
-from ..errors import BadInput
+from ..config import load_all, parse_duration
+from ..errors import AccountParked, BadInput, LeaseLost
 
 if TYPE_CHECKING:
     from ..models import Task
     from ..queue import Queue
-from ..config import load_all
-from ..errors import AccountParked, LeaseLost
+
 from .common import (
     EXIT_EMPTY,
     EXIT_OK,
