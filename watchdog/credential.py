@@ -27,8 +27,13 @@ def written(task_id: object, token: int, budget_left: float | None = None) -> di
     """The credential of a task as environment variables."""
     env = {TASK_ID: str(task_id), TASK_TOKEN: str(token), TASK_LEASE: str(token)}
     if budget_left is not None:
-        env[TASK_BUDGET] = f"{max(budget_left, 0):.2f}"
+        env.update(budget(budget_left))
     return env
+
+
+def budget(left: float) -> dict[str, str]:
+    """What is left of a task's budget, in dollars, never below zero."""
+    return {TASK_BUDGET: f"{max(left, 0):.2f}"}
 
 
 def read(env: Mapping[str, str]) -> tuple[str | None, str | None]:

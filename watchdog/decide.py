@@ -99,7 +99,7 @@ class Decision:
 
 
 @dataclass(frozen=True)
-class Run:
+class RunEnd:
     """What is known of the run's end besides its outcome."""
 
     #: the reset time the agent's output named (a usage limit)
@@ -135,9 +135,9 @@ def usage_limit_until(rules: Rules, reset: datetime | None, now: datetime) -> da
     return now + timedelta(seconds=rules.limit_probe_seconds)
 
 
-def decide(outcome: Outcome, rules: Rules, now: datetime, run: Run | None = None) -> Decision:
+def decide(outcome: Outcome, rules: Rules, now: datetime, run: RunEnd | None = None) -> Decision:
     """What a run that ended with ``outcome`` does (see the module's text)."""
-    run = run or Run()
+    run = run or RunEnd()
     limit = Decision(
         Move.PAUSE,
         park="usage_limit",

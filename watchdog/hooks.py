@@ -668,7 +668,7 @@ class Hook:
         if kind is None:
             return
         from .accounts import DEFAULT_ACCOUNT, Accounts
-        from .decide import Run, decide, rules_of
+        from .decide import RunEnd, decide, rules_of
         from .outcome import Outcome, Report, classify, compile_patterns, reading_zone
         from .text import clean, one_line
 
@@ -691,7 +691,7 @@ class Hook:
             limits = compile_patterns(self.loop.limit_patterns)
             reset = classify(Report(1, said), now, reading_zone(self.ctx.env), limits).reset
         decision = decide(
-            Outcome(kind), rules, now, Run(reset=reset, outages_in_a_row=rules.outage_breaker)
+            Outcome(kind), rules, now, RunEnd(reset=reset, outages_in_a_row=rules.outage_breaker)
         )
         if decision.park is None:
             return

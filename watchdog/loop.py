@@ -41,7 +41,7 @@ from typing import IO, Any, Literal
 from . import credential, tracing, workspaces
 from .accounts import DEFAULT_ACCOUNT, Accounts, Parking
 from .config import LoopSettings
-from .decide import EXIT_PARKED, Decision, Move, Run, decide, rules_of
+from .decide import EXIT_PARKED, Decision, Move, RunEnd, decide, rules_of
 from .errors import AccountParked, DatabaseError, LeaseLost
 from .harnesses import prompt_argv
 from .models import Task
@@ -345,7 +345,7 @@ class Loop:
             kind,
             rules_of(self.settings, self.q.settings.backoff_base_seconds),
             now,
-            Run(
+            RunEnd(
                 reset=verdict.reset,
                 outages_in_a_row=self.outages,
                 over_budget=over_budget is not None,
@@ -546,7 +546,7 @@ class Loop:
             env["OTEL_RESOURCE_ATTRIBUTES"] = f"{given},{resource}" if given else resource
         if budget is not None:
             # what is left, for the agent's own cap (claude -p --max-budget-usd)
-            env.update(credential.written(task.id, task.token, budget - (spent or 0)))
+            env.update(credential.budget(budget - (spent or 0)))
         return self.start(
             prompt_argv(self.o.command, prompt),
             env,

@@ -12,7 +12,7 @@ from watchdog.decide import (
     Decision,
     Move,
     Rules,
-    Run,
+    RunEnd,
     decide,
     outage_backoff,
 )
@@ -39,75 +39,75 @@ P = EXIT_PARKED
 @pytest.mark.parametrize(
     "outcome, run, expected",
     [
-        (Outcome.DONE, Run(), Decision(Move.DONE)),
-        (Outcome.TASK_FAILURE, Run(), Decision(Move.FAIL)),
-        (Outcome.TIMED_OUT, Run(), Decision(Move.FAIL)),
+        (Outcome.DONE, RunEnd(), Decision(Move.DONE)),
+        (Outcome.TASK_FAILURE, RunEnd(), Decision(Move.FAIL)),
+        (Outcome.TIMED_OUT, RunEnd(), Decision(Move.FAIL)),
         # a first stall spends nothing and goes back at once; a second spends one
-        (Outcome.STALLED, Run(), Decision(Move.RETRY)),
-        (Outcome.STALLED, Run(stalled_before=True), Decision(Move.FAIL)),
+        (Outcome.STALLED, RunEnd(), Decision(Move.RETRY)),
+        (Outcome.STALLED, RunEnd(stalled_before=True), Decision(Move.FAIL)),
         # a command that cannot start: paused, and the loop stops for a person
-        (Outcome.CANNOT_START, Run(), Decision(Move.PAUSE, ends_loop=True, exit_status=P)),
+        (Outcome.CANNOT_START, RunEnd(), Decision(Move.PAUSE, ends_loop=True, exit_status=P)),
         # a usage limit: parked until the reset named, else for the probe
         (
             Outcome.USAGE_LIMIT,
-            Run(reset=LATER),
+            RunEnd(reset=LATER),
             Decision(Move.PAUSE, park="usage_limit", park_until=LATER),
         ),
         (
             Outcome.USAGE_LIMIT,
-            Run(),
+            RunEnd(),
             Decision(Move.PAUSE, park="usage_limit", park_until=at(900), probe=True),
         ),
         (  # a reset already past is no reset
             Outcome.USAGE_LIMIT,
-            Run(reset=NOW - timedelta(minutes=1)),
+            RunEnd(reset=NOW - timedelta(minutes=1)),
             Decision(Move.PAUSE, park="usage_limit", park_until=at(900), probe=True),
         ),
         # outages: the backoff doubles in a row (capped), the account is parked
         # from the breaker on
-        (Outcome.OUTAGE, Run(outages_in_a_row=1), Decision(Move.RETRY, retry_in=30)),
-        (Outcome.OUTAGE, Run(outages_in_a_row=2), Decision(Move.RETRY, retry_in=60)),
+        (Outcome.OUTAGE, RunEnd(outages_in_a_row=1), Decision(Move.RETRY, retry_in=30)),
+        (Outcome.OUTAGE, RunEnd(outages_in_a_row=2), Decision(Move.RETRY, retry_in=60)),
         (
             Outcome.OUTAGE,
-            Run(outages_in_a_row=3),
+            RunEnd(outages_in_a_row=3),
             Decision(Move.RETRY, retry_in=100, park="outage", park_until=at(100)),
         ),
         (
             Outcome.OUTAGE,
-            Run(outages_in_a_row=7),
+            RunEnd(outages_in_a_row=7),
             Decision(Move.RETRY, retry_in=100, park="outage", park_until=at(100)),
         ),
         # a login or credit that needs a person: parked with no end, loop stops
         (
             Outcome.NEEDS_HUMAN,
-            Run(),
+            RunEnd(),
             Decision(Move.PAUSE, park="needs_human", ends_loop=True, exit_status=P),
         ),
         # interrupted: by the loop's own stop, or from outside (once, twice)
-        (Outcome.INTERRUPTED, Run(stopped_by_loop=True), Decision(Move.PAUSE, ends_loop=True)),
-        (Outcome.INTERRUPTED, Run(), Decision(Move.PAUSE, retry_in=45)),
-        (Outcome.INTERRUPTED, Run(stopped_outside_before=True), Decision(Move.FAIL)),
+        (Outcome.INTERRUPTED, RunEnd(stopped_by_loop=True), Decision(Move.PAUSE, ends_loop=True)),
+        (Outcome.INTERRUPTED, RunEnd(), Decision(Move.PAUSE, retry_in=45)),
+        (Outcome.INTERRUPTED, RunEnd(stopped_outside_before=True), Decision(Move.FAIL)),
         # over its budget, what would retry is held for a person instead
-        (Outcome.TASK_FAILURE, Run(over_budget=True), Decision(Move.HOLD)),
-        (Outcome.TIMED_OUT, Run(over_budget=True), Decision(Move.HOLD)),
-        (Outcome.OUTAGE, Run(over_budget=True, outages_in_a_row=5), Decision(Move.HOLD)),
+        (Outcome.TASK_FAILURE, RunEnd(over_budget=True), Decision(Move.HOLD)),
+        (Outcome.TIMED_OUT, RunEnd(over_budget=True), Decision(Move.HOLD)),
+        (Outcome.OUTAGE, RunEnd(over_budget=True, outages_in_a_row=5), Decision(Move.HOLD)),
         (  # ... and a usage limit still parks the account
             Outcome.USAGE_LIMIT,
-            Run(over_budget=True, reset=LATER),
+            RunEnd(over_budget=True, reset=LATER),
             Decision(Move.HOLD, park="usage_limit", park_until=LATER),
         ),
-        (Outcome.DONE, Run(over_budget=True), Decision(Move.DONE)),
+        (Outcome.DONE, RunEnd(over_budget=True), Decision(Move.DONE)),
         # tools denied: a person is asked, instead of a blind retry
-        (Outcome.TASK_FAILURE, Run(denied=True), Decision(Move.ASK)),
-        (Outcome.TIMED_OUT, Run(denied=True), Decision(Move.ASK)),
-        (Outcome.DONE, Run(denied=True), Decision(Move.DONE)),
+        (Outcome.TASK_FAILURE, RunEnd(denied=True), Decision(Move.ASK)),
+        (Outcome.TIMED_OUT, RunEnd(denied=True), Decision(Move.ASK)),
+        (Outcome.DONE, RunEnd(denied=True), Decision(Move.DONE)),
         (
             Outcome.USAGE_LIMIT,
-            Run(denied=True, reset=LATER),
+            RunEnd(denied=True, reset=LATER),
             Decision(Move.PAUSE, park="usage_limit", park_until=LATER),
         ),
         # over budget comes before denied
-        (Outcome.TASK_FAILURE, Run(over_budget=True, denied=True), Decision(Move.HOLD)),
+        (Outcome.TASK_FAILURE, RunEnd(over_budget=True, denied=True), Decision(Move.HOLD)),
     ],
 )
 def test_what_each_end_of_a_run_does(outcome, run, expected):
@@ -117,7 +117,7 @@ def test_what_each_end_of_a_run_does(outcome, run, expected):
 def test_the_hook_counts_a_stop_failure_outage_as_the_breakers_worth():
     """The StopFailure hook passes the breaker as the count: one outage the
     client gave up on parks the account, as the breaker-th would."""
-    got = decide(Outcome.OUTAGE, RULES, NOW, Run(outages_in_a_row=RULES.outage_breaker))
+    got = decide(Outcome.OUTAGE, RULES, NOW, RunEnd(outages_in_a_row=RULES.outage_breaker))
     assert got.park == "outage" and got.park_until == at(outage_backoff(RULES, 3))
 
 

@@ -139,7 +139,5 @@ def test_our_answer_in_a_harness_words(adapter, ours, theirs):
 def test_a_cursor_payload_in_claude_codes_words(payload, session, cwd, tool):
     got = cursor_payload(payload)
     assert got.get("session_id") == session and got.get("cwd") == cwd
-    assert (tuple(got[k] for k in ("tool_name", "tool_input")) if tool else None) == (
-        tool if tool else None
-    )
+    assert (got.get("tool_name"), got.get("tool_input")) == (tool or (None, None))
     assert payload.get("tool_name") is None  # (the payload itself is not changed)

@@ -18,6 +18,11 @@ from collections.abc import Callable, Sequence
 from ..config import is_utf8
 from ..errors import AfkError, redact
 from ..harnesses import HARNESSES
+
+#: every command: its function, its one-line help, and what adds its own
+#: arguments (``configure_<command>``, beside the command)
+from ..hooklink import parse_argv
+from ..logs import level_of
 from .agents import (
     cmd_hook,
     cmd_hooks,
@@ -89,8 +94,6 @@ from .tasks import (
     configure_status,
 )
 
-#: every command: its function, its one-line help, and what adds its own
-#: arguments (``configure_<command>``, beside the command)
 COMMANDS: dict[
     str,
     tuple[Callable[[argparse.Namespace], int], str, Callable[[Parser], None] | None],
@@ -302,7 +305,6 @@ def command_word(argv: Sequence[str]) -> str | None:
 def main(argv: Sequence[str] | None = None, payload: bytes | None = None) -> int:
     """The command line; ``payload`` is a hook's stdin, when the entry point
     (:mod:`watchdog.__main__`) read it already."""
-    from ..logs import level_of
 
     logging.basicConfig(
         level=level_of(os.environ.get("AFK_LOG_LEVEL"), "WARNING"),
@@ -357,7 +359,6 @@ def hook_args(argv: list[str]) -> argparse.Namespace | None:
     """`afk hook [stop] [--gate] [--config FILE] [--dsn DSN]`, read without
     building the whole parser (some 20 ms of every tool call of an agent);
     None for anything else, which the full parser then reads."""
-    from ..hooklink import parse_argv
 
     parsed = parse_argv(argv)
     if parsed is None or parsed["harness"] not in HARNESSES:

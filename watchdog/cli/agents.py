@@ -10,7 +10,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .. import harnesses
+from .. import harnesses, hooklink
+from ..checks import check_id
+from ..config import load_all
 from ..errors import AfkError, BadInput, dsn_secrets, redact, scrub
 from ..harnesses import HARNESSES, SETTINGS
 from .common import (
@@ -91,7 +93,6 @@ def hook_token_of(settings: Any) -> dict[str, str]:
 def http_hook_settings(args: argparse.Namespace, afk: str) -> dict[str, Any]:
     """`afk hooks claude --transport http`: the service's address from the
     settings (AFK_HOOK_HTTP), the token by name only."""
-    from ..config import load_all
 
     if args.agent_kind != "claude":
         raise BadInput("--transport http is for claude (Claude Code's HTTP hooks)")
@@ -156,7 +157,7 @@ def cmd_hook(args: argparse.Namespace) -> int:
     Always exits 0, within the hook's timeout: a hook must never wedge the
     agent. The only refusals are a deliberate deny (PreToolUse) or block
     (the Stop gate), written as JSON on stdout."""
-    from .. import hooklink, hooks
+    from .. import hooks
 
     signal.signal(signal.SIGALRM, hooklink.give_up)
     # the deadline counts from the process's start (`afk hook` may have asked
@@ -172,7 +173,6 @@ def cmd_hook(args: argparse.Namespace) -> int:
             return EXIT_OK
         if hooks.detached(ctx) and _detach():
             return EXIT_OK  # the agent does not wait: the work goes on in the child
-        from ..config import load_all
 
         settings = load_all(args.config)
         from ..resolve import running_dsn
@@ -272,7 +272,6 @@ def configure_loop(p: Parser) -> None:
 
 def cmd_loop(args: argparse.Namespace) -> int:
     from ..accounts import DEFAULT_ACCOUNT, Accounts
-    from ..config import load_all
     from ..db import Database
     from ..loop import Loop, LoopOptions, agent_variables
     from ..outcome import reading_zone
@@ -303,7 +302,6 @@ def cmd_loop(args: argparse.Namespace) -> int:
         verify=checked_verify(args.verify),
         require_changes=args.require_changes,
     )
-    from ..checks import check_id
     from ..queue import Queue
 
     check_id("account", options.account)
@@ -348,9 +346,8 @@ def _detach() -> bool:
     if os.fork():
         return True
     os.setsid()
-    from ..hooklink import HOOK_DEADLINE
 
-    signal.alarm(HOOK_DEADLINE)  # (an alarm is not inherited across a fork)
+    signal.alarm(hooklink.HOOK_DEADLINE)  # (an alarm is not inherited across a fork)
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)

@@ -7,6 +7,10 @@ import argparse
 import contextlib
 import json
 import os
+import re
+
+#: the longest line of an --file, bytes (a spec is 1 MiB at most by default;
+#: a file with no newline, /dev/zero say, is refused here, not read for good)
 import shutil
 import sys
 from collections.abc import Callable, Mapping
@@ -30,8 +34,6 @@ from .common import (
     workspace_request,
 )
 
-#: the longest line of an --file, bytes (a spec is 1 MiB at most by default;
-#: a file with no newline, /dev/zero say, is refused here, not read for good)
 MAX_LINE = 4 << 20
 
 
@@ -334,11 +336,10 @@ def run_gh(args: list[str]) -> Any:
 
 def github_backlog(repo: str, label: str) -> Any:
     """The open issues of ``repo`` with ``label`` as tasks, read through gh."""
-    import re as _re
 
     from ..backlogs import github_tasks, issue_refs
 
-    if not _re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", repo):
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", repo):
         raise BadInput(f"--repo {repo!r} is not OWNER/NAME")
     run_gh(["auth", "status"])
     fields = "number,title,body,labels,url,state,closedByPullRequestsReferences"

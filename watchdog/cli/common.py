@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -97,7 +98,6 @@ NEXT_HELP = (
 
 
 def _json_default(value: Any) -> Any:
-    from datetime import datetime
 
     if isinstance(value, datetime):
         return value.isoformat()  # ISO 8601 with its offset, as everywhere else
@@ -275,7 +275,6 @@ def account_of(args: argparse.Namespace) -> str | None:
 def parse_when(text: str) -> Any:
     """An ISO 8601 time; one without an offset is read in this machine's zone
     (TZ first), never in whichever zone the database happens to have."""
-    from datetime import datetime
 
     from ..outcome import reading_zone
 

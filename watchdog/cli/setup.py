@@ -6,10 +6,22 @@ import argparse
 import os
 import signal
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .. import logs
+from ..config import (
+    DigestSettings,
+    LoopSettings,
+    QueueSettings,
+    ServiceSettings,
+    describe,
+    load_all,
+    no_destination,
+)
 from ..errors import BadInput
+from ..jobs import JOBS
 
 if TYPE_CHECKING:
     pass
@@ -80,14 +92,12 @@ def configure_watchdog(p: Parser) -> None:
         parents=[common_options()],
         help="run one job once and exit (non-zero if it failed)",
     )
-    from ..jobs import JOBS
 
     tick.add_argument("job", choices=[job.name for job in JOBS if job.tick])
 
 
 def settings_help() -> str:
     """Every setting with its variable and default, for `afk watchdog --help`."""
-    from ..config import DigestSettings, LoopSettings, QueueSettings, ServiceSettings, describe
 
     lines = ["settings (env var, default):"]
     for cls in (ServiceSettings, QueueSettings, LoopSettings, DigestSettings):
@@ -104,8 +114,6 @@ def settings_help() -> str:
 
 
 def cmd_watchdog(args: argparse.Namespace) -> int:
-    from .. import logs
-    from ..config import load_all
     from ..service import Watchdog
 
     settings = load_all(args.config)
@@ -118,8 +126,6 @@ def cmd_watchdog(args: argparse.Namespace) -> int:
         watchdog.close()
         emit(outcome.to_json())
         return EXIT_OK if outcome.ok else EXIT_ERROR
-
-    import threading
 
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -145,7 +151,6 @@ def configure_doctor(p: Parser) -> None:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     from .. import doctor
-    from ..config import load_all
 
     settings = load_all(args.config)
     checks = doctor.run(
@@ -190,7 +195,6 @@ def configure_digest(p: Parser) -> None:
 
 def cmd_digest(args: argparse.Namespace) -> int:
     from .. import delivery
-    from ..config import load_all
     from ..db import Database
 
     # every check of the arguments first: bad input reaches no database
@@ -212,8 +216,6 @@ def cmd_digest(args: argparse.Namespace) -> int:
             emit(delivery.status(db))
             return EXIT_OK
         if not settings.digest.destinations():
-            from ..config import no_destination
-
             raise BadInput(no_destination())
         outcomes = delivery.send_due(db, settings.digest, force=args.force)
         emit({"deliveries": [o.to_json() for o in outcomes]})
@@ -229,7 +231,6 @@ def cmd_digest(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from ..config import load_all
     from ..demo import run
 
     settings = load_all(args.config)

@@ -9,6 +9,8 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from ..brief import resume_brief
+from ..checks import parse_task_id
 from ..config import load_all, parse_duration
 from ..errors import AccountParked, BadInput, LeaseLost
 
@@ -310,7 +312,6 @@ def configure_restore(p: Parser) -> None:
 
 def cmd_restore(args: argparse.Namespace) -> int:
     from .. import workspaces
-    from ..checks import parse_task_id
 
     with open_queue(args) as q:
         emit(workspaces.restore(q.db, parse_task_id(args.id)))
@@ -433,7 +434,6 @@ def configure_resume_brief(p: Parser) -> None:
 
 
 def cmd_resume_brief(args: argparse.Namespace) -> int:
-    from ..brief import resume_brief
 
     task_id = args.id if args.id is not None else os.environ.get("AFK_TASK_ID")
     if task_id is None:
