@@ -14,13 +14,11 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 from ..config import is_utf8
 from ..errors import AfkError, redact
 from ..harnesses import HARNESSES
-
-#: every command: its function, its one-line help, and what adds its own
-#: arguments (``configure_<command>``, beside the command)
 from ..hooklink import parse_argv
 from ..logs import level_of
 from .agents import (
@@ -41,7 +39,16 @@ from .backlog import (
     configure_export,
     configure_import,
 )
-from .common import EXIT_ERROR, EXIT_USAGE, Parser, common_options, logger, package_version
+from .common import (
+    EXIT_ERROR,
+    EXIT_USAGE,
+    Needs,
+    Parser,
+    Resources,
+    common_options,
+    logger,
+    package_version,
+)
 from .setup import (
     cmd_db,
     cmd_demo,
@@ -94,176 +101,198 @@ from .tasks import (
     configure_status,
 )
 
-COMMANDS: dict[
-    str,
-    tuple[Callable[[argparse.Namespace], int], str, Callable[[Parser], None] | None],
-] = {
-    "migrate": (
+
+class Command(NamedTuple):
+    """A command: its function, its one-line help, what adds its own
+    arguments (``configure_<command>``, beside the command), and what it
+    needs opened (:class:`~.common.Resources`): the queue (bounded by
+    AFK_COMMAND_TIMEOUT, after a look at the schema's version, unless said
+    otherwise), the settings and the DSN, or nothing."""
+
+    run: Callable[[argparse.Namespace, Resources], int]
+    help: str
+    configure: Callable[[Parser], None] | None = None
+    needs: Needs = "queue"
+    bounded: bool = True
+    check_schema: bool = True
+
+
+#: every command, as the parser lists them
+COMMANDS: dict[str, Command] = {
+    "migrate": Command(
         cmd_migrate,
         "create or upgrade the schema (safe to repeat)",
         None,
+        bounded=False,
+        check_schema=False,
     ),
-    "enqueue": (
+    "enqueue": Command(
         cmd_enqueue,
         "add tasks to an agent's backlog",
         configure_enqueue,
     ),
-    "claim": (
+    "claim": Command(
         cmd_claim,
         "take the agent's next task (exit 3 if none, with next_at; exit 5 if the "
         "account is parked)",
         configure_claim,
     ),
-    "loop": (
+    "loop": Command(
         cmd_loop,
         "drain the agent's backlog: run CMD ARG... PROMPT per task, reading "
         "usage limits, outages and logins from what it says",
         configure_loop,
     ),
-    "limit": (
+    "limit": Command(
         cmd_limit,
         "parked accounts: list them, park one by hand, or clear one",
         configure_limit,
     ),
-    "checkpoint": (
+    "checkpoint": Command(
         cmd_checkpoint,
         "merge a JSON object into the checkpoint",
         configure_checkpoint,
     ),
-    "heartbeat": (
+    "heartbeat": Command(
         cmd_heartbeat,
         "refresh the lease",
         configure_heartbeat,
     ),
-    "done": (
+    "done": Command(
         cmd_done,
         "finish the task",
         configure_done,
     ),
-    "fail": (
+    "fail": Command(
         cmd_fail,
         "report a failure (retried after a backoff)",
         configure_fail,
     ),
-    "pause": (
+    "pause": Command(
         cmd_pause,
         "pause running tasks (a clean stop spends no attempt)",
         configure_pause,
     ),
-    "status": (
+    "status": Command(
         cmd_status,
         "task counts per state",
         configure_status,
     ),
-    "show": (
+    "show": Command(
         cmd_show,
         "one task with its history",
         configure_show,
     ),
-    "dead": (
+    "dead": Command(
         cmd_dead,
         "failed tasks",
         configure_dead,
     ),
-    "import": (
+    "import": Command(
         cmd_import,
         "import a backlog written elsewhere: afk import prd PATH (a Ralph prd.json)",
         configure_import,
     ),
-    "export": (
+    "export": Command(
         cmd_export,
         "write what is done back: afk export prd PATH (passes: true per done story)",
         configure_export,
     ),
-    "review": (
+    "review": Command(
         cmd_review,
         "the done tasks' work to review: branch, commits, what changed, the check, "
         "the pull request, how far behind and what conflicts with the base",
         configure_review,
     ),
-    "gc": (
+    "gc": Command(
         cmd_gc,
         "remove the worktrees of done tasks that are merged and clean; --force saves "
         "the rest first (afk restore brings one back)",
         configure_gc,
     ),
-    "restore": (
+    "restore": Command(
         cmd_restore,
         "bring back a worktree that afk gc --force saved, byte for byte",
         configure_restore,
     ),
-    "retry": (
+    "retry": Command(
         cmd_retry,
         "put failed tasks back to todo",
         configure_retry,
     ),
-    "ask": (
+    "ask": Command(
         cmd_ask,
         "inside the agent: ask a person; the task waits for the answer",
         configure_ask,
     ),
-    "answer": (
+    "answer": Command(
         cmd_answer,
         "answer a task's question: it goes back to todo",
         configure_answer,
     ),
-    "questions": (
+    "questions": Command(
         cmd_questions,
         "the open questions of the agents",
         configure_questions,
     ),
-    "reclaim": (
+    "reclaim": Command(
         cmd_reclaim,
         "reclaim expired leases once",
         None,
     ),
-    "db": (
+    "db": Command(
         cmd_db,
         "the embedded PostgreSQL server",
         configure_db,
+        needs="nothing",
     ),
-    "demo": (
+    "demo": Command(
         cmd_demo,
         "a crash and a resume on a small backlog, end to end",
         None,
+        needs="settings",
     ),
-    "once": (
+    "once": Command(
         cmd_once,
         "run a command as a side effect of the task, at most once: "
         "later runs replay its recorded stdout and exit status",
         configure_once,
     ),
-    "hooks": (
+    "hooks": Command(
         cmd_hooks,
         "print (or install) agent hook settings",
         configure_hooks,
+        needs="settings",
     ),
-    "hook": (
+    "hook": Command(
         cmd_hook,
         "run as an agent hook: reads one hook payload on stdin and "
         "acts on its hook_event_name; always exits 0",
         configure_hook,
+        needs="settings",
     ),
-    "doctor": (
+    "doctor": Command(
         cmd_doctor,
         "check the setup: the database, the watchdog service, the clock, the settings, "
         "and the agents' hook settings (exit 1 with a line per problem)",
         configure_doctor,
+        needs="settings",
     ),
-    "resume-brief": (
+    "resume-brief": Command(
         cmd_resume_brief,
         "a Markdown note for the next session",
         configure_resume_brief,
     ),
-    "digest": (
+    "digest": Command(
         cmd_digest,
         "the morning digest: print it, send it, or show deliveries",
         configure_digest,
     ),
-    "watchdog": (
+    "watchdog": Command(
         cmd_watchdog,
         "the watchdog service",
         configure_watchdog,
+        needs="settings",
     ),
 }
 
@@ -282,11 +311,10 @@ def build_parser() -> argparse.ArgumentParser:
         dest="subcommand", required=True, metavar="COMMAND", parser_class=Parser
     )
     parser.commands = sub.choices  # type: ignore[attr-defined]
-    for name, (func, help, configure) in COMMANDS.items():
-        p = sub.add_parser(name, parents=[common], help=help, description=help)
-        p.set_defaults(func=func)
-        if configure is not None:
-            configure(p)
+    for name, command in COMMANDS.items():
+        p = sub.add_parser(name, parents=[common], help=command.help, description=command.help)
+        if command.configure is not None:
+            command.configure(p)
     return parser
 
 
@@ -347,7 +375,7 @@ def main(argv: Sequence[str] | None = None, payload: bytes | None = None) -> int
         commands = getattr(parser, "commands", {})
         where = commands.get(getattr(args, "subcommand", None), parser)
         where.error(f"unrecognized arguments: {' '.join(extra)}")
-    if args.func in (cmd_once, cmd_loop):
+    if args.subcommand in ("once", "loop"):
         args.command = command
     for name in ("dsn", "config"):
         if not hasattr(args, name):
@@ -365,13 +393,20 @@ def hook_args(argv: list[str]) -> argparse.Namespace | None:
         return None
     if any(isinstance(v, str) and not is_utf8(v) for v in parsed.values()):
         return None
-    return argparse.Namespace(func=cmd_hook, payload=None, **parsed)
+    return argparse.Namespace(subcommand="hook", payload=None, **parsed)
 
 
 def run_command(args: argparse.Namespace) -> int:
-    """Run a parsed command: an AfkError is one line and its exit status."""
+    """Run a parsed command, the one bootstrap: what it needs is opened when
+    it first asks (:class:`~.common.Resources`) and closed after it; an
+    AfkError is one line and its exit status."""
+    command = COMMANDS[args.subcommand]
+    res = Resources(args, command.needs, bounded=command.bounded, check_schema=command.check_schema)
     try:
-        code: int = args.func(args)
+        try:
+            code: int = command.run(args, res)
+        finally:
+            res.close()
         sys.stdout.flush()
     except AfkError as exc:
         print(f"afk: {exc}", file=sys.stderr)

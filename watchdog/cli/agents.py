@@ -12,22 +12,20 @@ from typing import Any
 
 from .. import harnesses, hooklink
 from ..checks import check_id
-from ..config import load_all
 from ..errors import AfkError, BadInput, dsn_secrets, redact, scrub
 from ..harnesses import HARNESSES, SETTINGS
 from .common import (
     EXIT_OK,
     Parser,
+    Resources,
     account_of,
     account_option,
     agent_of,
     agent_option,
     checked_verify,
-    database_of,
     duration_arg,
     emit,
     lease_option,
-    open_queue,
     parse_when,
     runner_of,
     runner_option,
@@ -67,12 +65,12 @@ def configure_hooks(p: Parser) -> None:
     )
 
 
-def cmd_hooks(args: argparse.Namespace) -> int:
+def cmd_hooks(args: argparse.Namespace, res: Resources) -> int:
 
     # the hooks run afk's entry point by the interpreter this afk runs in
     afk = os.path.abspath(sys.executable)
     if args.transport == "http" or args.fail_closed:
-        ours = http_hook_settings(args, afk)
+        ours = http_hook_settings(args, afk, res)
     else:
         ours = harnesses.SETTINGS[args.agent_kind](afk, args.gate, hook_database_args(args))
     if args.install is None:
@@ -90,7 +88,7 @@ def hook_token_of(settings: Any) -> dict[str, str]:
     return {"AFK_HOOK_TOKEN": token} if token and "AFK_HOOK_TOKEN" not in os.environ else {}
 
 
-def http_hook_settings(args: argparse.Namespace, afk: str) -> dict[str, Any]:
+def http_hook_settings(args: argparse.Namespace, afk: str, res: Resources) -> dict[str, Any]:
     """`afk hooks claude --transport http`: the service's address from the
     settings (AFK_HOOK_HTTP), the token by name only."""
 
@@ -98,7 +96,7 @@ def http_hook_settings(args: argparse.Namespace, afk: str) -> dict[str, Any]:
         raise BadInput("--transport http is for claude (Claude Code's HTTP hooks)")
     if args.transport != "http":
         raise BadInput("--fail-closed goes with --transport http")
-    service = load_all(args.config).service
+    service = res.settings.service
     if not service.hook_http:
         raise BadInput(
             "--transport http needs the watchdog service's hook address: set AFK_HOOK_HTTP "
@@ -152,7 +150,7 @@ def configure_hook(p: Parser) -> None:
     )
 
 
-def cmd_hook(args: argparse.Namespace) -> int:
+def cmd_hook(args: argparse.Namespace, res: Resources) -> int:
     """An agent hook: one payload on stdin, acted on by its hook_event_name.
     Always exits 0, within the hook's timeout: a hook must never wedge the
     agent. The only refusals are a deliberate deny (PreToolUse) or block
@@ -174,9 +172,9 @@ def cmd_hook(args: argparse.Namespace) -> int:
         if hooks.detached(ctx) and _detach():
             return EXIT_OK  # the agent does not wait: the work goes on in the child
 
-        settings = load_all(args.config)
         from ..resolve import running_dsn
 
+        settings = res.settings
         dsn = running_dsn(args.dsn, settings=settings, note=say)
         if dsn is None:
             print(
@@ -209,7 +207,7 @@ def configure_limit(p: Parser) -> None:
     p.add_argument("--clear", action="store_true", help="unpark the account")
 
 
-def cmd_limit(args: argparse.Namespace) -> int:
+def cmd_limit(args: argparse.Namespace, res: Resources) -> int:
     from ..accounts import Accounts
 
     if args.clear and (args.until is not None or args.reason is not None):
@@ -219,19 +217,18 @@ def cmd_limit(args: argparse.Namespace) -> int:
     if args.reason is not None and args.until is None:
         raise BadInput("--reason goes with --until")
     until = parse_when(args.until) if args.until is not None else None
-    with open_queue(args) as q:
-        accounts = Accounts(q.db)
-        if args.clear:
-            cleared = accounts.clear(args.account, who=os.environ.get("USER"))
-            emit({"cleared": [p.to_json() for p in cleared]})
-            if not cleared:
-                print(f"afk: account {args.account!r} was not parked", file=sys.stderr)
-            return EXIT_OK
-        if until is not None:
-            reason = args.reason or f"parked by hand by {os.environ.get('USER') or 'a person'}"
-            emit(accounts.park_by_hand(args.account, reason, until).to_json())
-            return EXIT_OK
-        emit([p.to_json() for p in accounts.parked(args.account)])
+    accounts = Accounts(res.queue.db)
+    if args.clear:
+        cleared = accounts.clear(args.account, who=os.environ.get("USER"))
+        emit({"cleared": [p.to_json() for p in cleared]})
+        if not cleared:
+            print(f"afk: account {args.account!r} was not parked", file=sys.stderr)
+        return EXIT_OK
+    if until is not None:
+        reason = args.reason or f"parked by hand by {os.environ.get('USER') or 'a person'}"
+        emit(accounts.park_by_hand(args.account, reason, until).to_json())
+        return EXIT_OK
+    emit([p.to_json() for p in accounts.parked(args.account)])
     return EXIT_OK
 
 
@@ -270,9 +267,8 @@ def configure_loop(p: Parser) -> None:
     )
 
 
-def cmd_loop(args: argparse.Namespace) -> int:
+def cmd_loop(args: argparse.Namespace, res: Resources) -> int:
     from ..accounts import DEFAULT_ACCOUNT, Accounts
-    from ..db import Database
     from ..loop import Loop, LoopOptions, agent_variables
     from ..outcome import reading_zone
 
@@ -282,8 +278,7 @@ def cmd_loop(args: argparse.Namespace) -> int:
         raise BadInput("--max-tasks must be at least 1")
     agent = agent_of(args)
     assert agent is not None
-    settings = load_all(args.config)
-    dsn = database_of(args, settings)
+    settings = res.settings
 
     zone = settings.digest.day_zone()
     options = LoopOptions(
@@ -305,7 +300,8 @@ def cmd_loop(args: argparse.Namespace) -> int:
     from ..queue import Queue
 
     check_id("account", options.account)
-    queue = Queue(Database(dsn, pool_size=2), settings=settings.queue)
+    dsn = res.dsn
+    queue = Queue(res.database(pool_size=2), settings=settings.queue)
     accounts = Accounts(queue.db)
     loop = Loop(
         queue,
@@ -318,10 +314,7 @@ def cmd_loop(args: argparse.Namespace) -> int:
     )
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, loop.request_stop)
-    try:
-        return loop.run()
-    finally:
-        queue.close()
+    return loop.run()
 
 
 def account_alert(db: Any, settings: Any) -> Any:

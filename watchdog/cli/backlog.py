@@ -23,11 +23,11 @@ from ..text import one_line
 from .common import (
     EXIT_OK,
     Parser,
+    Resources,
     agent_of,
     agent_option,
     common_options,
     emit,
-    open_queue,
     parse_object,
     parse_when,
     workspace_options,
@@ -199,7 +199,7 @@ def check_branches(
         named.add((ws["repo"], ws["branch"]))
 
 
-def cmd_enqueue(args: argparse.Namespace) -> int:
+def cmd_enqueue(args: argparse.Namespace, res: Resources) -> int:
     agent = agent_of(args)
     if args.file is not None:
         if args.title is not None or args.spec is not None or args.key is not None:
@@ -243,20 +243,20 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
         for task in tasks:
             task.setdefault("max_attempts", args.max_attempts)
     assert agent is not None
-    with open_queue(args) as q:
-        check_branches(
-            q,
-            [task.get("workspace") for task in tasks],
-            lambda n: f"{args.file}: line {n}: " if args.file is not None else "",
-        )
-        try:
-            result = q.enqueue(agent, tasks)
-        except BadInput as exc:
-            if args.file is not None:
-                tail = "" if "nothing was enqueued" in str(exc) else "; nothing was enqueued"
-                raise BadInput(f"{args.file}: {exc}{tail}") from None
-            raise
-        emit(result.to_json())
+    q = res.queue
+    check_branches(
+        q,
+        [task.get("workspace") for task in tasks],
+        lambda n: f"{args.file}: line {n}: " if args.file is not None else "",
+    )
+    try:
+        result = q.enqueue(agent, tasks)
+    except BadInput as exc:
+        if args.file is not None:
+            tail = "" if "nothing was enqueued" in str(exc) else "; nothing was enqueued"
+            raise BadInput(f"{args.file}: {exc}{tail}") from None
+        raise
+    emit(result.to_json())
     return EXIT_OK
 
 
@@ -383,13 +383,13 @@ def github_backlog(repo: str, label: str) -> Any:
     return github_tasks(repo, issues, prs, closed)
 
 
-def cmd_import(args: argparse.Namespace) -> int:
+def cmd_import(args: argparse.Namespace, res: Resources) -> int:
     if args.source == "github":
-        return import_github(args)
-    return import_prd(args)
+        return import_github(args, res)
+    return import_prd(args, res)
 
 
-def import_github(args: argparse.Namespace) -> int:
+def import_github(args: argparse.Namespace, res: Resources) -> int:
     agent = agent_of(args)
     assert agent is not None
     found = github_backlog(args.repo, args.label)
@@ -405,8 +405,7 @@ def import_github(args: argparse.Namespace) -> int:
             }
         )
         return EXIT_OK
-    with open_queue(args) as q:
-        result = q.enqueue(agent, found.tasks)
+    result = res.queue.enqueue(agent, found.tasks)
     if not result.enqueued and found.tasks:
         print(
             f"afk: nothing new in {args.repo}: its {len(found.tasks)} issues are enqueued already",
@@ -416,7 +415,7 @@ def import_github(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def import_prd(args: argparse.Namespace) -> int:
+def import_prd(args: argparse.Namespace, res: Resources) -> int:
     from ..backlogs import prd_tasks
     from ..models import NewTask
 
@@ -451,10 +450,10 @@ def import_prd(args: argparse.Namespace) -> int:
             }
         )
         return EXIT_OK
-    with open_queue(args) as q:
-        known = q.states_by_key(str(t.key) for t in tasks)
-        check_branches(q, [t.workspace for t in tasks if t.key not in known], lambda n: "")
-        result = q.enqueue(agent, tasks)
+    q = res.queue
+    known = q.states_by_key(str(t.key) for t in tasks)
+    check_branches(q, [t.workspace for t in tasks if t.key not in known], lambda n: "")
+    result = q.enqueue(agent, tasks)
     out = {**result.to_json(), "passing": prd.passing}
     if not result.enqueued and tasks:
         print(
@@ -481,14 +480,13 @@ def configure_export(p: Parser) -> None:
     )
 
 
-def cmd_export(args: argparse.Namespace) -> int:
+def cmd_export(args: argparse.Namespace, res: Resources) -> int:
     from ..backlogs import prd_key, prd_with_passes, read_prd, story_ids
 
     text, name = read_prd_file(args.path)
     doc, prd_name = read_prd(text, name)
     ids = story_ids(doc, name)
-    with open_queue(args) as q:
-        states = q.states_by_key(prd_key(prd_name, sid) for sid in ids)
+    states = res.queue.states_by_key(prd_key(prd_name, sid) for sid in ids)
     done = [sid for sid in ids if states.get(prd_key(prd_name, sid)) == "done"]
     new_text, flipped = prd_with_passes(text, name, done)
     if flipped and not args.dry_run:

@@ -1,5 +1,5 @@
 """What the commands share: the exit statuses, the options several take,
-JSON out, and opening the queue."""
+JSON out, and what a command uses, opened for it (:class:`Resources`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import os
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from .. import credential
 from ..checks import check_id, check_token, json_type
@@ -18,6 +18,7 @@ from ..config import load_all, parse_duration
 from ..errors import AfkError, BadInput
 
 if TYPE_CHECKING:
+    from ..config import Settings
     from ..db import Database
     from ..queue import Queue
 
@@ -163,23 +164,89 @@ def database_of(args: argparse.Namespace, settings: Any) -> str:
     return resolve_dsn(args.dsn, settings=settings, note=say)
 
 
-def open_queue(
-    args: argparse.Namespace, *, timeout: bool = True, check_schema: bool = True
-) -> Queue:
-    """The queue of a CLI command: one connection, and statements bounded by
-    AFK_COMMAND_TIMEOUT (a locked row must not stall a heartbeat for good).
-    A schema newer than this afk is said once (its writes may miss what the
-    newer one expects)."""
-    from ..db import Database
-    from ..queue import Queue
+#: what a command uses, which the bootstrap opens for it (in this order of
+#: reach: a command that needs the queue has the settings and the DSN too)
+Needs = Literal["nothing", "settings", "queue"]
+_REACH: dict[str, int] = {"nothing": 0, "settings": 1, "queue": 2}
 
-    settings = load_all(args.config)
-    dsn = database_of(args, settings)
-    limit = settings.queue.command_timeout if timeout else 0
-    db = Database(dsn, pool_size=None, statement_timeout=limit or None)
-    if check_schema:
-        newer_schema(db)
-    return Queue(db, settings=settings.queue)
+
+class Resources:
+    """What a command uses, opened by the one bootstrap (``run_command``)
+    when the command first asks for it and closed after the command: the
+    settings, the database it talks to (the DSN), the queue, a database of
+    its own. Nothing is opened before the command asks, so a command checks
+    its input first and bad input reaches no database. A command declares
+    what it needs in the command table, and cannot reach past it."""
+
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        needs: Needs = "queue",
+        *,
+        bounded: bool = True,
+        check_schema: bool = True,
+    ) -> None:
+        self.args, self.needs = args, needs
+        self.bounded, self.check_schema = bounded, check_schema
+        self._settings: Settings | None = None
+        self._dsn: str | None = None
+        self._queue: Queue | None = None
+        self._databases: list[Database] = []
+
+    def _reach(self, what: str, needs: Needs) -> None:
+        if _REACH[self.needs] < _REACH[needs]:
+            raise RuntimeError(f"a command that needs {self.needs} asked for {what}")
+
+    @property
+    def settings(self) -> Settings:
+        """The settings (--config, AFK_CONFIG, AFK_*), loaded once."""
+        self._reach("the settings", "settings")
+        if self._settings is None:
+            self._settings = load_all(self.args.config)
+        return self._settings
+
+    @property
+    def dsn(self) -> str:
+        """The DSN this command talks to (resolve.resolve_dsn), saying on
+        stderr when it is the embedded server's (started if need be)."""
+        self._reach("the database", "settings")
+        if self._dsn is None:
+            self._dsn = database_of(self.args, self.settings)
+        return self._dsn
+
+    @property
+    def queue(self) -> Queue:
+        """The queue: one connection, and statements bounded by
+        AFK_COMMAND_TIMEOUT (a locked row must not stall a heartbeat for
+        good) unless the command is declared unbounded. A schema newer than
+        this afk is said once (its writes may miss what the newer one expects)."""
+        self._reach("the queue", "queue")
+        if self._queue is None:
+            from ..db import Database
+            from ..queue import Queue
+
+            limit = self.settings.queue.command_timeout if self.bounded else 0
+            db = Database(self.dsn, pool_size=None, statement_timeout=limit or None)
+            if self.check_schema:
+                newer_schema(db)
+            self._queue = Queue(db, settings=self.settings.queue)
+        return self._queue
+
+    def database(self, pool_size: int | None = None) -> Database:
+        """A database of the command's own (a pool for ``afk loop``'s
+        heartbeat beside its statements), closed after the command."""
+        self._reach("a database", "queue")
+        from ..db import Database
+
+        db = Database(self.dsn, pool_size=pool_size)
+        self._databases.append(db)
+        return db
+
+    def close(self) -> None:
+        if self._queue is not None:
+            self._queue.close()
+        for db in self._databases:
+            db.close()
 
 
 def newer_schema(db: Database) -> None:

@@ -17,7 +17,6 @@ from ..config import (
     QueueSettings,
     ServiceSettings,
     describe,
-    load_all,
     no_destination,
 )
 from ..errors import BadInput
@@ -29,20 +28,19 @@ from .common import (
     EXIT_ERROR,
     EXIT_OK,
     Parser,
+    Resources,
     common_options,
-    database_of,
     emit,
     newer_schema,
-    open_queue,
 )
 
 
-def cmd_migrate(args: argparse.Namespace) -> int:
+def cmd_migrate(args: argparse.Namespace, res: Resources) -> int:
 
-    with open_queue(args, timeout=False, check_schema=False) as q:
-        applied = q.migrate()
-        emit({"applied": applied, "version": q.db.schema_version()})
-        newer_schema(q.db)
+    q = res.queue
+    applied = q.migrate()
+    emit({"applied": applied, "version": q.db.schema_version()})
+    newer_schema(q.db)
     return EXIT_OK
 
 
@@ -50,7 +48,7 @@ def configure_db(p: Parser) -> None:
     p.add_argument("action", choices=["status", "start", "stop"])
 
 
-def cmd_db(args: argparse.Namespace) -> int:
+def cmd_db(args: argparse.Namespace, res: Resources) -> int:
     from .. import embedded
 
     afk_home = embedded.home()
@@ -113,12 +111,12 @@ def settings_help() -> str:
     return "\n".join(lines)
 
 
-def cmd_watchdog(args: argparse.Namespace) -> int:
+def cmd_watchdog(args: argparse.Namespace, res: Resources) -> int:
     from ..service import Watchdog
 
-    settings = load_all(args.config)
+    settings = res.settings
     settings.check_service()
-    dsn = database_of(args, settings)
+    dsn = res.dsn
     logs.configure(os.environ.get("AFK_LOG_LEVEL", "INFO"), settings.service.log_format, dsn)
     watchdog = Watchdog(dsn, settings)
     if args.action == "tick":
@@ -149,13 +147,12 @@ def configure_doctor(p: Parser) -> None:
     )
 
 
-def cmd_doctor(args: argparse.Namespace) -> int:
+def cmd_doctor(args: argparse.Namespace, res: Resources) -> int:
     from .. import doctor
 
-    settings = load_all(args.config)
     checks = doctor.run(
-        database_of(args, settings),
-        settings,
+        res.dsn,
+        res.settings,
         Path(args.project or os.getcwd()),
         Path.home(),
         # as a hook of this command's database asks the service
@@ -193,9 +190,8 @@ def configure_digest(p: Parser) -> None:
     )
 
 
-def cmd_digest(args: argparse.Namespace) -> int:
+def cmd_digest(args: argparse.Namespace, res: Resources) -> int:
     from .. import delivery
-    from ..db import Database
 
     # every check of the arguments first: bad input reaches no database
     if args.force and args.action != "send":
@@ -206,32 +202,28 @@ def cmd_digest(args: argparse.Namespace) -> int:
         )
     if args.format is not None and args.action is not None:
         raise BadInput("--format goes with --dry-run (or no action): what is printed")
-    settings = load_all(args.config)
-    db = Database(database_of(args, settings))
-    try:
-        if args.dry_run or args.action is None:
-            sys.stdout.write(delivery.dry_run(db, settings.digest, args.format or "text"))
-            return EXIT_OK
-        if args.action == "status":
-            emit(delivery.status(db))
-            return EXIT_OK
-        if not settings.digest.destinations():
-            raise BadInput(no_destination())
-        outcomes = delivery.send_due(db, settings.digest, force=args.force)
-        emit({"deliveries": [o.to_json() for o in outcomes]})
-        if not outcomes:
-            print(
-                "afk: nothing to send: this period's digest was delivered already, is "
-                "waiting for a retry, or is being sent (--force sends anyway)",
-                file=sys.stderr,
-            )
-        return EXIT_OK if all(o.state == "delivered" for o in outcomes) else EXIT_ERROR
-    finally:
-        db.close()
+    settings = res.settings
+    if args.action == "send" and not settings.digest.destinations():
+        raise BadInput(no_destination())
+    db = res.database()
+    if args.dry_run or args.action is None:
+        sys.stdout.write(delivery.dry_run(db, settings.digest, args.format or "text"))
+        return EXIT_OK
+    if args.action == "status":
+        emit(delivery.status(db))
+        return EXIT_OK
+    outcomes = delivery.send_due(db, settings.digest, force=args.force)
+    emit({"deliveries": [o.to_json() for o in outcomes]})
+    if not outcomes:
+        print(
+            "afk: nothing to send: this period's digest was delivered already, is "
+            "waiting for a retry, or is being sent (--force sends anyway)",
+            file=sys.stderr,
+        )
+    return EXIT_OK if all(o.state == "delivered" for o in outcomes) else EXIT_ERROR
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
+def cmd_demo(args: argparse.Namespace, res: Resources) -> int:
     from ..demo import run
 
-    settings = load_all(args.config)
-    return run(database_of(args, settings))
+    return run(res.dsn)

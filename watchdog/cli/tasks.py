@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..brief import resume_brief
 from ..checks import parse_task_id
-from ..config import load_all, parse_duration
+from ..config import parse_duration
 from ..errors import AccountParked, BadInput, LeaseLost
 
 if TYPE_CHECKING:
+    from ..config import Settings
     from ..models import Task
     from ..queue import Queue
 
@@ -25,6 +26,7 @@ from .common import (
     MAX_SINCE,
     NEXT_HELP,
     Parser,
+    Resources,
     account_of,
     account_option,
     agent_of,
@@ -32,7 +34,6 @@ from .common import (
     emit,
     fenced_options,
     lease_option,
-    open_queue,
     parse_json,
     parse_object,
     runner_of,
@@ -49,28 +50,28 @@ def configure_claim(p: Parser) -> None:
     account_option(p)
 
 
-def cmd_claim(args: argparse.Namespace) -> int:
+def cmd_claim(args: argparse.Namespace, res: Resources) -> int:
 
     agent = agent_of(args)
     assert agent is not None
-    with open_queue(args) as q:
-        try:
-            claimed = q.take(
-                agent, runner=runner_of(args), lease_seconds=args.lease, account=account_of(args)
-            )
-        except AccountParked as parked:
-            emit(parked.to_json())
-            print(f"afk: {parked}", file=sys.stderr)
-            return EXIT_PARKED
-        if claimed.task is None:
-            emit({"next_at": claimed.next_at})
-            print(f"afk: nothing to claim for agent {agent!r}", file=sys.stderr)
-            return EXIT_EMPTY
-        emit({**claimed.task.to_json(), **claim_workspace(q, claimed.task, args.config)})
+    q = res.queue
+    try:
+        claimed = q.take(
+            agent, runner=runner_of(args), lease_seconds=args.lease, account=account_of(args)
+        )
+    except AccountParked as parked:
+        emit(parked.to_json())
+        print(f"afk: {parked}", file=sys.stderr)
+        return EXIT_PARKED
+    if claimed.task is None:
+        emit({"next_at": claimed.next_at})
+        print(f"afk: nothing to claim for agent {agent!r}", file=sys.stderr)
+        return EXIT_EMPTY
+    emit({**claimed.task.to_json(), **claim_workspace(q, claimed.task, res.settings)})
     return EXIT_OK
 
 
-def claim_workspace(q: Queue, task: Task, config: str | None) -> dict[str, Any]:
+def claim_workspace(q: Queue, task: Task, settings: Settings) -> dict[str, Any]:
     """A claimed task's worktree (made at its first claim), as `afk claim`
     prints it; a worktree that cannot be made gives the task back, paused."""
     if task.workspace is None:
@@ -78,7 +79,6 @@ def claim_workspace(q: Queue, task: Task, config: str | None) -> dict[str, Any]:
     from .. import workspaces
     from ..outcome import Outcome
 
-    settings = load_all(config)
     try:
         ws = workspaces.prepare(q.db, task.id, task.title, settings.loop.ports_per_task)
     except workspaces.WorkspaceError as exc:
@@ -92,11 +92,10 @@ def configure_checkpoint(p: Parser) -> None:
     p.add_argument("--patch", required=True, help="JSON object, or @FILE")
 
 
-def cmd_checkpoint(args: argparse.Namespace) -> int:
+def cmd_checkpoint(args: argparse.Namespace, res: Resources) -> int:
     patch = parse_object(args.patch, "--patch")
     task_id, token = task_of(args)
-    with open_queue(args) as q:
-        emit(q.checkpoint(task_id, patch, token=token).to_json())
+    emit(res.queue.checkpoint(task_id, patch, token=token).to_json())
     return EXIT_OK
 
 
@@ -104,10 +103,9 @@ def configure_heartbeat(p: Parser) -> None:
     fenced_options(p)
 
 
-def cmd_heartbeat(args: argparse.Namespace) -> int:
+def cmd_heartbeat(args: argparse.Namespace, res: Resources) -> int:
     task_id, token = task_of(args)
-    with open_queue(args) as q:
-        emit(q.heartbeat(task_id, token=token).to_json())
+    emit(res.queue.heartbeat(task_id, token=token).to_json())
     return EXIT_OK
 
 
@@ -117,13 +115,13 @@ def configure_done(p: Parser) -> None:
     p.add_argument("--next", action="store_true", help=NEXT_HELP)
 
 
-def cmd_done(args: argparse.Namespace) -> int:
+def cmd_done(args: argparse.Namespace, res: Resources) -> int:
     result = parse_json(args.result, "--result") if args.result is not None else None
     task_id, token = task_of(args)
-    with open_queue(args) as q:
-        if args.next:
-            return emit_next(q.done(task_id, result, token=token, claim_next=True))
-        emit(q.done(task_id, result, token=token).to_json())
+    q = res.queue
+    if args.next:
+        return emit_next(q.done(task_id, result, token=token, claim_next=True))
+    emit(q.done(task_id, result, token=token).to_json())
     return EXIT_OK
 
 
@@ -133,12 +131,12 @@ def configure_fail(p: Parser) -> None:
     p.add_argument("--next", action="store_true", help=NEXT_HELP)
 
 
-def cmd_fail(args: argparse.Namespace) -> int:
+def cmd_fail(args: argparse.Namespace, res: Resources) -> int:
     task_id, token = task_of(args)
-    with open_queue(args) as q:
-        if args.next:
-            return emit_next(q.fail(task_id, args.error, token=token, claim_next=True))
-        emit(q.fail(task_id, args.error, token=token).to_json())
+    q = res.queue
+    if args.next:
+        return emit_next(q.fail(task_id, args.error, token=token, claim_next=True))
+    emit(q.fail(task_id, args.error, token=token).to_json())
     return EXIT_OK
 
 
@@ -164,7 +162,7 @@ def configure_pause(p: Parser) -> None:
     token_option(p)
 
 
-def cmd_pause(args: argparse.Namespace) -> int:
+def cmd_pause(args: argparse.Namespace, res: Resources) -> int:
     one_task = args.id is not None or (
         args.runner is None and args.agent is None and "AFK_TASK_ID" in os.environ
     )
@@ -172,15 +170,14 @@ def cmd_pause(args: argparse.Namespace) -> int:
         raise BadInput(
             "pause needs what to pause: a task (ID --token T, or AFK_TASK_ID), --agent, or --runner"
         )
-    with open_queue(args) as q:
-        if one_task:
-            task_id, token = task_of(args)
-            q.pause_task(task_id, token=token)
-            emit({"paused": 1})
-            return EXIT_OK
-        runner = runner_of(args)
-        agent = agent_of(args, required=runner is None)
-        emit({"paused": len(q.pause(agent, runner=runner))})
+    if one_task:
+        task_id, token = task_of(args)
+        res.queue.pause_task(task_id, token=token)
+        emit({"paused": 1})
+        return EXIT_OK
+    runner = runner_of(args)
+    agent = agent_of(args, required=runner is None)
+    emit({"paused": len(res.queue.pause(agent, runner=runner))})
     return EXIT_OK
 
 
@@ -188,9 +185,8 @@ def configure_status(p: Parser) -> None:
     agent_option(p)
 
 
-def cmd_status(args: argparse.Namespace) -> int:
-    with open_queue(args) as q:
-        emit(q.status(agent_of(args, required=False)))
+def cmd_status(args: argparse.Namespace, res: Resources) -> int:
+    emit(res.queue.status(agent_of(args, required=False)))
     return EXIT_OK
 
 
@@ -198,24 +194,24 @@ def configure_show(p: Parser) -> None:
     p.add_argument("id")
 
 
-def cmd_show(args: argparse.Namespace) -> int:
+def cmd_show(args: argparse.Namespace, res: Resources) -> int:
     from .. import workspaces
 
-    with open_queue(args) as q:
-        task, history = q.show(args.id)
-        runs = q.runs(task)
-        costs = [r["cost_usd"] for r in runs if r["cost_usd"] is not None]
-        emit(
-            {
-                **task.to_json(),
-                "workspace": workspaces.view(q.db, task.id, task.workspace),
-                "cost_usd": round(sum(costs), 6) if costs else None,
-                "history": history,
-                "runs": runs,
-                "questions": q.task_questions(task),
-                "after": q.waits_for(task),
-            }
-        )
+    q = res.queue
+    task, history = q.show(args.id)
+    runs = q.runs(task)
+    costs = [r["cost_usd"] for r in runs if r["cost_usd"] is not None]
+    emit(
+        {
+            **task.to_json(),
+            "workspace": workspaces.view(q.db, task.id, task.workspace),
+            "cost_usd": round(sum(costs), 6) if costs else None,
+            "history": history,
+            "runs": runs,
+            "questions": q.task_questions(task),
+            "after": q.waits_for(task),
+        }
+    )
     return EXIT_OK
 
 
@@ -225,16 +221,15 @@ def configure_review(p: Parser) -> None:
     p.add_argument("--json", action="store_true", help="one JSON list instead of text")
 
 
-def cmd_review(args: argparse.Namespace) -> int:
+def cmd_review(args: argparse.Namespace, res: Resources) -> int:
     from .. import workspaces
 
     since = parse_duration(args.since) if args.since is not None else 86400.0
     if since > MAX_SINCE:
         raise BadInput(f"--since {args.since} is longer than 100 years")
-    with open_queue(args) as q:
-        items = workspaces.to_review(
-            q.db, agent=agent_of(args, required=False), since_seconds=since
-        )
+    items = workspaces.to_review(
+        res.queue.db, agent=agent_of(args, required=False), since_seconds=since
+    )
     if args.json:
         emit(items)
         return EXIT_OK
@@ -289,12 +284,11 @@ def configure_gc(p: Parser) -> None:
     p.add_argument("--json", action="store_true", help="the report as JSON")
 
 
-def cmd_gc(args: argparse.Namespace) -> int:
+def cmd_gc(args: argparse.Namespace, res: Resources) -> int:
     from .. import workspaces
 
     older = parse_duration(args.older_than) if args.older_than is not None else 0.0
-    with open_queue(args) as q:
-        report = workspaces.gc(q.db, older_than=older, force=args.force, dry_run=args.dry_run)
+    report = workspaces.gc(res.queue.db, older_than=older, force=args.force, dry_run=args.dry_run)
     if args.json:
         emit(report)
         return EXIT_OK
@@ -310,11 +304,10 @@ def configure_restore(p: Parser) -> None:
     p.add_argument("id", help="the task whose saved worktree comes back")
 
 
-def cmd_restore(args: argparse.Namespace) -> int:
+def cmd_restore(args: argparse.Namespace, res: Resources) -> int:
     from .. import workspaces
 
-    with open_queue(args) as q:
-        emit(workspaces.restore(q.db, parse_task_id(args.id)))
+    emit(workspaces.restore(res.queue.db, parse_task_id(args.id)))
     return EXIT_OK
 
 
@@ -323,12 +316,11 @@ def configure_dead(p: Parser) -> None:
     p.add_argument("--since", help="e.g. 1h, 30m, 7d")
 
 
-def cmd_dead(args: argparse.Namespace) -> int:
+def cmd_dead(args: argparse.Namespace, res: Resources) -> int:
     since = parse_duration(args.since) if args.since is not None else None
     if since is not None and since > MAX_SINCE:
         raise BadInput(f"--since {args.since} is longer than 100 years")
-    with open_queue(args) as q:
-        emit([t.to_json() for t in q.dead(agent_of(args, required=False), since_seconds=since)])
+    emit([t.to_json() for t in res.queue.dead(agent_of(args, required=False), since_seconds=since)])
     return EXIT_OK
 
 
@@ -342,14 +334,14 @@ def configure_retry(p: Parser) -> None:
     )
 
 
-def cmd_retry(args: argparse.Namespace) -> int:
+def cmd_retry(args: argparse.Namespace, res: Resources) -> int:
     who = os.environ.get("USER") or None
-    with open_queue(args) as q:
-        if args.budget_usd is not None:
-            ids = q.rebudget(args.ids, args.budget_usd, who=who)
-        else:
-            ids = q.retry(args.ids, who=who)
-        emit({"retried": [str(i) for i in ids]})
+    q = res.queue
+    if args.budget_usd is not None:
+        ids = q.rebudget(args.ids, args.budget_usd, who=who)
+    else:
+        ids = q.retry(args.ids, who=who)
+    emit({"retried": [str(i) for i in ids]})
     return EXIT_OK
 
 
@@ -359,12 +351,11 @@ def configure_ask(p: Parser) -> None:
     token_option(p)
 
 
-def cmd_ask(args: argparse.Namespace) -> int:
+def cmd_ask(args: argparse.Namespace, res: Resources) -> int:
     """Inside the agent: a question for a person; the task waits for the answer."""
     task_id, token = task_of(args)
-    with open_queue(args) as q:
-        question_id = q.ask(task_id, args.question, token=token)
-        emit({"asked": question_id, "id": task_id})
+    question_id = res.queue.ask(task_id, args.question, token=token)
+    emit({"asked": question_id, "id": task_id})
     print(
         "afk: your task now waits for a person's answer: stop working on it and exit; "
         "the answer comes with the next run's brief",
@@ -378,10 +369,9 @@ def configure_answer(p: Parser) -> None:
     p.add_argument("answer", help="the answer, as the agent will read it")
 
 
-def cmd_answer(args: argparse.Namespace) -> int:
-    with open_queue(args) as q:
-        task = q.answer(args.id, args.answer, who=os.environ.get("USER") or None)
-        emit({"answered": str(task.id), "state": task.state})
+def cmd_answer(args: argparse.Namespace, res: Resources) -> int:
+    task = res.queue.answer(args.id, args.answer, who=os.environ.get("USER") or None)
+    emit({"answered": str(task.id), "state": task.state})
     return EXIT_OK
 
 
@@ -389,16 +379,14 @@ def configure_questions(p: Parser) -> None:
     agent_option(p)
 
 
-def cmd_questions(args: argparse.Namespace) -> int:
-    with open_queue(args) as q:
-        emit(q.questions(agent_of(args, required=False)))
+def cmd_questions(args: argparse.Namespace, res: Resources) -> int:
+    emit(res.queue.questions(agent_of(args, required=False)))
     return EXIT_OK
 
 
-def cmd_reclaim(args: argparse.Namespace) -> int:
-    with open_queue(args) as q:
-        r = q.reclaim()
-        emit({"paused": r.paused, "failed": r.failed})
+def cmd_reclaim(args: argparse.Namespace, res: Resources) -> int:
+    r = res.queue.reclaim()
+    emit({"paused": r.paused, "failed": r.failed})
     return EXIT_OK
 
 
@@ -409,19 +397,20 @@ def configure_once(p: Parser) -> None:
     p.usage = "afk once [ID] [--token T] --name NAME -- COMMAND [ARG...]"
 
 
-def cmd_once(args: argparse.Namespace) -> int:
+def cmd_once(args: argparse.Namespace, res: Resources) -> int:
     from ..once import run_command
 
     command = list(args.command)
     task_id, token = task_of(args)
-    with open_queue(args) as q:
-        try:
-            status, out, note = run_command(q, task_id, token, args.name, command, dict(os.environ))
-        except LeaseLost as lost:
-            if lost.stdout:
-                sys.stdout.buffer.write(lost.stdout)
-                sys.stdout.flush()
-            raise
+    try:
+        status, out, note = run_command(
+            res.queue, task_id, token, args.name, command, dict(os.environ)
+        )
+    except LeaseLost as lost:
+        if lost.stdout:
+            sys.stdout.buffer.write(lost.stdout)
+            sys.stdout.flush()
+        raise
     sys.stdout.buffer.write(out)
     sys.stdout.flush()
     if note:
@@ -433,11 +422,10 @@ def configure_resume_brief(p: Parser) -> None:
     p.add_argument("id", nargs="?", help="task id (env AFK_TASK_ID)")
 
 
-def cmd_resume_brief(args: argparse.Namespace) -> int:
+def cmd_resume_brief(args: argparse.Namespace, res: Resources) -> int:
 
     task_id = args.id if args.id is not None else os.environ.get("AFK_TASK_ID")
     if task_id is None:
         raise BadInput("a task id is needed: give it, or set AFK_TASK_ID")
-    with open_queue(args) as q:
-        sys.stdout.write(resume_brief(q, task_id))
+    sys.stdout.write(resume_brief(res.queue, task_id))
     return EXIT_OK
