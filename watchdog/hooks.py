@@ -760,17 +760,57 @@ def context(
     return Context(event, session, payload, supervised, gate, harness=harness, env=env)
 
 
-def respond(
-    ctx: Context,
-    conninfo: str,
-    settings: Settings,
-    db: Database | None = None,
-) -> tuple[dict[str, Any], list[str]]:
-    """Run one hook: what it prints on stdout (in its harness's words; empty
-    where the harness would not read it) and on stderr. Never raises: a hook
-    must never fail the agent, nor print a secret."""
+@dataclass
+class Reply:
+    """What one hook run says: ``said`` on stdout (in its harness's words;
+    empty where the harness would not read it), ``lines`` on stderr."""
+
+    said: dict[str, Any] = field(default_factory=dict)
+    lines: list[str] = field(default_factory=list)
+
+    def json(self) -> str:
+        """``said`` as the harness reads it (an HTTP body): nothing when empty."""
+        return json.dumps(self.said, ensure_ascii=False) if self.said else ""
+
+    def stdout(self) -> str:
+        return self.json() + "\n" if self.said else ""
+
+    def stderr(self) -> str:
+        return "".join(f"{line}\n" for line in self.lines)
+
+
+#: where a hook is answered: the DSN, the settings, and a database to reuse
+#: (the service's; None opens one), or the reply already (no database)
+Where = tuple[str, "Settings", "Database | None"]
+
+
+def run_hook(
+    payload: bytes,
+    *,
+    gate: bool,
+    alias: str | None,
+    harness: str,
+    env: Mapping[str, str],
+    where: Callable[[Context], Where | Reply],
+) -> Reply:
+    """Run one hook, the same for the command line, the service's socket and
+    its HTTP hooks: the payload read (a malformed one is a warning and
+    changes nothing; an event afk does not handle is ignored), then ``where``
+    says which database answers it, then the hook runs there. Never raises
+    for what a hook may meet: a hook must never fail the agent, nor print a
+    secret."""
     from .errors import AfkError, redact
 
+    try:
+        ctx = context(parse_payload(payload), gate, alias, harness, env=env)
+    except AfkError as exc:
+        return Reply(lines=[f"afk hook: warning: {exc}; nothing was changed"])
+    if ctx is None:
+        return Reply(lines=["afk hook: ignored: not an event afk handles"])
+    found = where(ctx)
+    if isinstance(found, Reply):
+        return found
+    conninfo, settings, db = found
     try:
         hook = Hook(conninfo, settings.queue, ctx, settings.loop, db=db)
         try:
@@ -779,11 +819,11 @@ def respond(
             hook.close()
     except AfkError as exc:
         ctx.say(f"warning: {exc}; nothing was changed")
-        return {}, ctx.notes
+        return Reply(lines=ctx.notes)
     except Exception as exc:
         ctx.say(f"warning: {type(exc).__name__}: {redact(str(exc))}; nothing was changed")
-        return {}, ctx.notes
-    return (answer(ctx) if ctx.out else {}), ctx.notes
+        return Reply(lines=ctx.notes)
+    return Reply(answer(ctx) if ctx.out else {}, ctx.notes)
 
 
 def answer(ctx: Context) -> dict[str, Any]:

@@ -193,16 +193,17 @@ class HookServer:
         """An HTTP hook's answer: the same hook code, for this service's own
         database and settings (an HTTP hook names no other)."""
         settings = self._settings(None, dict(os.environ))
-        try:
-            ctx = hooks.context(hooks.parse_payload(payload), gate, None, harness, env=env)
-        except AfkError:
-            return ""  # (a malformed payload: nothing to say, nothing changed)
-        if ctx is None:
-            return ""
-        said, notes = hooks.respond(ctx, self.dsn, settings, db=self.db)
-        for line in notes:
+        reply = hooks.run_hook(
+            payload,
+            gate=gate,
+            alias=None,
+            harness=harness,
+            env=env,
+            where=lambda ctx: (self.dsn, settings, self.db),
+        )
+        for line in reply.lines:
             logger.debug("%s", line, extra={"action": "hook"})
-        return _answer_text(said)
+        return reply.json()
 
     def answer(self, request: Any, payload: bytes) -> dict[str, str]:
         """What the hook prints; ``{"fallback": why}`` for a request that is
@@ -219,7 +220,6 @@ class HookServer:
             return {"fallback": "arguments the command line reads"}
         if libpq_env(env) != self.env:
             return {"fallback": "another libpq environment"}
-        notes: list[str] = []
         try:
             settings = self._settings(
                 _str(args["config"]),
@@ -230,31 +230,25 @@ class HookServer:
             return {"fallback": "settings the command line reads"}
         if dsn != self.dsn:
             return {"fallback": "another database"}
-        try:
-            ctx = hooks.context(
-                hooks.parse_payload(payload),
-                bool(args["gate"]),
-                _str(args["event"]),
-                str(args["harness"]),
-                env=env,
-            )
-        except AfkError as exc:
-            return {"stdout": "", "stderr": f"afk hook: warning: {exc}; nothing was changed\n"}
-        if ctx is None:
-            return {"stdout": "", "stderr": "afk hook: ignored: not an event afk handles\n"}
-        said, notes = hooks.respond(ctx, dsn, settings, db=self.db)
+        reply = hooks.run_hook(
+            payload,
+            gate=bool(args["gate"]),
+            alias=_str(args["event"]),
+            harness=str(args["harness"]),
+            env=env,
+            where=lambda ctx: self._here(ctx, dsn, settings),
+        )
+        return {"stdout": reply.stdout(), "stderr": reply.stderr()}
+
+    def _here(self, ctx: hooks.Context, dsn: str, settings: Settings) -> hooks.Where:
+        """A hook of this service's database is answered here, on its pool."""
         logger.debug(
-            "answered %s of session %s",
+            "answering %s of session %s",
             ctx.event,
             ctx.session,
             extra={"action": "hook", "event": ctx.event},
         )
-        out = json.dumps(said, ensure_ascii=False) + "\n" if said else ""
-        return {"stdout": out, "stderr": "".join(f"{line}\n" for line in notes)}
-
-
-def _answer_text(said: dict[str, Any]) -> str:
-    return json.dumps(said, ensure_ascii=False) if said else ""
+        return dsn, settings, self.db
 
 
 def _str(value: object) -> str | None:

@@ -8,12 +8,16 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import harnesses, hooklink
 from ..checks import check_id
 from ..errors import AfkError, BadInput, dsn_secrets, redact, scrub
 from ..harnesses import HARNESSES, SETTINGS
+
+if TYPE_CHECKING:
+    from .. import hooks
+
 from .common import (
     EXIT_OK,
     Parser,
@@ -164,30 +168,16 @@ def cmd_hook(args: argparse.Namespace, res: Resources) -> int:
     hooklink.touch_alive(os.environ)
     try:
         raw = getattr(args, "payload", None)
-        raw = raw if raw is not None else hooklink.read_stdin()
-        ctx = hooks.context(hooks.parse_payload(raw), args.gate, args.event, args.harness)
-        if ctx is None:
-            print("afk hook: ignored: not an event afk handles", file=sys.stderr)
-            return EXIT_OK
-        if hooks.detached(ctx) and _detach():
-            return EXIT_OK  # the agent does not wait: the work goes on in the child
-
-        from ..resolve import running_dsn
-
-        settings = res.settings
-        dsn = running_dsn(args.dsn, settings=settings, note=say)
-        if dsn is None:
-            print(
-                "afk hook: warning: no database: the embedded server is not running "
-                "(`afk db start`) and no DSN is set; nothing was recorded",
-                file=sys.stderr,
-            )
-            return EXIT_OK
-        said, notes = hooks.respond(ctx, dsn, settings)
-        for line in notes:
-            print(line, file=sys.stderr)
-        if said:  # (nothing at all where the harness would not read it)
-            emit(said)
+        reply = hooks.run_hook(
+            raw if raw is not None else hooklink.read_stdin(),
+            gate=args.gate,
+            alias=args.event,
+            harness=args.harness,
+            env=os.environ,
+            where=lambda ctx: _hook_database(args, res, ctx),
+        )
+        sys.stderr.write(reply.stderr())
+        sys.stdout.write(reply.stdout())  # (nothing where the harness would not read it)
     except AfkError as exc:
         print(f"afk hook: warning: {exc}; nothing was changed", file=sys.stderr)
     except Exception as exc:  # never fail the agent's hook, never print a secret
@@ -198,6 +188,28 @@ def cmd_hook(args: argparse.Namespace, res: Resources) -> int:
     finally:
         signal.alarm(0)
     return EXIT_OK
+
+
+def _hook_database(
+    args: argparse.Namespace, res: Resources, ctx: hooks.Context
+) -> hooks.Where | hooks.Reply:
+    """Where `afk hook` answers a hook (hooks.run_hook's ``where``): the
+    running database of its settings. A hook the agent does not wait for
+    goes on in a child of its own, and the parent exits at once."""
+    from .. import hooks
+    from ..resolve import running_dsn
+
+    if hooks.detached(ctx) and _detach():
+        return hooks.Reply()  # (the parent: the child goes on and answers)
+    dsn = running_dsn(args.dsn, settings=res.settings, note=say)
+    if dsn is None:
+        return hooks.Reply(
+            lines=[
+                "afk hook: warning: no database: the embedded server is not running "
+                "(`afk db start`) and no DSN is set; nothing was recorded"
+            ]
+        )
+    return dsn, res.settings, None
 
 
 def configure_limit(p: Parser) -> None:
