@@ -36,8 +36,8 @@ from pathlib import Path
 import psycopg
 
 from watchdog import sql
+from watchdog.agents.harnesses import HOOK_CODE
 from watchdog.db import Database
-from watchdog.harnesses import HOOK_CODE
 from watchdog.models import NewTask, Task
 from watchdog.queue import Queue
 

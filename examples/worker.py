@@ -8,7 +8,7 @@ The worker is the supervisor: it claimed the task, so it alone finishes it.
 The agent gets AFK_TASK_ID and AFK_TASK_TOKEN. Ctrl-C or SIGTERM pauses the
 task (no attempt spent) and exits 130 or 143 without taking the next one.
 
-A step that fails is read as `afk loop` reads it (watchdog/outcome.py): a
+A step that fails is read as `afk loop` reads it (watchdog/agents/outcome.py): a
 usage limit or an outage gives the task back with no attempt spent and parks
 the account (AFK_ACCOUNT, default "default"); a login that needs a person
 exits 5; anything else fails the task with what the agent said.
@@ -27,12 +27,12 @@ from typing import Any
 import tzlocal
 
 from watchdog import EffectContext, LeaseLost, Queue, Task
-from watchdog.accounts import DEFAULT_ACCOUNT, Accounts
+from watchdog.agents.accounts import DEFAULT_ACCOUNT, Accounts
+from watchdog.agents.loop import Loop, LoopOptions
+from watchdog.agents.outcome import Report, classify, compile_patterns
+from watchdog.agents.process import run_agent
 from watchdog.config import load_all
 from watchdog.errors import AccountParked
-from watchdog.loop import Loop, LoopOptions
-from watchdog.outcome import Report, classify, compile_patterns
-from watchdog.process import run_agent
 
 STEPS = ["reproduce", "fix", "test"]
 

@@ -13,14 +13,7 @@ if TYPE_CHECKING:
 
     from .config import QueueSettings
     from .errors import AfkError, BadInput, DatabaseError, LeaseLost, NotRunning, TaskNotFound
-    from .models import (
-        BatchResult,
-        EffectContext,
-        EnqueueResult,
-        NewTask,
-        ReclaimResult,
-        Task,
-    )
+    from .models import BatchResult, EffectContext, EnqueueResult, NewTask, ReclaimResult, Task
     from .queue import Queue
 
 _EXPORTS = {

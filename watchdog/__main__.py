@@ -1,9 +1,9 @@
 """The ``afk`` command's entry point (and ``python -m watchdog``).
 
 ``afk hook`` runs before and after every tool call of an agent: it first asks
-the watchdog service (:mod:`watchdog.hooklink`), which needs nothing but the
-standard library, and loads the command line (:mod:`watchdog.cli`, the
-settings, the database driver) only when the service does not answer.
+the watchdog service (:mod:`watchdog.agents.hooklink`), which needs nothing
+but the standard library, and loads the command line (:mod:`watchdog.cli`,
+the settings, the database driver) only when the service does not answer.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .cli import main as cli_main
 
         return cli_main(argv)
-    from . import hooklink
+    from .agents import hooklink
 
     if hooklink.parse_argv(argv[1:]) is None:  # (`afk hook --help`, a typo)
         from .cli import main as cli_main

@@ -12,7 +12,7 @@ from datetime import tzinfo
 from pathlib import Path
 from typing import Any, TypeVar, get_type_hints
 
-from . import credential
+from .agents import credential
 from .errors import BadInput
 
 S = TypeVar("S")
@@ -367,7 +367,7 @@ class LoopSettings:
         if problems:
             raise BadInput("invalid settings: " + "; ".join(problems))
         if self.limit_patterns.strip():  # (the built-in ones need no check on every start)
-            from .outcome import compile_patterns
+            from .agents.outcome import compile_patterns
 
             compile_patterns(self.limit_patterns)
 
@@ -424,7 +424,7 @@ class DigestSettings:
         """The zone of the person's day: the digest's hour and the times it
         shows, the daily budget's midnight (``tz``, else this host's). The
         one resolver of it; a time in an agent's words is read in
-        :func:`watchdog.outcome.reading_zone`."""
+        :func:`watchdog.agents.outcome.reading_zone`."""
         if self.tz:
             import zoneinfo
 

@@ -12,17 +12,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from .accounts import Parking
+from .agents.accounts import Parking
 from .config import DigestSettings
 from .db import Database
-from .destinations import (
-    AccountAlert,
-    Alert,
-    DeliveryError,
-    QuestionAlert,
-    Rendered,
-    configured,
-)
+from .destinations import AccountAlert, Alert, DeliveryError, QuestionAlert, Rendered, configured
 from .digest import Digest, build, render
 from .errors import AfkError, redact
 from .models import Task

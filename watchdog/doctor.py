@@ -23,10 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import hooklink
-from .config import Settings
-from .errors import AfkError, BadInput
-from .harnesses import (
+from .agents import hooklink
+from .agents.harnesses import (
     BY_NAME,
     HARNESS_TABLE,
     SURVIVE_EXIT,
@@ -35,6 +33,8 @@ from .harnesses import (
     is_ours,
     read_settings,
 )
+from .config import Settings
+from .errors import AfkError, BadInput
 
 #: seconds this machine's clock may be off the database's
 CLOCK_SKEW = 2.0

@@ -22,8 +22,8 @@ from prometheus_client import (
     make_wsgi_app,
 )
 
+from .agents.outcome import Outcome
 from .errors import BadInput
-from .outcome import Outcome
 from .states import STATES
 
 

@@ -26,14 +26,7 @@ from .config import QueueSettings
 from .db import Connection, Database, Row, json_param
 from .dependencies import dependency_cycle, is_task_id
 from .effects import EffectLedger
-from .errors import (
-    AccountParked,
-    BadInput,
-    Conflict,
-    LeaseLost,
-    TaskNotFound,
-    redact,
-)
+from .errors import AccountParked, BadInput, Conflict, LeaseLost, TaskNotFound, redact
 from .fence import explain_fence, fenced
 from .keepalive import Keepalive
 from .models import (

@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from . import hooklink, jobs, systemd, tracing
+from . import jobs, systemd, tracing
+from .agents import hooklink
+from .agents.hookserver import HookServer, HttpHooks
 from .config import Settings
 from .db import Database
 from .errors import DatabaseError
-from .hookserver import HookServer, HttpHooks
 from .metrics import Metrics, serve
 from .queue import Queue
 
@@ -282,7 +283,7 @@ class Watchdog:
         return scheduler
 
     def _hook_server(self) -> HookServer | None:
-        """The hooks' fast path (:mod:`watchdog.hookserver`), unless it is off."""
+        """The hooks' fast path (:mod:`watchdog.agents.hookserver`), unless it is off."""
         where = {"AFK_HOOK_SOCKET": self.settings.service.hook_socket}
         path = hooklink.socket_path({**os.environ, **where})
         if path is None:

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from . import workspaces
-from .accounts import Accounts
+from .agents.accounts import Accounts
 from .config import DigestSettings
 from .db import Database
 from .errors import AfkError, TaskNotFound
@@ -354,7 +354,7 @@ class StatusPages:
         )
 
     def task(self, raw_id: str) -> Response:
-        from .brief import resume_brief
+        from .agents.brief import resume_brief
         from .queue import Queue
 
         try:

@@ -97,7 +97,7 @@ def test_a_hook_answered_by_the_service_loads_the_entry_point_and_its_client_onl
     lines = proc.stderr.decode().splitlines()
     loaded = {line.rsplit("|", 1)[-1].strip() for line in lines if line.startswith("import time:")}
     ours = {m for m in loaded if m == "watchdog" or m.startswith("watchdog.")}
-    assert ours == {"watchdog", "watchdog.__main__", "watchdog.hooklink"}
+    assert ours == {"watchdog", "watchdog.__main__", "watchdog.agents", "watchdog.agents.hooklink"}
     heavy = {"psycopg", "jinja2", "httpx", "apscheduler", "prometheus_client", "logging"}
     assert not heavy & {m.split(".")[0] for m in loaded}
     # and it did its work: the service recorded the file in the task's checkpoint

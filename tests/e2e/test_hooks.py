@@ -14,7 +14,7 @@ import pytest
 from helpers import Afk, poll
 
 from watchdog import NewTask, embedded
-from watchdog.hooks import CHECK_TTL
+from watchdog.agents.hooks import CHECK_TTL
 
 
 @pytest.fixture
@@ -415,7 +415,7 @@ def test_stop_failure_parks_by_the_loops_rules(afk, sql, error, kind, ends):
 
 
 def test_stop_failure_outage_parks_for_the_loops_backoff_at_its_breaker(afk, sql):
-    """One outage rule (watchdog/decide.py): a StopFailure outage comes after
+    """One outage rule (watchdog/agents/decide.py): a StopFailure outage comes after
     the client's own retries, so it counts as the breaker's worth of outages
     in a row and parks the account for the backoff of the breaker-th one,
     as the loop would (10 s doubled twice: 40 s), not for the base."""

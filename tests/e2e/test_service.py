@@ -212,7 +212,7 @@ def test_metrics_pass_promtool(dsn, services, queue):
 
 
 def test_parked_accounts_and_agent_runs_are_exported(queue, dsn, services):
-    from watchdog.accounts import Accounts
+    from watchdog.agents.accounts import Accounts
 
     accounts = Accounts(queue.db)
     queue.enqueue("a", [NewTask(f"t{i}") for i in range(3)])

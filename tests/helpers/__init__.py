@@ -112,7 +112,7 @@ class Afk:
         proc.stderr = "".join(
             line for line in lines if not line.startswith("import time:")
         ).encode()
-        from watchdog.hooklink import unattended
+        from watchdog.agents.hooklink import unattended
 
         ours = (
             full.get("AFK_DSN") == self.env["AFK_DSN"]

@@ -11,14 +11,7 @@ from helpers.digests import TRACEBACK
 
 from watchdog import NewTask
 from watchdog.config import DigestSettings
-from watchdog.digest import (
-    SLACK_MAX_BLOCKS,
-    SLACK_MAX_TEXT,
-    Digest,
-    Group,
-    build,
-    render,
-)
+from watchdog.digest import SLACK_MAX_BLOCKS, SLACK_MAX_TEXT, Digest, Group, build, render
 
 HOSTILE_TITLE = (
     'He said "hi" \\ <script>alert(1)</script> <!channel> @here <http://evil|click>\nline 2'

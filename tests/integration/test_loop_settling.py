@@ -9,11 +9,11 @@ import io
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from watchdog.accounts import Accounts
+from watchdog.agents.accounts import Accounts
+from watchdog.agents.loop import Loop, LoopOptions
+from watchdog.agents.outcome import Report
 from watchdog.config import LoopSettings
-from watchdog.loop import Loop, LoopOptions
 from watchdog.models import NewTask
-from watchdog.outcome import Report
 
 OVERLOADED = "API Error: 529 Overloaded. This is a server-side issue, usually temporary"
 

@@ -11,8 +11,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from watchdog.errors import BadInput
-from watchdog.outcome import (
+from watchdog.agents.outcome import (
     MAX_RESET,
     Outcome,
     OutputReader,
@@ -20,6 +19,7 @@ from watchdog.outcome import (
     classify,
     compile_patterns,
 )
+from watchdog.errors import BadInput
 
 NOW = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)
 BERLIN = ZoneInfo("Europe/Berlin")

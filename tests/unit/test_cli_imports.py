@@ -36,6 +36,15 @@ LAZY = {
 }
 
 
+def _modules(node: ast.ImportFrom) -> list[str]:
+    """The package's modules an import from ``..`` names (the agent wing's
+    by their own names: ``from ..agents import hooks`` is ``hooks``)."""
+    module = (node.module or "").removeprefix("agents").lstrip(".")
+    if not module:  # from .. import x, from ..agents import x
+        return [a.name for a in node.names]
+    return [module.split(".")[0]]
+
+
 def in_function_imports(path: Path) -> list[tuple[str, str]]:
     """(function, module) of each import inside a function."""
     tree = ast.parse(path.read_text())
@@ -44,13 +53,12 @@ def in_function_imports(path: Path) -> list[tuple[str, str]]:
         if isinstance(func, ast.FunctionDef):
             for node in ast.walk(func):
                 if isinstance(node, ast.ImportFrom):
-                    name = (node.module or "").split(".")[0]
-                    if node.level == 2 and not node.module:  # from .. import x
-                        found += [(func.name, a.name) for a in node.names]
+                    if node.level == 2:
+                        found += [(func.name, m) for m in _modules(node)]
                     elif node.level == 1:  # a sibling in cli/
-                        found.append((func.name, f"cli.{name}"))
+                        found.append((func.name, f"cli.{(node.module or '').split('.')[0]}"))
                     else:
-                        found.append((func.name, name))
+                        found.append((func.name, (node.module or "").split(".")[0]))
                 elif isinstance(node, ast.Import):
                     found += [(func.name, a.name.split(".")[0]) for a in node.names]
     return found
@@ -61,7 +69,7 @@ def top_imports(path: Path) -> set[str]:
     out = set()
     for node in tree.body:
         if isinstance(node, ast.ImportFrom) and node.level == 2:
-            out.update([node.module.split(".")[0]] if node.module else [a.name for a in node.names])
+            out.update(_modules(node))
         elif isinstance(node, ast.Import):
             out.update(a.name.split(".")[0] for a in node.names)
     return out

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from watchdog import credential
+from watchdog.agents import credential
 from watchdog.config import OTHER_ENV, known_env
 
 TASK = uuid.UUID("0b0e5f7c-1d2e-4f60-8a9b-0c1d2e3f4a5b")

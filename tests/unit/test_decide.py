@@ -1,4 +1,4 @@
-"""What the end of a run does (watchdog/decide.py), as a table: one row per
+"""What the end of a run does (watchdog/agents/decide.py), as a table: one row per
 outcome and circumstance, with the clock pinned."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from watchdog.decide import (
+from watchdog.agents.decide import (
     EXIT_PARKED,
     Decision,
     Move,
@@ -16,7 +16,7 @@ from watchdog.decide import (
     decide,
     outage_backoff,
 )
-from watchdog.outcome import Outcome
+from watchdog.agents.outcome import Outcome
 
 NOW = datetime(2026, 12, 1, 3, 0, tzinfo=UTC)
 RULES = Rules(

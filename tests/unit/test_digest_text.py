@@ -10,10 +10,7 @@ from helpers import TESTS
 from helpers.digests import TRACEBACK, sample_digest
 
 from watchdog.config import DigestSettings
-from watchdog.digest import (
-    normalise_error,
-    render,
-)
+from watchdog.digest import normalise_error, render
 
 GOLDEN = TESTS / "golden"
 

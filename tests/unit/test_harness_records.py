@@ -1,4 +1,4 @@
-"""One record per harness (watchdog/harnesses.py): what `afk hooks`,
+"""One record per harness (watchdog/agents/harnesses.py): what `afk hooks`,
 `afk hook --harness`, `afk doctor` and the CLI read. The records agree with
 each other and with the recorded payloads in tests/fixtures/hooks/; their
 adapters are pure and tested here as tables."""
@@ -10,7 +10,7 @@ import json
 import pytest
 from helpers import TESTS
 
-from watchdog.harnesses import (
+from watchdog.agents.harnesses import (
     BY_NAME,
     EVENTS,
     HARNESS_TABLE,

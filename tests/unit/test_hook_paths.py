@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from watchdog import hooklink
+from watchdog.agents import hooklink
 
 
 @pytest.mark.parametrize(

@@ -14,54 +14,78 @@ from helpers import ROOT, TESTS
 PACKAGE = ROOT / "watchdog"
 
 #: each module's floor; a module imports only from floors below its own.
-#: (CONTRIBUTING.md draws this picture.)
+#: (CONTRIBUTING.md draws this picture; ``agents.*`` are the agent wing's
+#: modules, in watchdog/agents/, each on its own floor.)
 FLOORS = {
-    0: ["errors", "states", "hooklink", "credential"],
-    1: ["text", "systemd", "sql", "harnesses", "tracing", "zombie"],
-    2: ["outcome", "logs"],
-    3: ["config", "process"],
-    4: ["db", "checks", "decide"],
+    0: ["errors", "states", "agents.hooklink", "agents.credential"],
+    1: ["text", "systemd", "sql", "agents.harnesses", "tracing", "agents.zombie"],
+    2: ["agents.outcome", "logs"],
+    3: ["config", "agents.process"],
+    4: ["db", "checks", "agents.decide"],
     5: ["embedded", "models"],
     6: ["resolve", "fence", "backlogs", "keepalive", "dependencies"],
     7: ["effects", "workspaces", "people", "operators"],
     8: ["queue"],
-    9: ["accounts", "brief", "once", "digest", "metrics"],
-    10: ["destinations", "hooks", "loop"],
-    11: ["delivery", "doctor", "hookserver"],
+    9: ["agents.accounts", "agents.brief", "agents.once", "digest", "metrics"],
+    10: ["destinations", "agents.hooks", "agents.loop"],
+    11: ["delivery", "doctor", "agents.hookserver"],
     12: ["jobs", "web"],
     13: ["service"],
     14: ["demo"],
     15: ["cli"],
-    16: ["__init__", "__main__"],
+    16: ["__init__", "__main__", "agents"],
 }
 FLOOR = {module: floor for floor, modules in FLOORS.items() for module in modules}
 
+#: subpackages that are one module of several files
+WHOLE = ("sql", "cli")
+
 
 def modules() -> dict[str, list[Path]]:
-    """Each module of the package and its files (a subpackage, ``sql`` or
-    ``cli``, is one module of several files)."""
+    """Each module of the package and its files: a subpackage of ``WHOLE`` is
+    one module of several files; each module of ``agents`` is one, and the
+    package's ``__init__`` is ``agents``."""
     found = {p.stem: [p] for p in PACKAGE.glob("*.py")}
-    for sub in ("sql", "cli"):
+    for sub in WHOLE:
         found[sub] = sorted((PACKAGE / sub).glob("*.py"))
+    for p in (PACKAGE / "agents").glob("*.py"):
+        found["agents" if p.stem == "__init__" else f"agents.{p.stem}"] = [p]
     return found
 
 
+def module_key(dotted: str) -> str | None:
+    """The FLOORS name of an absolute module of the package (None: not ours)."""
+    parts = dotted.split(".")
+    if parts[0] != "watchdog" or len(parts) == 1:
+        return "__init__" if parts == ["watchdog"] else None
+    if parts[1] == "agents" and len(parts) > 2:
+        return f"agents.{parts[2]}"
+    return parts[1]
+
+
 def imports(path: Path) -> set[str]:
-    """The package's modules a file imports, anywhere in it (a file of a
-    subpackage importing its siblings imports nothing of the package's)."""
-    inside_sub = path.parent != PACKAGE
+    """The package's modules a file imports, anywhere in it, by FLOORS name
+    (a file of a ``WHOLE`` subpackage importing its siblings imports its own)."""
+    package = ["watchdog", *path.parent.relative_to(PACKAGE).parts]
     out = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
-            level = node.level - (1 if inside_sub else 0)
-            if level == 1 or (node.module or "").startswith("watchdog"):
-                name = (node.module or "").removeprefix("watchdog").lstrip(".")
-                if name:
-                    out.add(name.split(".")[0])
-                else:
-                    out.update(a.name for a in node.names)
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = [*base, *(node.module or "").split(".")] if node.module else base
+            key = module_key(".".join(m for m in module if m))
+            if node.module is None or key in (None, "__init__", "agents"):
+                # `from . import a, b`: each name may be a module
+                for alias in node.names:
+                    sub = module_key(".".join([*module, alias.name]))
+                    if sub in FLOOR:
+                        out.add(sub)
+            elif key is not None:
+                out.add(key)
         elif isinstance(node, ast.Import):
-            out.update(a.name.split(".")[1] for a in node.names if a.name.startswith("watchdog."))
+            for alias in node.names:
+                key = module_key(alias.name)
+                if key is not None:
+                    out.add(key)
     return out
 
 

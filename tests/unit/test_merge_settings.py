@@ -9,9 +9,9 @@ import json
 
 import pytest
 
+from watchdog.agents.harnesses import SETTINGS, merge_settings
 from watchdog.errors import BadInput
 from watchdog.fence import lost_clause
-from watchdog.harnesses import SETTINGS, merge_settings
 
 AFK = "/usr/bin/python3"
 CLAUDE = SETTINGS["claude"](AFK, False, ())

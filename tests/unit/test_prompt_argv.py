@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from watchdog.harnesses import prompt_argv
+from watchdog.agents.harnesses import prompt_argv
 
 P = "- [ ] fix the login page"
 

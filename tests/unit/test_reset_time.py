@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from watchdog.outcome import reset_time
+from watchdog.agents.outcome import reset_time
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NEW_YORK = ZoneInfo("America/New_York")
@@ -103,7 +103,7 @@ def test_a_day_added_across_dst_keeps_the_wall_clock():
 def test_the_zone_an_agents_words_are_read_in(tz, expected):
     import tzlocal
 
-    from watchdog.outcome import reading_zone
+    from watchdog.agents.outcome import reading_zone
 
     assert reading_zone({"TZ": tz}) == (expected or tzlocal.get_localzone())
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from watchdog.agents.zombie import ZOMBIE_MAY, afk_words, zombie_may_run
 from watchdog.cli import COMMANDS
-from watchdog.zombie import ZOMBIE_MAY, afk_words, zombie_may_run
 
 TASK = "0b9e3a52-8d4e-4c1e-9f55-1f6c3d2a7b10"
 OTHER = "7d1f2c3b-1111-4222-8333-944455556666"

@@ -16,10 +16,10 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
+from ..agents.harnesses import HARNESSES
+from ..agents.hooklink import parse_argv
 from ..config import is_utf8
 from ..errors import AfkError, redact
-from ..harnesses import HARNESSES
-from ..hooklink import parse_argv
 from ..logs import level_of
 from .agents import (
     cmd_hook,

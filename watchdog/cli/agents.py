@@ -10,13 +10,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import harnesses, hooklink
+from ..agents import harnesses, hooklink
+from ..agents.harnesses import HARNESSES, SETTINGS
 from ..checks import check_id
 from ..errors import AfkError, BadInput, dsn_secrets, redact, scrub
-from ..harnesses import HARNESSES, SETTINGS
 
 if TYPE_CHECKING:
-    from .. import hooks
+    from ..agents import hooks
 
 from .common import (
     EXIT_OK,
@@ -159,7 +159,7 @@ def cmd_hook(args: argparse.Namespace, res: Resources) -> int:
     Always exits 0, within the hook's timeout: a hook must never wedge the
     agent. The only refusals are a deliberate deny (PreToolUse) or block
     (the Stop gate), written as JSON on stdout."""
-    from .. import hooks
+    from ..agents import hooks
 
     signal.signal(signal.SIGALRM, hooklink.give_up)
     # the deadline counts from the process's start (`afk hook` may have asked
@@ -196,7 +196,7 @@ def _hook_database(
     """Where `afk hook` answers a hook (hooks.run_hook's ``where``): the
     running database of its settings. A hook the agent does not wait for
     goes on in a child of its own, and the parent exits at once."""
-    from .. import hooks
+    from ..agents import hooks
     from ..resolve import running_dsn
 
     if hooks.detached(ctx) and _detach():
@@ -220,7 +220,7 @@ def configure_limit(p: Parser) -> None:
 
 
 def cmd_limit(args: argparse.Namespace, res: Resources) -> int:
-    from ..accounts import Accounts
+    from ..agents.accounts import Accounts
 
     if args.clear and (args.until is not None or args.reason is not None):
         raise BadInput("--clear cannot be combined with --until or --reason")
@@ -280,9 +280,9 @@ def configure_loop(p: Parser) -> None:
 
 
 def cmd_loop(args: argparse.Namespace, res: Resources) -> int:
-    from ..accounts import DEFAULT_ACCOUNT, Accounts
-    from ..loop import Loop, LoopOptions, agent_variables
-    from ..outcome import reading_zone
+    from ..agents.accounts import DEFAULT_ACCOUNT, Accounts
+    from ..agents.loop import Loop, LoopOptions, agent_variables
+    from ..agents.outcome import reading_zone
 
     if not args.command:
         raise BadInput("no agent command given: afk loop --agent A -- CMD [ARG...]")

@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
-from .. import credential
+from ..agents import credential
 from ..checks import check_id, check_token, json_type
 from ..config import load_all, parse_duration
 from ..errors import AfkError, BadInput
@@ -317,7 +317,7 @@ def workspace_request(
             raise BadInput("--verify and --require-changes go with --repo")
         return None
 
-    from .. import workspaces  # (git, and the database driver)
+    from .. import workspaces
 
     return workspaces.request(
         repo, base=base, branch=branch, verify=verify, require_changes=require_changes
@@ -343,7 +343,7 @@ def parse_when(text: str) -> Any:
     """An ISO 8601 time; one without an offset is read in this machine's zone
     (TZ first), never in whichever zone the database happens to have."""
 
-    from ..outcome import reading_zone
+    from ..agents.outcome import reading_zone
 
     try:
         when = datetime.fromisoformat(text.strip())

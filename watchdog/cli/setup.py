@@ -24,15 +24,7 @@ from ..jobs import JOBS
 
 if TYPE_CHECKING:
     pass
-from .common import (
-    EXIT_ERROR,
-    EXIT_OK,
-    Parser,
-    Resources,
-    common_options,
-    emit,
-    newer_schema,
-)
+from .common import EXIT_ERROR, EXIT_OK, Parser, Resources, common_options, emit, newer_schema
 
 
 def cmd_migrate(args: argparse.Namespace, res: Resources) -> int:

@@ -9,7 +9,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ..brief import resume_brief
+from ..agents.brief import resume_brief
 from ..checks import parse_task_id
 from ..config import parse_duration
 from ..errors import AccountParked, BadInput, LeaseLost
@@ -77,7 +77,7 @@ def claim_workspace(q: Queue, task: Task, settings: Settings) -> dict[str, Any]:
     if task.workspace is None:
         return {}
     from .. import workspaces
-    from ..outcome import Outcome
+    from ..agents.outcome import Outcome
 
     try:
         ws = workspaces.prepare(q.db, task.id, task.title, settings.loop.ports_per_task)
@@ -398,7 +398,7 @@ def configure_once(p: Parser) -> None:
 
 
 def cmd_once(args: argparse.Namespace, res: Resources) -> int:
-    from ..once import run_command
+    from ..agents.once import run_command
 
     command = list(args.command)
     task_id, token = task_of(args)

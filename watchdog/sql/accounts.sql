@@ -1,4 +1,4 @@
--- owner: watchdog/accounts.py
+-- owner: watchdog/agents/accounts.py
 -- Accounts: what a usage limit applies to (one agent login, one API key). A
 -- parked account's claims take nothing until its end (or a person clears it);
 -- see migration 0013. Times are the database's now().

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from .checks import check_id, check_text
-from .db import Database, Row
-from .errors import BadInput
+from ..checks import check_id, check_text
+from ..db import Database, Row
+from ..errors import BadInput
 
 #: the account of a claimer that names none
 DEFAULT_ACCOUNT = "default"

@@ -38,25 +38,19 @@ from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 from typing import IO, Any, Literal
 
-from . import credential, tracing, workspaces
+from .. import tracing, workspaces
+from ..config import LoopSettings
+from ..errors import AccountParked, DatabaseError, LeaseLost
+from ..models import Task
+from ..queue import Queue
+from ..text import one_line
+from ..workspaces import Workspace, WorkspaceError
+from . import credential
 from .accounts import DEFAULT_ACCOUNT, Accounts, Parking
-from .config import LoopSettings
 from .decide import EXIT_PARKED, Decision, Move, RunEnd, decide, rules_of
-from .errors import AccountParked, DatabaseError, LeaseLost
 from .harnesses import prompt_argv
-from .models import Task
-from .outcome import (
-    Outcome,
-    Report,
-    Verdict,
-    classify,
-    compile_patterns,
-    failure_text,
-)
+from .outcome import Outcome, Report, Verdict, classify, compile_patterns, failure_text
 from .process import Limits, Signs, run_agent
-from .queue import Queue
-from .text import one_line
-from .workspaces import Workspace, WorkspaceError
 
 EXIT_OK, EXIT_ERROR = 0, 1
 #: the longest a loop sleeps between two looks at the database while it waits
@@ -107,7 +101,7 @@ class Loop:
         out: IO[str] | None = None,
         start: Callable[..., Report] = run_agent,
     ) -> None:
-        """``start`` runs the agent (:func:`watchdog.process.run_agent`: a
+        """``start`` runs the agent (:func:`watchdog.agents.process.run_agent`: a
         process group of its own); a test gives a stand-in that returns the
         run's :class:`Report`, to settle real tasks in-process."""
         self.q, self.accounts, self.settings, self.o = queue, accounts, settings, options
@@ -335,7 +329,7 @@ class Loop:
         over_budget: tuple[float, float] | None = None,
     ) -> int | None:
         """Settle the task of a run that ended with ``verdict``, as
-        :func:`~watchdog.decide.decide` says; the loop's exit status when it
+        :func:`~watchdog.agents.decide.decide` says; the loop's exit status when it
         must stop, else None."""
         kind = verdict.outcome
         self.outages = self.outages + 1 if kind is Outcome.OUTAGE else 0

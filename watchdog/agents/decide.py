@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from .config import LoopSettings
+from ..config import LoopSettings
 from .outcome import Outcome
 
 #: the loop's exit status when a person must act (a login, a command that

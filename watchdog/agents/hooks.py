@@ -1,6 +1,6 @@
 """Agent hooks: ``afk hook`` reads one hook payload on stdin and acts on its
 ``hook_event_name`` (the settings that run it, and the other harnesses' names
-for its events, are :mod:`watchdog.harnesses`).
+for its events, are :mod:`watchdog.agents.harnesses`).
 
 Events and fields follow Claude Code's hooks reference
 (https://code.claude.com/docs/en/hooks); Codex CLI's hooks
@@ -55,19 +55,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import credential, tracing
-from .checks import check_token
-from .errors import BadInput, redact
+from .. import tracing
+from ..checks import check_token
+from ..errors import BadInput, redact
+from ..states import FINISHED
+from ..text import one_line
+from . import credential
 from .harnesses import BY_EVENT, EVENTS, READERS
 from .hooklink import MAX_PAYLOAD, Untrusted, hook_folder, open_private
-from .states import FINISHED
-from .text import one_line
 from .zombie import afk_words, zombie_may_run
 
 if TYPE_CHECKING:
-    from .config import LoopSettings, QueueSettings, Settings
-    from .db import Database
-    from .queue import Queue
+    from ..config import LoopSettings, QueueSettings, Settings
+    from ..db import Database
+    from ..queue import Queue
 
 #: seconds a PreToolUse verdict is reused without asking the database
 CHECK_TTL = 2.0
@@ -273,7 +274,7 @@ class Look:
         return self.state in FINISHED and self.current_token == self.token
 
     def why_lost(self) -> str:
-        from .fence import lost_clause
+        from ..fence import lost_clause
 
         clause = f"it {lost_clause(self.state, self.current_token, self.token)}"
         if self.state == "running" and self.current_token == self.token:
@@ -294,7 +295,7 @@ class Hook:
         loop: LoopSettings | None = None,
         db: Database | None = None,
     ) -> None:
-        from .config import LoopSettings
+        from ..config import LoopSettings
 
         self.conninfo, self.settings, self.ctx = conninfo, settings, ctx
         self.loop = loop or LoopSettings()
@@ -311,7 +312,7 @@ class Hook:
     def db(self) -> Database:
         """The database, connected on first use (the tool-call events need only this)."""
         if self._db is None:
-            from .db import Database
+            from ..db import Database
 
             self._db = Database(
                 self.conninfo,
@@ -326,7 +327,7 @@ class Hook:
     def q(self) -> Queue:
         """The queue API, for the session events (the brief, the pause)."""
         if self._queue is None:
-            from .queue import Queue
+            from ..queue import Queue
 
             self._queue = Queue(self.db, settings=self.settings)
         return self._queue
@@ -547,7 +548,7 @@ class Hook:
 
     def _is_afk_command(self) -> bool:
         """Whether the tool call is an afk command that a zombie may still run
-        (:data:`~watchdog.zombie.ZOMBIE_MAY`)."""
+        (:data:`~watchdog.agents.zombie.ZOMBIE_MAY`)."""
         tool_input = self.ctx.payload.get("tool_input")
         if self.ctx.payload.get("tool_name") not in SHELL_TOOLS or not isinstance(tool_input, dict):
             return False
@@ -662,15 +663,15 @@ class Hook:
 
     def stop_failure(self) -> None:
         """A turn the API ended: park the account as the loop would
-        (:func:`watchdog.decide.decide`: the same rules, the client's own
+        (:func:`watchdog.agents.decide.decide`: the same rules, the client's own
         retries counted as the outage breaker's worth)."""
         kind = ACCOUNT_ERRORS.get(str(self.ctx.payload.get("error")))
         if kind is None:
             return
+        from ..text import clean, one_line
         from .accounts import DEFAULT_ACCOUNT, Accounts
         from .decide import RunEnd, decide, rules_of
         from .outcome import Outcome, Report, classify, compile_patterns, reading_zone
-        from .text import clean, one_line
 
         account = self.ctx.env.get("AFK_ACCOUNT") or DEFAULT_ACCOUNT
         said = [
@@ -767,6 +768,9 @@ class Reply:
 
     said: dict[str, Any] = field(default_factory=dict)
     lines: list[str] = field(default_factory=list)
+    #: the event and the session it answered (None: the payload was not read)
+    event: str | None = None
+    session: str | None = None
 
     def json(self) -> str:
         """``said`` as the harness reads it (an HTTP body): nothing when empty."""
@@ -799,7 +803,7 @@ def run_hook(
     says which database answers it, then the hook runs there. Never raises
     for what a hook may meet: a hook must never fail the agent, nor print a
     secret."""
-    from .errors import AfkError, redact
+    from ..errors import AfkError, redact
 
     try:
         ctx = context(parse_payload(payload), gate, alias, harness, env=env)
@@ -811,19 +815,19 @@ def run_hook(
     if isinstance(found, Reply):
         return found
     conninfo, settings, db = found
+    said: dict[str, Any] = {}
     try:
         hook = Hook(conninfo, settings.queue, ctx, settings.loop, db=db)
         try:
             hook.run()
         finally:
             hook.close()
+        said = answer(ctx) if ctx.out else {}
     except AfkError as exc:
         ctx.say(f"warning: {exc}; nothing was changed")
-        return Reply(lines=ctx.notes)
     except Exception as exc:
         ctx.say(f"warning: {type(exc).__name__}: {redact(str(exc))}; nothing was changed")
-        return Reply(lines=ctx.notes)
-    return Reply(answer(ctx) if ctx.out else {}, ctx.notes)
+    return Reply(said, ctx.notes, ctx.event, ctx.session)
 
 
 def answer(ctx: Context) -> dict[str, Any]:

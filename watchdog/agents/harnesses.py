@@ -2,7 +2,7 @@
 each: one table of the events afk handles (:data:`EVENT_TABLE`), each other
 harness's names for them, and the installers of Claude Code's, Codex CLI's,
 Gemini CLI's, Cursor's and GitHub Copilot CLI's settings files. Running a
-hook is :mod:`watchdog.hooks`."""
+hook is :mod:`watchdog.agents.hooks`."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import BadInput
+from ..errors import BadInput
 
 
 @dataclass(frozen=True)

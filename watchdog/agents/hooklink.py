@@ -7,7 +7,7 @@ The service already holds connections and the hook's code: the process that
 the agent starts only reads its payload, forwards it with its arguments and
 the environment the hook reads (:data:`FORWARDED`), and prints the answer.
 This module is that client, and the wire format the service's side
-(:mod:`watchdog.hookserver`) reads; it imports nothing of the package and
+(:mod:`watchdog.agents.hookserver`) reads; it imports nothing of the package and
 nothing heavy, so that the client costs an interpreter start.
 
 The socket is ``AFK_HOOK_SOCKET``, else ``afk-hooks/service.sock`` in the

@@ -37,8 +37,8 @@ from enum import StrEnum
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from .errors import BadInput
-from .text import clean, one_line
+from ..errors import BadInput
+from ..text import clean, one_line
 
 
 class Outcome(StrEnum):

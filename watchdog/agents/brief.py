@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from .text import one_line, plain
+from ..text import one_line, plain
 
 if TYPE_CHECKING:
-    from .models import Task
-    from .queue import Queue
+    from ..models import Task
+    from ..queue import Queue
 
 
 def resume_brief(queue: Queue, task_id: str) -> str:

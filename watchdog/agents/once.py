@@ -9,10 +9,10 @@ import shutil
 import subprocess
 from typing import TYPE_CHECKING, Any
 
-from .errors import BadInput, LeaseLost
+from ..errors import BadInput, LeaseLost
 
 if TYPE_CHECKING:
-    from .queue import Queue
+    from ..queue import Queue
 
 
 def run_command(

@@ -1,4 +1,4 @@
-"""The watchdog service's side of the hooks' fast path (:mod:`watchdog.hooklink`):
+"""The watchdog service's side of the hooks' fast path (:mod:`watchdog.agents.hooklink`):
 a Unix socket on which it runs ``afk hook`` for processes of its own user,
 with its own connections, exactly as the hook would run it.
 
@@ -25,12 +25,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from ..config import Settings, known_env, load_all
+from ..db import Database
+from ..errors import AfkError, redact
+from ..resolve import running_dsn
 from . import hooklink, hooks
-from .config import Settings, known_env, load_all
-from .db import Database
-from .errors import AfkError, redact
 from .harnesses import HARNESSES, HTTP_ENV
-from .resolve import running_dsn
 
 logger = logging.getLogger(__name__)
 
@@ -236,19 +236,16 @@ class HookServer:
             alias=_str(args["event"]),
             harness=str(args["harness"]),
             env=env,
-            where=lambda ctx: self._here(ctx, dsn, settings),
+            where=lambda ctx: (dsn, settings, self.db),
         )
+        if reply.event is not None:
+            logger.debug(
+                "answered %s of session %s",
+                reply.event,
+                reply.session,
+                extra={"action": "hook", "event": reply.event},
+            )
         return {"stdout": reply.stdout(), "stderr": reply.stderr()}
-
-    def _here(self, ctx: hooks.Context, dsn: str, settings: Settings) -> hooks.Where:
-        """A hook of this service's database is answered here, on its pool."""
-        logger.debug(
-            "answering %s of session %s",
-            ctx.event,
-            ctx.session,
-            extra={"action": "hook", "event": ctx.event},
-        )
-        return dsn, settings, self.db
 
 
 def _str(value: object) -> str | None:
