@@ -257,7 +257,11 @@ WITH fin AS (
 )
 SELECT t.state AS cur_state, t.lease_token AS cur_token,
        (t.run_after = afk_held()) IS TRUE AS cur_held, (SELECT id FROM fin) AS finished,
-       CASE WHEN %(id)s::uuid IS NOT NULL
+       -- (a finish ends its run only where one is open: an API worker's
+       -- claim starts none, and the probe costs less than the call)
+       CASE WHEN %(id)s::uuid IS NOT NULL AND EXISTS (
+                SELECT 1 FROM afk_run WHERE task_id = %(id)s::uuid AND token = %(token)s
+                                        AND ended_at IS NULL)
             THEN afk_end_run(%(id)s::uuid, %(token)s, CASE WHEN %(error)s::text IS NULL
                              THEN 'done' ELSE 'task_failure' END,
                              %(run)s::jsonb, EXISTS (SELECT 1 FROM fin)) END AS run_ended,
