@@ -208,6 +208,13 @@ BEGIN
     RETURN NEW;
 END
 $$;
+CREATE FUNCTION public.afk_task_history_forget() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    DELETE FROM afk_task_event e USING gone WHERE e.task_id = gone.id;
+    RETURN NULL;
+END $$;
 CREATE FUNCTION public.afk_task_state_changed() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -464,6 +471,7 @@ CREATE TRIGGER afk_concurrency_delete AFTER DELETE ON public.afk_task FOR EACH R
 CREATE TRIGGER afk_dependency_resolve AFTER INSERT ON public.afk_task REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.afk_dependency_resolve();
 CREATE TRIGGER afk_task_event_no_update BEFORE UPDATE ON public.afk_task_event FOR EACH ROW EXECUTE FUNCTION public.afk_task_event_append_only();
 CREATE TRIGGER afk_task_history BEFORE UPDATE ON public.afk_task FOR EACH ROW WHEN (((new.state IS DISTINCT FROM old.state) OR (new.lease_token IS DISTINCT FROM old.lease_token) OR (new.change_reason IS NOT NULL) OR (new.change_error IS NOT NULL) OR (new.change_by IS NOT NULL))) EXECUTE FUNCTION public.afk_task_history();
+CREATE TRIGGER afk_task_history_forget AFTER DELETE ON public.afk_task REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION public.afk_task_history_forget();
 CREATE TRIGGER afk_task_state_changed AFTER UPDATE OF state ON public.afk_task FOR EACH ROW WHEN ((((new.concurrency_key IS NOT NULL) OR new.has_dependents) AND (old.state IS DISTINCT FROM new.state))) EXECUTE FUNCTION public.afk_task_state_changed();
 ALTER TABLE ONLY public.afk_dependency
     ADD CONSTRAINT afk_dependency_dep_id_fkey FOREIGN KEY (dep_id) REFERENCES public.afk_task(id) ON DELETE SET NULL;
@@ -475,7 +483,5 @@ ALTER TABLE ONLY public.afk_run
     ADD CONSTRAINT afk_run_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.afk_task(id) ON DELETE CASCADE;
 ALTER TABLE ONLY public.afk_task_effect
     ADD CONSTRAINT afk_task_effect_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.afk_task(id) ON DELETE CASCADE;
-ALTER TABLE ONLY public.afk_task_event
-    ADD CONSTRAINT afk_task_event_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.afk_task(id) ON DELETE CASCADE;
 ALTER TABLE ONLY public.afk_workspace
     ADD CONSTRAINT afk_workspace_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.afk_task(id) ON DELETE CASCADE;

@@ -108,3 +108,19 @@ def test_a_reason_alone_changes_nothing(queue, sql, column):
     sql(f"UPDATE afk_task SET {column} = 'x'")
     assert sql.one(f"SELECT count(*) FROM afk_task WHERE {column} IS NOT NULL") == 0
     assert sql.one("SELECT count(*) FROM afk_task_event") == 0
+
+
+def test_a_task_deleted_by_hand_takes_its_history_with_it(queue, sql):
+    """The history rows keep no foreign key (0023: the task's own trigger
+    writes them while it holds the row); any DELETE of tasks, an operator's
+    own included, still removes their history and only theirs."""
+    queue.enqueue("a", plan(3))
+    gone, kept = queue.claim("a", runner="r1"), queue.claim("a", runner="r2")
+    queue.done(gone)
+    queue.done(kept)
+    assert sql.one("SELECT count(*) FROM afk_task_event WHERE task_id = %s", gone.id) == 2
+    sql("DELETE FROM afk_task WHERE id = %s", gone.id)
+    assert sql.one("SELECT count(*) FROM afk_task_event WHERE task_id = %s", gone.id) == 0
+    assert sql.one("SELECT count(*) FROM afk_task_event WHERE task_id = %s", kept.id) == 2
+    queue.forget_agent("a")  # (`afk demo`'s clean-up)
+    assert sql.one("SELECT count(*) FROM afk_task_event") == 0

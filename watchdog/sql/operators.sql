@@ -96,7 +96,8 @@ SELECT * FROM afk_task
 
 -- name: prune :one retry
 -- Done rows older than the retention, a batch at a time; their history goes
--- with them (ON DELETE CASCADE).
+-- with them (the trigger afk_task_history_forget, 0023), and their runs,
+-- questions, effects and worktree rows (ON DELETE CASCADE).
 WITH old AS (
     SELECT id FROM afk_task
      WHERE state = 'done' AND updated_at < now() - make_interval(secs => %(retention)s)
@@ -109,8 +110,9 @@ WITH old AS (
 SELECT count(*) AS n FROM gone;
 
 -- name: forget_agent :exec retry
--- Deletes an agent's whole backlog (its history and effects go with it, ON
--- DELETE CASCADE) and its ordinal counter: what `afk demo` leaves behind.
+-- Deletes an agent's whole backlog (its history goes with it, by the trigger
+-- afk_task_history_forget, and its effects, ON DELETE CASCADE) and its
+-- ordinal counter: what `afk demo` leaves behind.
 WITH gone AS (
     DELETE FROM afk_task WHERE agent_id = %(agent_id)s RETURNING 1
 ), counter AS (
