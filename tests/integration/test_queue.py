@@ -477,3 +477,21 @@ def test_a_run_whose_lease_was_lost_keeps_what_its_supervisor_read(queue, sql):
     (run,) = sql("SELECT outcome, cost_usd, session_id FROM afk_run WHERE task_id = %s", task.id)
     assert (run["outcome"], float(run["cost_usd"]), run["session_id"]) == ("lease_lost", 0.75, "s1")
     assert queue.cost(task)[0] == 0.75
+
+
+def test_a_hook_s_touch_commits_without_waiting_for_the_disk_and_only_itself(dsn):
+    """A hook's look at its task (a lease refreshed, files noted) commits
+    asynchronously, and the setting ends with its transaction: the next
+    statement on the same pooled connection (a claim, a finish) commits as
+    the server's setting says."""
+    q = Queue.connect(dsn, pool_size=1)
+    try:
+        q.enqueue("a", [NewTask("t")])
+        task = q.claim("a", runner="session-1")
+        row = q.touch_session(None, None, "session-1", renew=True, files=["a.py"], max_files=10)
+        assert row is not None and row["commit_mode"] == "off" and row["id"] == task.id
+        with q.db.connection() as conn:
+            assert conn.execute("SHOW synchronous_commit").fetchone()["synchronous_commit"] == "on"
+        assert q.show(task.id)[0].checkpoint["files_touched"] == ["a.py"]
+    finally:
+        q.close()

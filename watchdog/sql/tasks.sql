@@ -491,5 +491,10 @@ WITH target AS (
 SELECT g.id, g.token, t.state::text AS cur_state, t.lease_token AS cur_token,
        (t.run_after = afk_held()) IS TRUE AS cur_held,
        extract(epoch FROM coalesce((SELECT lease_until FROM upd), t.lease_until) - now())::float8
-           AS lease_left
+           AS lease_left,
+       -- its commit does not wait for the disk (this transaction only): a
+       -- lease refreshed and files noted promise nothing to anyone, and a
+       -- database crash loses at most the last moment of them (the lease
+       -- then runs out a little sooner), never a task's state or token
+       set_config('synchronous_commit', 'off', true) AS commit_mode
   FROM target g JOIN afk_task t ON t.id = g.id;
