@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import tracing
 from ..checks import check_token
-from ..errors import BadInput, redact
+from ..errors import AfkError, BadInput, redact
 from ..states import FINISHED
 from ..text import one_line
 from . import credential
@@ -668,7 +668,7 @@ class Hook:
         kind = ACCOUNT_ERRORS.get(str(self.ctx.payload.get("error")))
         if kind is None:
             return
-        from ..text import clean, one_line
+        from ..text import clean
         from .accounts import DEFAULT_ACCOUNT, Accounts
         from .decide import RunEnd, decide, rules_of
         from .outcome import Outcome, Report, classify, compile_patterns, reading_zone
@@ -803,8 +803,6 @@ def run_hook(
     says which database answers it, then the hook runs there. Never raises
     for what a hook may meet: a hook must never fail the agent, nor print a
     secret."""
-    from ..errors import AfkError, redact
-
     try:
         ctx = context(parse_payload(payload), gate, alias, harness, env=env)
     except AfkError as exc:
