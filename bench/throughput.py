@@ -86,10 +86,11 @@ def step_sql(values: dict[str, str]) -> str:
 
 
 def pgbench_script(path: Path) -> None:
-    """The two-statement loop: claim, then done."""
+    """The two-statement loop: claim, then done (when the claim took one: an
+    agent drawn at random may have run dry)."""
     path.write_text(
         f"\\set a random(0, :agents - 1)\n{step_sql(CLAIM_VALUES)}\n\\gset\n"
-        f"{step_sql(DONE_VALUES)}\n"
+        f"\\if :have = 1\n{step_sql(DONE_VALUES)}\n\\endif\n"
     )
 
 
@@ -185,12 +186,11 @@ def pgbench(
     script = folder / ("finish_claim.sql" if combined else "claim_done.sql")
     (pgbench_next_script if combined else pgbench_script)(script)
     # pgbench draws an agent at random for each transaction: the table holds
-    # 1.5x the tasks (see run_contender) so that no agent runs dry mid-run
+    # 1.5x the tasks (see run_contender) so that an agent seldom runs dry
+    # mid-run; a transaction that claimed nothing (or, combined, only
+    # claimed) finished nothing: the rate counts what was done
     per_client = cfg.tasks // clients
     tps = _run_pgbench(server, dsn, cfg, clients, script, "have=0")
-    if not combined:
-        return tps
-    # a transaction that only claimed finished nothing: count what was done
     seconds = per_client * clients / tps
     return count(dsn, "SELECT count(*) FROM afk_task WHERE state = 'done'") / seconds
 
@@ -270,11 +270,8 @@ def run_contender(key: str, server: Server, cfg: Config, n: int, folder: Path) -
         with server.database() as dsn:
             fill_afk(dsn, cfg, extra=1.5 if key.startswith("pgbench") else 1.0)
             vacuum(dsn)
-            if key == "pgbench":
-                rate = pgbench(server, dsn, cfg, n, folder)
-                total = cfg.tasks // n * n
-            elif key == "pgbench-next":
-                return pgbench(server, dsn, cfg, n, folder, combined=True)
+            if key in ("pgbench", "pgbench-next"):
+                return pgbench(server, dsn, cfg, n, folder, combined=key == "pgbench-next")
             elif key == "afk":
                 rate = drain(workers.afk_single, dsn, cfg, n)
             elif key == "afk-next":
