@@ -6,11 +6,13 @@
    beside `python -c pass` and beside `psql -c` running the hook's statement.
 2. What users feel: sessions of the real Claude Code CLI (tests/helpers/claude_code.py
    pins it) against a scripted Messages API (tests/helpers/messages_api.py), each
-   making CALLS Bash calls, without afk's hooks, with them through the
-   service, and with them and no service; the time each hook pair adds to a
-   tool call. Skipped (and said) when the client is not fetched.
+   making CALLS (and three times CALLS) Bash calls, without afk's hooks, with
+   them through the service (command and HTTP), with HTTP hooks answered by a
+   server that does nothing (the client's own cost of an HTTP hook), and with
+   command hooks and no service; the time each hook pair adds to a tool call.
+   Skipped (and said) when the client is not fetched.
 
-    python -m bench.hooks [--dsn DSN] [--runs 40] [--sessions 3] [--calls 20] [--out FILE]
+    python -m bench.hooks [--dsn DSN] [--runs 40] [--sessions 5] [--calls 20] [--out FILE]
 
 With no DSN it starts a private embedded server in a temporary folder.
 """
@@ -27,10 +29,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import psycopg
@@ -86,7 +90,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--dsn")
     parser.add_argument("--runs", type=int, default=40)
-    parser.add_argument("--sessions", type=int, default=3)
+    parser.add_argument("--sessions", type=int, default=5)
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--out")
     args = parser.parse_args()
@@ -279,11 +283,48 @@ def http_round_trips(port: int, task: Task, body: bytes, n: int) -> list[float]:
     return took
 
 
+class _Floor(BaseHTTPRequestHandler):
+    """Answers every hook ``{}`` at once, on connections kept alive: what
+    Claude Code's HTTP hooks cost with nothing behind them."""
+
+    protocol_version = "HTTP/1.1"
+    wbufsize = 1 << 16  # (one write a reply)
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@contextmanager
+def floor_server() -> Iterator[int]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Floor)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield int(server.server_address[1])
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def claude_sessions(
     env: dict[str, str], socket_path: str, http_port: int, folder: Path, sessions: int, calls: int
 ) -> str:
     """Sessions of the real client, interleaved: no hooks, command hooks
-    through the service, HTTP hooks, command hooks with no service."""
+    through the service, HTTP hooks, HTTP hooks answered by a server that
+    does nothing (the client's own cost), command hooks with no service. Each
+    at two lengths, ``calls`` and three times as many Bash calls: the time
+    added per tool call is read both from the first length alone (what is
+    added to a session, over its tool calls) and from the slope between the
+    two (a tool call's own cost, without what a session pays once: its
+    SessionStart command, its Stop)."""
     sys.path.insert(0, str(ROOT / "tests"))  # the real client's pin, its scripted API
     claude_code = importlib.import_module("helpers.claude_code")
     MessagesAPI = importlib.import_module("helpers.messages_api").MessagesAPI
@@ -297,74 +338,88 @@ def claude_sessions(
         )
     home = folder / "claude-home"
     home.mkdir()
-    bare, hooked = folder / "bare", folder / "hooked"
+
+    def install(name: str, *transport: str, port: int = http_port) -> Path:
+        cwd = folder / name
+        cwd.mkdir()
+        installed = subprocess.run(
+            [AFK, "hooks", "claude", *transport, "--install",
+             str(cwd / ".claude" / "settings.json")],
+            env={**env, "AFK_HOOK_HTTP": f"127.0.0.1:{port}", "AFK_HOOK_TOKEN": HTTP_TOKEN},
+            capture_output=True,
+        )  # fmt: skip
+        assert installed.returncode == 0, installed.stderr
+        return cwd
+
+    bare = folder / "bare"
     bare.mkdir()
-    hooked.mkdir()
-    installed = subprocess.run(
-        [AFK, "hooks", "claude", "--install", str(hooked / ".claude" / "settings.json")],
-        env=env,
-        capture_output=True,
-    )
-    assert installed.returncode == 0, installed.stderr
-    over_http = folder / "over-http"
-    over_http.mkdir()
-    http_env = {**env, "AFK_HOOK_HTTP": f"127.0.0.1:{http_port}", "AFK_HOOK_TOKEN": HTTP_TOKEN}
-    installed = subprocess.run(
-        [AFK, "hooks", "claude", "--transport", "http", "--install",
-         str(over_http / ".claude" / "settings.json")],
-        env=http_env,
-        capture_output=True,
-    )  # fmt: skip
-    assert installed.returncode == 0, installed.stderr
-    variants = {
-        "without afk's hooks": (bare, {}),
-        "command hooks, through the service": (hooked, {"AFK_HOOK_SOCKET": socket_path}),
-        "HTTP hooks (SessionStart a command)": (
-            over_http,
-            {"AFK_HOOK_SOCKET": socket_path, "AFK_HOOK_TOKEN": HTTP_TOKEN},
-        ),
-        "command hooks, no service": (hooked, {"AFK_HOOK_SOCKET": "off"}),
-    }
-    took: dict[str, list[float]] = {name: [] for name in variants}
-    api = MessagesAPI()
-    try:
-        for _ in range(sessions):
-            for name, (cwd, extra) in variants.items():
-                api.script = [*["bash:true"] * calls, "text:done"]
-                client = {
-                    **env,
-                    **extra,
-                    "HOME": str(home),
-                    "ANTHROPIC_BASE_URL": api.url,
-                    "ANTHROPIC_API_KEY": "sk-ant-bench-not-a-key",
-                    "CLAUDE_CODE_MAX_RETRIES": "1",
-                    "DISABLE_AUTOUPDATER": "1",
-                    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-                }
-                started = time.perf_counter()
-                done = subprocess.run(
-                    [str(claude), "-p", "go", "--allowedTools", "Bash"],
-                    env=client,
-                    cwd=cwd,
-                    capture_output=True,
-                    timeout=600,
-                )
-                took[name].append(time.perf_counter() - started)
-                assert done.returncode == 0, done.stdout + done.stderr
-    finally:
-        api.close()
-    bare_s = statistics.median(took["without afk's hooks"])
+    hooked = install("hooked")
+    over_http = install("over-http", "--transport", "http")
+    lengths = (calls, 3 * calls)
+    with floor_server() as floor_port:
+        variants = {
+            "without afk's hooks": (bare, {}),
+            "command hooks, through the service": (hooked, {"AFK_HOOK_SOCKET": socket_path}),
+            "HTTP hooks (SessionStart a command)": (
+                over_http,
+                {"AFK_HOOK_SOCKET": socket_path, "AFK_HOOK_TOKEN": HTTP_TOKEN},
+            ),
+            "HTTP hooks to a server answering `{}` at once (the client's own cost)": (
+                install("floor", "--transport", "http", port=floor_port),
+                {"AFK_HOOK_SOCKET": socket_path, "AFK_HOOK_TOKEN": HTTP_TOKEN},
+            ),
+            "command hooks, no service": (hooked, {"AFK_HOOK_SOCKET": "off"}),
+        }
+        took: dict[tuple[str, int], list[float]] = {
+            (name, n): [] for name in variants for n in lengths
+        }
+        api = MessagesAPI()
+        try:
+            for _ in range(sessions):
+                for n in lengths:
+                    for name, (cwd, extra) in variants.items():
+                        api.script = [*["bash:true"] * n, "text:done"]
+                        client = {
+                            **env,
+                            **extra,
+                            "HOME": str(home),
+                            "ANTHROPIC_BASE_URL": api.url,
+                            "ANTHROPIC_API_KEY": "sk-ant-bench-not-a-key",
+                            "CLAUDE_CODE_MAX_RETRIES": "1",
+                            "DISABLE_AUTOUPDATER": "1",
+                            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+                        }
+                        started = time.perf_counter()
+                        done = subprocess.run(
+                            [str(claude), "-p", "go", "--allowedTools", "Bash"],
+                            env=client,
+                            cwd=cwd,
+                            capture_output=True,
+                            timeout=600,
+                        )
+                        took[(name, n)].append(time.perf_counter() - started)
+                        assert done.returncode == 0, done.stdout + done.stderr
+        finally:
+            api.close()
+    median = {key: statistics.median(seconds) for key, seconds in took.items()}
+    short, long = lengths
+    bare_name = "without afk's hooks"
     lines = [
-        f"Real Claude Code {VERSION} sessions of {calls} Bash calls (median of {sessions}, "
-        "interleaved):",
+        f"Real Claude Code {VERSION} sessions of {short} and of {long} Bash calls (median of "
+        f"{sessions} each, interleaved):",
         "",
-        "| session | median s | added per tool call |",
-        "|---|---|---|",
+        f"| session | median s, {short} calls | median s, {long} calls "
+        f"| added per tool call ({short} calls) | added per tool call (the slope) |",
+        "|---|---|---|---|---|",
     ]
-    for name, seconds in took.items():
-        s = statistics.median(seconds)
-        added = "" if name == "without afk's hooks" else f"{(s - bare_s) / calls * 1000:.0f} ms"
-        lines.append(f"| {name} | {s:.2f} | {added} |")
+    for name in variants:
+        s, s3 = median[(name, short)], median[(name, long)]
+        added = slope = ""
+        if name != bare_name:
+            b, b3 = median[(bare_name, short)], median[(bare_name, long)]
+            added = f"{(s - b) / short * 1000:.0f} ms"
+            slope = f"{((s3 - s) - (b3 - b)) / (long - short) * 1000:.1f} ms"
+        lines.append(f"| {name} | {s:.2f} | {s3:.2f} | {added} | {slope} |")
     return "\n".join(lines) + "\n"
 
 

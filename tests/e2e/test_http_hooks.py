@@ -114,6 +114,34 @@ def test_a_huge_slow_or_idle_request_costs_the_service_nothing_lasting(http_serv
             s.close()
 
 
+def test_a_connection_is_kept_for_the_next_hook_and_ended_after_a_refusal(http_service):
+    """Claude Code keeps its connection for the next hook (a new one each cost
+    it some 2 ms a hook): the service answers hook after hook on one, each in
+    one write; a refused request (its body maybe unread) ends its connection."""
+    import http.client
+
+    port = int(http_service.hook_url.split(":")[2].split("/")[0])
+    body = json.dumps({"hook_event_name": "Notification", "session_id": "s"}).encode()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        peers = set()
+        for _ in range(3):
+            conn.request("POST", "/hooks/claude", body, {"Authorization": f"Bearer {TOKEN}"})
+            answer = conn.getresponse()
+            answer.read()
+            assert answer.status == 200 and answer.version == 11
+            assert answer.getheader("Connection", "").lower() != "close"
+            peers.add(conn.sock.getsockname())  # (http.client reconnects when closed)
+        assert len(peers) == 1
+        conn.request("POST", "/hooks/claude", body, {"Authorization": "Bearer wrong"})
+        refused = conn.getresponse()
+        refused.read()
+        assert refused.status == 401 and refused.getheader("Connection") == "close"
+        assert refused.will_close
+    finally:
+        conn.close()
+
+
 def test_a_hook_address_that_is_not_loopback_is_refused(afk):
     proc = afk("status", env={"AFK_HOOK_HTTP": "0.0.0.0:18735", "AFK_HOOK_TOKEN": TOKEN})
     assert proc.returncode == 2 and "must be a loopback address" in proc.stderr, proc.stderr
