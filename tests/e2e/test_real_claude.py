@@ -460,3 +460,40 @@ def test_http_hooks_stop_a_real_zombie_and_a_stopped_service_is_fail_open_or_clo
     http_hooked_project(afk, tmp_path, port, "--fail-closed")
     session("blocked.txt")  # no service, fail-closed: blocked
     assert not (project / "blocked.txt").exists()
+
+
+def test_a_kept_http_connection_that_the_service_closed_costs_the_client_no_hook(
+    afk, claude, api, tmp_path
+):
+    """The real client keeps its connection to the service for the next hook,
+    and the service closes a connection idle for its read wait. A session whose
+    tool call outlasts that wait posts its next hooks on a new connection:
+    under --fail-closed, a hook that failed on the closed one would block the
+    call, and the file would not be written."""
+    from helpers.service import Service
+
+    from watchdog.agents.hookserver import HTTP_READ_WAIT
+
+    port = free_port()
+    project = http_hooked_project(afk, tmp_path, port, "--fail-closed")
+    _, env = supervised(afk, tmp_path, api.url, "k", "kept connection")
+    env["AFK_HOOK_TOKEN"] = HTTP_TOKEN
+    service = Service(
+        afk.env["AFK_DSN"], AFK_HOOK_HTTP=f"127.0.0.1:{port}", AFK_HOOK_TOKEN=HTTP_TOKEN
+    )
+    try:
+        poll(lambda: "answering HTTP hooks on" in service.log(), timeout=60)
+        api.script = [
+            "bash:touch before.txt",
+            f"bash:sleep {HTTP_READ_WAIT + 2:g}",  # (the kept connection is closed meanwhile)
+            "bash:touch after.txt",
+            "text:done",
+        ]
+        done = subprocess.run(
+            [claude, "-p", "go", "--allowedTools", "Bash"],
+            env=env, cwd=project, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+    finally:
+        service.cleanup()
+    assert (project / "before.txt").exists() and (project / "after.txt").exists()
