@@ -116,7 +116,7 @@ def test_a_huge_slow_or_idle_request_costs_the_service_nothing_lasting(http_serv
 
 def test_a_connection_is_kept_for_the_next_hook_and_ended_after_a_refusal(http_service):
     """Claude Code keeps its connection for the next hook (a new one each cost
-    it some 2 ms a hook): the service answers hook after hook on one, each in
+    it 1-2 ms a hook): the service answers hook after hook on one, each in
     one write; a refused request (its body maybe unread) ends its connection."""
     import http.client
 

@@ -342,8 +342,8 @@ class HttpHooks:
 
         class Handler(BaseHTTPRequestHandler):
             # A connection is kept for the client's next hook (a new one for
-            # each costs Claude Code some 2 ms a hook, measured in
-            # bench.hooks) until it is idle HTTP_READ_WAIT: an idle or slow
+            # each costs Claude Code 1-2 ms a hook, in sessions of
+            # the real client) until it is idle HTTP_READ_WAIT: an idle or slow
             # connection is cut off, as Keep-Alive says.
             protocol_version = "HTTP/1.1"
             timeout = HTTP_READ_WAIT
