@@ -108,6 +108,14 @@ END $$;
 CREATE FUNCTION public.afk_held() RETURNS timestamp with time zone
     LANGUAGE sql IMMUTABLE
     AS $$ SELECT '9999-12-31 00:00:00+00'::timestamptz $$;
+CREATE FUNCTION public.afk_next_due(p_agent text) RETURNS timestamp with time zone
+    LANGUAGE plpgsql STABLE
+    AS $$
+BEGIN
+    RETURN (SELECT min(run_after) FROM afk_task
+             WHERE agent_id = p_agent AND state IN ('todo', 'paused')
+               AND run_after > now() AND run_after < afk_held());
+END $$;
 CREATE FUNCTION public.afk_next_token() RETURNS bigint
     LANGUAGE sql
     AS $$

@@ -74,12 +74,16 @@ def check_budget(value: Any) -> float:
     return float(value)
 
 
+#: a control character (C0, or DEL)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
 def check_id(what: str, value: Any) -> str:
     """An id people type and read (an agent, a runner, an account, a key): text
     as :func:`check_text`, with no control character (a newline, a tab) and
     no space at either end, which would make two ids that read the same."""
     text = check_text(what, value)
-    if text != text.strip() or any(ord(c) < 32 or ord(c) == 127 for c in text):
+    if text != text.strip() or _CONTROL.search(text):
         raise BadInput(f"{what} must not hold control characters or spaces at either end")
     return text
 

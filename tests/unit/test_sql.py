@@ -100,9 +100,59 @@ def test_every_statement_fits_the_parse_cache_of_psycopg():
 def test_a_shape_writes_the_fixed_parameters_in_as_literals():
     name = sql.shaped("step", claim=True, id=None, token=None)
     shape, base = sql.statement(name), sql.statement("step")
-    assert shape.params == base.params - {"claim", "id", "token"}
+    assert shape.expects == base.params - {"claim", "id", "token"}
+    assert shape.params <= shape.expects  # (the parts a claim needs not are left out)
     assert "%(claim)s" not in shape.text and "NULL::uuid" in shape.text
     assert (shape.returns, shape.retry, shape.owner) == (base.returns, base.retry, base.owner)
     assert sql.shaped("step", token=None, id=None, claim=True) == name  # made once
     with pytest.raises(TypeError, match="no parameters"):
         sql.shaped("step", nope=None)
+
+
+TOY = """-- name: toy :one
+SELECT a.x,
+       -- without b: NULL AS y
+       (SELECT y FROM b WHERE b.k = %(b)s
+        -- without c:
+        AND b.c = %(c)s
+        -- end without c
+       ) AS y
+       -- end without b
+  FROM a WHERE a.k = %(a)s;
+"""
+
+
+@pytest.mark.parametrize(
+    ("fixed", "text"),
+    [
+        ({}, "SELECT a.x, (SELECT y FROM b WHERE b.k = %(b)s AND b.c = %(c)s ) AS y"),
+        ({"b": None}, "SELECT a.x, NULL AS y FROM"),
+        ({"b": False}, "SELECT a.x, NULL AS y FROM"),
+        ({"b": True}, "SELECT a.x, (SELECT y FROM b WHERE b.k = true AND b.c = %(c)s ) AS y"),
+        ({"c": None}, "SELECT a.x, (SELECT y FROM b WHERE b.k = %(b)s ) AS y"),
+        ({"c": None, "a": None}, "FROM a WHERE a.k = NULL"),
+    ],
+)
+def test_a_shape_leaves_out_the_parts_of_what_it_writes_in_as_null(fixed, text):
+    """A part marked `-- without P` (the line after the colon in its place,
+    or nothing) is left out of a shape with P written in as NULL or false;
+    parts nest; the statement as written keeps them all."""
+    toy = sql.parse(TOY)["toy"]
+    assert "%(b)s" in toy.text and "AND b.c = %(c)s" in toy.text
+    shape = sql.shape_of(toy, fixed)
+    assert text in shape.text, shape.text
+    assert "--" not in shape.text
+    assert shape.expects == toy.params - set(fixed)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "SELECT 1\n-- without a:\nWHERE %(a)s\n",  # no end
+        "SELECT 1\n-- without z:\nWHERE %(a)s\n-- end without z\n",  # not a parameter
+        "SELECT 1\n-- without a:\nWHERE %(a)s\n-- end without b\n",  # another's end
+    ],
+)
+def test_a_part_without_its_end_or_its_parameter_is_refused(body):
+    with pytest.raises(ValueError, match="without"):
+        sql.parse("-- name: bad :one\n" + body)

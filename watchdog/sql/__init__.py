@@ -25,12 +25,28 @@ parameters fixed to literals (NULL, true, false): a statement whose
 parameters switch parts of it on and off (``step``: a claim, a finish, or
 both) is then one prepared statement per shape, which the server plans once
 (a generic plan) instead of once per call.
+
+A part that a shape does not use is marked, so that the shape leaves it out
+(the server still sets up every part of a statement on every call, a write
+that writes nothing too: a table and its indexes opened, its triggers
+readied)::
+
+    WITH fin AS (
+        -- without id: SELECT * FROM afk_task WHERE false
+        UPDATE afk_task SET ... WHERE id = %(id)s ...
+        RETURNING *
+        -- end without id
+    ), ...
+
+In a shape with ``id`` written in as NULL (or false), the lines between the
+two markers are the one line after ``without id:`` (nothing, if there is
+none); otherwise they stay, and the markers are comments like any other.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache, cached_property
 from importlib import resources
@@ -39,6 +55,24 @@ from typing import Any
 _HEADER = re.compile(r"^-- name: (\w+) :(one|row|many|exec|copy)((?: [\w-]+)*)\s*$", re.MULTILINE)
 _FLAGS = frozenset({"retry"})
 _PARAM = re.compile(r"%\((\w+)\)s")
+#: a part of a statement that a shape without a parameter leaves out (or
+#: replaces with the alternative after the colon)
+#: (the innermost first: a part may hold another)
+_WITHOUT = re.compile(
+    r"^[ \t]*-- without (\w+):([^\n]*)\n((?:(?!^[ \t]*-- without ).)*?)"
+    r"^[ \t]*-- end without \1[ \t]*$",
+    re.MULTILINE | re.DOTALL,
+)
+
+
+def _without(source: str, part: Callable[[re.Match[str]], str]) -> str:
+    """``source`` with each ``-- without`` part replaced by ``part(match)``,
+    the innermost first."""
+    while True:
+        replaced = _WITHOUT.sub(part, source)
+        if replaced == source:
+            return source
+        source = replaced
 #: a string literal (plain, E'' or a quoted name), a comment, blanks, the rest
 _TOKEN = re.compile(
     r"[eE]'(?:[^'\\]|\\.|'')*'|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|\s+|[^'\"\s-]+|-",
@@ -69,6 +103,11 @@ class Statement:
     retry: bool = False
     #: the module that runs it (the file's ``-- owner:`` line)
     owner: str = ""
+    #: its text as written, comments and all (what :func:`shaped` reads)
+    source: str = ""
+    #: the parameters a caller gives it, where they are not those of its
+    #: text (a shape: its statement's, less those written in)
+    expects: frozenset[str] | None = None
 
     @cached_property
     def params(self) -> frozenset[str]:
@@ -102,7 +141,14 @@ def parse(text: str, owner: str = "") -> dict[str, Statement]:
                 "-- name: NAME :one|:row|:many|:exec|:copy [retry]"
             )
         text = compact(body).rstrip(";").rstrip()
-        found[name] = Statement(name, text, returns, "retry" in given, owner)
+        statement = Statement(name, text, returns, "retry" in given, owner, body)
+        named: set[str] = set()
+        kept = _without(body, lambda found: named.add(found.group(1)) or found.group(3))
+        if "-- without " in kept or "-- end without " in kept:
+            raise ValueError(f"query {name!r}: a '-- without' part has no '-- end without'")
+        if named - statement.params:
+            raise ValueError(f"query {name!r}: a '-- without' part names no parameter of it")
+        found[name] = statement
     return found
 
 
@@ -140,18 +186,36 @@ def shaped(name: str, **fixed: bool | None) -> str:
     longer parameters of it. One shape is made once and kept."""
     key = (name, frozenset(fixed.items()))
     made = _shape_names.get(key)
-    if made is not None:
-        return made
-    base = statements()[name]
+    if made is None:
+        shape = shape_of(statements()[name], fixed)
+        _shapes[shape.name] = shape
+        _shape_names[key] = made = shape.name
+    return made
+
+
+def shape_of(base: Statement, fixed: Mapping[str, bool | None]) -> Statement:
+    """``base`` with the parameters ``fixed`` written in, and without the
+    parts (``-- without``) of those written in as NULL or false."""
     unknown = set(fixed) - base.params
     if unknown:
-        raise TypeError(f"statement {name} has no parameters {sorted(unknown)}")
+        raise TypeError(f"statement {base.name} has no parameters {sorted(unknown)}")
     literal = {k: "NULL" if v is None else "true" if v else "false" for k, v in fixed.items()}
-    text = _PARAM.sub(lambda m: literal.get(m.group(1), m.group(0)), base.text)
-    made = name + "{" + ",".join(f"{k}={literal[k]}" for k in sorted(literal)) + "}"
-    _shapes[made] = Statement(made, text, base.returns, base.retry, base.owner)
-    _shape_names[key] = made
-    return made
+
+    def part(found: re.Match[str]) -> str:
+        param, instead, lines = found.groups()
+        left_out = param in fixed and not fixed[param]
+        return instead.strip() if left_out else lines
+
+    source = _without(base.source, part)
+    text = compact(_PARAM.sub(lambda m: literal.get(m.group(1), m.group(0)), source))
+    return Statement(
+        base.name + "{" + ",".join(f"{k}={literal[k]}" for k in sorted(literal)) + "}",
+        text.rstrip(";").rstrip(),
+        base.returns,
+        base.retry,
+        base.owner,
+        expects=base.params - set(fixed),
+    )
 
 
 def query(name: str) -> str:
@@ -167,11 +231,12 @@ def checked(name: str, params: Mapping[str, Any]) -> str:
 def checked_statement(name: str, params: Mapping[str, Any]) -> Statement:
     """The statement ``name``, once ``params`` are exactly its parameters."""
     found = statement(name)
-    if params.keys() != found.params:
+    expects = found.params if found.expects is None else found.expects
+    if params.keys() != expects:
         given = frozenset(params)
         raise TypeError(
-            f"statement {name}: missing {sorted(found.params - given)}, "
-            f"unexpected {sorted(given - found.params)}"
+            f"statement {name}: missing {sorted(expects - given)}, "
+            f"unexpected {sorted(given - expects)}"
         )
     return found
 

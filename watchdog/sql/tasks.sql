@@ -182,7 +182,10 @@ SELECT array_agg(id ORDER BY ordinal) AS ids,
 -- of the task it takes; a finish ends the task's run under its token with
 -- %(run)s, what the supervisor read of the agent. When nothing was claimed,
 -- next_at is when the agent's earliest task in backoff is due.
+-- A shape (a claim, a finish, either under an account or not) leaves out the
+-- parts it does not use (`-- without`, see watchdog/sql/__init__.py).
 WITH fin AS (
+    -- without id: SELECT * FROM afk_task WHERE false
     UPDATE afk_task
        SET state = CASE WHEN %(error)s::text IS NULL THEN 'done'
                         WHEN attempts >= max_attempts THEN 'failed'
@@ -199,6 +202,7 @@ WITH fin AS (
            change_error = %(error)s::text
      WHERE id = %(id)s::uuid AND state = 'running' AND lease_token = %(token)s
     RETURNING *
+    -- end without id
 ), parked AS (
     -- the claimer's account, while parked: a claim under it takes nothing
     SELECT account, until, reason FROM afk_account_park
@@ -207,8 +211,12 @@ WITH fin AS (
 ), own AS (
     -- (scalar subqueries, not a join: the agent is then a parameter of the
     -- claim index's ordered scan, and LIMIT 1 stops at the first row)
+    -- without claim: SELECT NULL::uuid AS id, true AS resumed WHERE false
     SELECT id, true AS resumed FROM afk_task
-     WHERE %(claim)s AND NOT EXISTS (SELECT 1 FROM parked)
+     WHERE %(claim)s
+       -- without account:
+       AND NOT EXISTS (SELECT 1 FROM parked)
+       -- end without account
        AND agent_id = coalesce((SELECT agent_id FROM fin), %(agent_id)s::text)
        AND state = 'running'
        AND lease_owner = coalesce((SELECT lease_owner FROM fin), %(runner)s::text)
@@ -216,13 +224,18 @@ WITH fin AS (
      ORDER BY ordinal
      LIMIT 1
        FOR UPDATE SKIP LOCKED
+    -- end without claim
 ), next AS (
+    -- without claim: SELECT NULL::uuid AS id, false AS resumed WHERE false
     SELECT id, false AS resumed FROM afk_task
      WHERE %(claim)s
        AND agent_id = coalesce((SELECT agent_id FROM fin), %(agent_id)s::text)
        AND state IN ('todo', 'paused')
        AND (run_after IS NULL OR run_after <= now())
-       AND NOT EXISTS (SELECT 1 FROM own) AND NOT EXISTS (SELECT 1 FROM parked)
+       AND NOT EXISTS (SELECT 1 FROM own)
+       -- without account:
+       AND NOT EXISTS (SELECT 1 FROM parked)
+       -- end without account
        -- its concurrency key (0019) has room: the key's row locked (a key
        -- another claimer holds is passed over), the finish above counted out
        AND (concurrency_key IS NULL OR EXISTS (
@@ -234,7 +247,9 @@ WITH fin AS (
      ORDER BY ordinal
      LIMIT 1
        FOR UPDATE SKIP LOCKED
+    -- end without claim
 ), claimed AS (
+    -- without claim: SELECT * FROM afk_task WHERE false
     UPDATE afk_task t
        SET state = 'running',
            attempts = t.attempts + CASE WHEN p.resumed THEN 0 ELSE 1 END,
@@ -249,11 +264,14 @@ WITH fin AS (
       FROM (SELECT * FROM own UNION ALL SELECT * FROM next) p
      WHERE t.id = p.id
     RETURNING t.*
+    -- end without claim
+-- without account:
 ), run_start AS (
     -- a claim under an account (a supervisor's) starts a run of the task
     INSERT INTO afk_run (task_id, token, agent_id, runner, account)
     SELECT id, lease_token, agent_id, lease_owner, %(account)s::text
       FROM claimed WHERE %(account)s::text IS NOT NULL
+-- end without account
 )
 SELECT t.state AS cur_state, t.lease_token AS cur_token,
        (t.run_after = afk_held()) IS TRUE AS cur_held, (SELECT id FROM fin) AS finished,
@@ -265,18 +283,19 @@ SELECT t.state AS cur_state, t.lease_token AS cur_token,
             THEN afk_end_run(%(id)s::uuid, %(token)s, CASE WHEN %(error)s::text IS NULL
                              THEN 'done' ELSE 'task_failure' END,
                              %(run)s::jsonb, EXISTS (SELECT 1 FROM fin)) END AS run_ended,
+       -- without account: NULL AS parked_account, NULL AS parked_until, NULL AS parked_reason,
        p.account AS parked_account, p.until AS parked_until, p.reason AS parked_reason,
+       -- end without account
        -- nothing claimed: when the agent's earliest waiting task is due
        CASE WHEN %(claim)s AND NOT EXISTS (SELECT 1 FROM claimed) THEN
-           (SELECT min(w.run_after) FROM afk_task w
-             WHERE w.agent_id = coalesce((SELECT agent_id FROM fin), %(agent_id)s::text)
-               AND w.state IN ('todo', 'paused') AND w.run_after > now()
-               AND w.run_after < afk_held()) END AS next_at,
+           afk_next_due(coalesce((SELECT agent_id FROM fin), %(agent_id)s::text)) END AS next_at,
        now() AS db_now,
        r.*
   FROM (VALUES (1)) AS one
   LEFT JOIN afk_task t ON t.id = %(id)s::uuid
+  -- without account:
   LEFT JOIN parked p ON true
+  -- end without account
   LEFT JOIN (SELECT * FROM claimed UNION ALL SELECT * FROM fin WHERE NOT %(claim)s) r ON true;
 
 -- name: touch :one retry
