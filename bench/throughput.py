@@ -75,14 +75,18 @@ DONE_NEXT_VALUES = {**DONE_VALUES, "claim": "true", "agent_id": "NULL", "runner"
 
 
 def step_sql(values: dict[str, str]) -> str:
-    """The project's own `step` statement, read from its SQL file, with pgbench
-    variables in place of the named parameters, ending in one row saying
-    whether a task is held now (`have`, with its `id` and `lease_token`)."""
-    step = queries.query("step").strip()
+    """The project's own `step` statement in the shape the Python API sends
+    (the parameters that are NULL, and the claim, written in; see
+    `Queue._step`), with pgbench variables in place of the other named
+    parameters, ending in one row saying whether a task is held now
+    (`have`, with its `id` and `lease_token`)."""
+    fixed: dict[str, bool | None] = {k: None for k, v in values.items() if v == "NULL"}
+    fixed["claim"] = values["claim"] == "true"
+    step = queries.statement(queries.shaped("step", **fixed)).text
     held = (
         "SELECT count(*) AS have, min(id::text) AS id, min(lease_token) AS lease_token FROM claimed"
     )
-    return _pgbench_sql(step[: step.rindex("SELECT t.state AS cur_state")] + held, values)
+    return _pgbench_sql(step[: step.rindex(") SELECT ") + 2] + held, values)
 
 
 def pgbench_script(path: Path) -> None:

@@ -365,7 +365,7 @@ class Queue(People, Operators):
             account = check_id("account", account)
         lease = self._lease(lease_seconds)
         row = self._step(agent_id=agent_id, runner=runner, lease_seconds=lease, account=account)
-        if row["parked_account"] is not None:
+        if row.get("parked_account") is not None:
             raise AccountParked(row["parked_account"], row["parked_until"], row["parked_reason"])
         task = Task.from_row(row) if row["id"] is not None else None
         return Claimed(task, row["next_at"], row["db_now"])
@@ -697,7 +697,7 @@ class Queue(People, Operators):
                 held = self.db.one("held", {"agent_id": was.agent_id, "runner": was.lease_owner})
                 return Task.from_row(held) if held is not None else None
             explain_fence(row, task_id, token, timeline=self._timeline)
-        if row["parked_account"] is not None:  # finished; the next claim was refused
+        if row.get("parked_account") is not None:  # finished; the next claim was refused
             raise AccountParked(row["parked_account"], row["parked_until"], row["parked_reason"])
         return Task.from_row(row) if row["id"] is not None else None
 

@@ -176,7 +176,9 @@ SELECT array_agg(id ORDER BY ordinal) AS ids,
 -- changes, with the change_reason set here.)
 -- One row: how the finish went (`finished` is its id when it applied, else
 -- cur_state and cur_token, read as they were, say why), then the task now
--- held (after a claim) or just finished (without one), if any.
+-- held (after a claim) or just finished (without one), if any. (The
+-- shape of a plain claim has no cur_* or finished, a shape with no account
+-- no parked_*, a plain finish no next_at.)
 -- Accounts (migration 0013): a claim under %(account)s takes nothing while
 -- that account is parked (parked_* say until when and why), and starts a run
 -- of the task it takes; a finish ends the task's run under its token with
@@ -273,26 +275,33 @@ WITH fin AS (
       FROM claimed WHERE %(account)s::text IS NOT NULL
 -- end without account
 )
-SELECT t.state AS cur_state, t.lease_token AS cur_token,
+SELECT
+       -- without id:
+       t.state AS cur_state, t.lease_token AS cur_token,
        (t.run_after = afk_held()) IS TRUE AS cur_held, (SELECT id FROM fin) AS finished,
        -- (a finish ends its run only where one is open: an API worker's
        -- claim starts none, and the probe costs less than the call)
-       CASE WHEN %(id)s::uuid IS NOT NULL AND EXISTS (
+       CASE WHEN EXISTS (
                 SELECT 1 FROM afk_run WHERE task_id = %(id)s::uuid AND token = %(token)s
                                         AND ended_at IS NULL)
             THEN afk_end_run(%(id)s::uuid, %(token)s, CASE WHEN %(error)s::text IS NULL
                              THEN 'done' ELSE 'task_failure' END,
                              %(run)s::jsonb, EXISTS (SELECT 1 FROM fin)) END AS run_ended,
-       -- without account: NULL AS parked_account, NULL AS parked_until, NULL AS parked_reason,
+       -- end without id
+       -- without account:
        p.account AS parked_account, p.until AS parked_until, p.reason AS parked_reason,
        -- end without account
+       -- without claim:
        -- nothing claimed: when the agent's earliest waiting task is due
        CASE WHEN %(claim)s AND NOT EXISTS (SELECT 1 FROM claimed) THEN
            afk_next_due(coalesce((SELECT agent_id FROM fin), %(agent_id)s::text)) END AS next_at,
+       -- end without claim
        now() AS db_now,
        r.*
   FROM (VALUES (1)) AS one
+  -- without id:
   LEFT JOIN afk_task t ON t.id = %(id)s::uuid
+  -- end without id
   -- without account:
   LEFT JOIN parked p ON true
   -- end without account
