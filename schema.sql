@@ -21,6 +21,16 @@ BEGIN
      WHERE key = OLD.concurrency_key;
     RETURN NULL;
 END $$;
+CREATE FUNCTION public.afk_concurrency_room(p_key text, p_freed text) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    RETURN EXISTS (
+        SELECT 1 FROM afk_concurrency c
+         WHERE c.key = p_key
+           AND c.running - (p_freed IS NOT DISTINCT FROM p_key)::int < c.lim
+           FOR UPDATE SKIP LOCKED);
+END $$;
 CREATE FUNCTION public.afk_dependency_resolve() RETURNS trigger
     LANGUAGE plpgsql
     AS $$

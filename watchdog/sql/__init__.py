@@ -65,6 +65,21 @@ _WITHOUT = re.compile(
 )
 
 
+def _check_parts(statement: Statement) -> None:
+    """Each ``-- without P`` part ends, and P is a parameter of the statement."""
+    named: set[str] = set()
+
+    def kept(found: re.Match[str]) -> str:
+        named.add(found.group(1))
+        return found.group(3)
+
+    rest = _without(statement.source, kept)
+    if "-- without " in rest or "-- end without " in rest:
+        raise ValueError(f"query {statement.name!r}: a '-- without' part has no '-- end without'")
+    if named - statement.params:
+        raise ValueError(f"query {statement.name!r}: a '-- without' part names no parameter of it")
+
+
 def _without(source: str, part: Callable[[re.Match[str]], str]) -> str:
     """``source`` with each ``-- without`` part replaced by ``part(match)``,
     the innermost first."""
@@ -73,6 +88,8 @@ def _without(source: str, part: Callable[[re.Match[str]], str]) -> str:
         if replaced == source:
             return source
         source = replaced
+
+
 #: a string literal (plain, E'' or a quoted name), a comment, blanks, the rest
 _TOKEN = re.compile(
     r"[eE]'(?:[^'\\]|\\.|'')*'|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|\s+|[^'\"\s-]+|-",
@@ -142,12 +159,7 @@ def parse(text: str, owner: str = "") -> dict[str, Statement]:
             )
         text = compact(body).rstrip(";").rstrip()
         statement = Statement(name, text, returns, "retry" in given, owner, body)
-        named: set[str] = set()
-        kept = _without(body, lambda found: named.add(found.group(1)) or found.group(3))
-        if "-- without " in kept or "-- end without " in kept:
-            raise ValueError(f"query {name!r}: a '-- without' part has no '-- end without'")
-        if named - statement.params:
-            raise ValueError(f"query {name!r}: a '-- without' part names no parameter of it")
+        _check_parts(statement)
         found[name] = statement
     return found
 

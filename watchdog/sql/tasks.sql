@@ -240,12 +240,8 @@ WITH fin AS (
        -- end without account
        -- its concurrency key (0019) has room: the key's row locked (a key
        -- another claimer holds is passed over), the finish above counted out
-       AND (concurrency_key IS NULL OR EXISTS (
-            SELECT 1 FROM afk_concurrency c
-             WHERE c.key = afk_task.concurrency_key
-               AND c.running - (SELECT count(*) FROM fin f WHERE f.concurrency_key = c.key)
-                   < c.lim
-               FOR UPDATE SKIP LOCKED))
+       AND (concurrency_key IS NULL
+            OR afk_concurrency_room(concurrency_key, (SELECT concurrency_key FROM fin)))
      ORDER BY ordinal
      LIMIT 1
        FOR UPDATE SKIP LOCKED
