@@ -56,13 +56,34 @@ _HEADER = re.compile(r"^-- name: (\w+) :(one|row|many|exec|copy)((?: [\w-]+)*)\s
 _FLAGS = frozenset({"retry"})
 _PARAM = re.compile(r"%\((\w+)\)s")
 #: a part of a statement that a shape without a parameter leaves out (or
-#: replaces with the alternative after the colon)
-#: (the innermost first: a part may hold another)
+#: replaces with the alternative after the colon); it holds no other part
+#: (a part may hold another: the innermost are found first)
 _WITHOUT = re.compile(
     r"^[ \t]*-- without (\w+):([^\n]*)\n((?:(?!^[ \t]*-- without ).)*?)"
     r"^[ \t]*-- end without \1[ \t]*$",
     re.MULTILINE | re.DOTALL,
 )
+
+
+#: a string literal (plain, E'' or a quoted name), a comment, blanks, the rest
+_TOKEN = re.compile(
+    r"[eE]'(?:[^'\\]|\\.|'')*'|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|\s+|[^'\"\s-]+|-",
+    re.DOTALL,
+)
+
+
+def compact(text: str) -> str:
+    """``text`` without its comments, each run of blanks one space (string
+    literals and quoted names kept as they are)."""
+    out: list[str] = []
+    for match in _TOKEN.finditer(text):
+        token = match.group()
+        if token.startswith("--") or token.isspace():
+            if out and out[-1] != " ":
+                out.append(" ")
+        else:
+            out.append(token)
+    return "".join(out).strip()
 
 
 def _check_parts(statement: Statement) -> None:
@@ -88,27 +109,6 @@ def _without(source: str, part: Callable[[re.Match[str]], str]) -> str:
         if replaced == source:
             return source
         source = replaced
-
-
-#: a string literal (plain, E'' or a quoted name), a comment, blanks, the rest
-_TOKEN = re.compile(
-    r"[eE]'(?:[^'\\]|\\.|'')*'|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|\s+|[^'\"\s-]+|-",
-    re.DOTALL,
-)
-
-
-def compact(text: str) -> str:
-    """``text`` without its comments, each run of blanks one space (string
-    literals and quoted names kept as they are)."""
-    out: list[str] = []
-    for match in _TOKEN.finditer(text):
-        token = match.group()
-        if token.startswith("--") or token.isspace():
-            if out and out[-1] != " ":
-                out.append(" ")
-        else:
-            out.append(token)
-    return "".join(out).strip()
 
 
 @dataclass(frozen=True)
