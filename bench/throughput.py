@@ -82,7 +82,10 @@ def step_sql(values: dict[str, str]) -> str:
     (`have`, with its `id` and `lease_token`)."""
     fixed: dict[str, bool | None] = {k: None for k, v in values.items() if v == "NULL"}
     fixed["claim"] = values["claim"] == "true"
-    step = queries.statement(queries.shaped("step", **fixed)).text
+    if hasattr(queries, "shaped"):
+        step = queries.statement(queries.shaped("step", **fixed)).text
+    else:  # (a commit before shapes, under bench.compare: the statement as written)
+        step = queries.query("step").strip()
     held = (
         "SELECT count(*) AS have, min(id::text) AS id, min(lease_token) AS lease_token FROM claimed"
     )
