@@ -89,6 +89,7 @@ def step_sql(values: dict[str, str]) -> str:
     held = (
         "SELECT count(*) AS have, min(id::text) AS id, min(lease_token) AS lease_token FROM claimed"
     )
+    step = " ".join(re.sub(r"--[^\n]*", "", step).split())  # (its comments out, if any)
     return _pgbench_sql(step[: step.rindex(") SELECT ") + 2] + held, values)
 
 
