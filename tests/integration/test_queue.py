@@ -466,6 +466,37 @@ def test_a_batch_finish_ends_its_runs(queue, sql):
         )
 
 
+@pytest.mark.parametrize(("error", "outcome"), [(None, "done"), ("tests fail", "task_failure")])
+def test_a_supervised_task_finished_without_its_account_ends_its_run(queue, sql, error, outcome):
+    """The agent inside a supervisor's run finishes its task itself (`afk
+    done`, `afk fail`: no account): the run ends with the task, and the next
+    claim of the task by an API worker (no account) finds its way as well."""
+    queue.enqueue("a", [NewTask("t", max_attempts=2)])
+    task = queue.claim("a", runner="loop-1", account="acct")
+    if error is None:
+        queue.done(task)
+    else:
+        queue.fail(task, error)
+    run = only_run(sql, task.id)
+    assert (run["outcome"], run["attempt_spent"]) == (outcome, True)
+    assert run["ended_at"] is not None
+    if error is not None:
+        sql("UPDATE afk_task SET run_after = now() WHERE id = %s", task.id)
+        again = queue.claim("a", runner="worker")
+        assert again is not None and again.id == task.id
+        queue.done(again)
+        assert sql("SELECT count(*) AS n FROM afk_run WHERE task_id = %s", task.id)[0]["n"] == 1
+
+
+def test_an_api_workers_task_starts_no_run_and_its_finish_looks_for_none(queue, sql):
+    queue.enqueue("a", [NewTask("t1"), NewTask("t2")])
+    task = queue.claim("a", runner="worker")
+    nxt = queue.done(task, claim_next=True)
+    queue.fail(nxt, "broke")
+    assert sql("SELECT count(*) AS n FROM afk_run")[0]["n"] == 0
+    assert sql("SELECT bool_or(had_run) AS any FROM afk_task")[0]["any"] is False
+
+
 def test_a_run_whose_lease_was_lost_keeps_what_its_supervisor_read(queue, sql):
     """The supervisor that outlived its lease (a database blip) still knows
     what the run cost: it lands on the run, so budgets count it."""

@@ -132,3 +132,29 @@ def test_running_rows_without_a_lease_come_back_after_migrate(empty_dsn):
     with pytest.raises(Exception, match="lease"):
         raw("UPDATE afk_task SET state = 'running', lease_until = NULL")
     raw.conn.close()
+
+
+def test_an_upgrade_marks_the_tasks_that_had_a_run(empty_dsn):
+    """Migration 0024: a finish looks for an open run only on a task once
+    claimed under an account (had_run); the upgrade marks those that were,
+    so that a run open across the upgrade still ends with its task."""
+    db = Database(empty_dsn)
+    db.migrate()
+    q = Queue.connect(empty_dsn)
+    q.enqueue("a", [NewTask("supervised"), NewTask("api")])
+    supervised = q.claim("a", runner="loop-1", account="acct")
+    api = q.claim("a", runner="worker")
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        # as versions before 0024 left it
+        conn.execute("ALTER TABLE afk_task DROP COLUMN had_run")
+        conn.execute("DELETE FROM afk_schema_version WHERE version >= 24")
+    assert db.migrate() == [n for n in ALL if int(n[:4]) >= 24]
+    q.done(supervised)
+    q.done(api)
+    with psycopg.connect(empty_dsn, row_factory=dict_row) as conn:
+        rows = conn.execute("SELECT title, had_run FROM afk_task ORDER BY title").fetchall()
+        assert rows == [{"title": "api", "had_run": False}, {"title": "supervised", "had_run": True}]
+        run = conn.execute("SELECT outcome, ended_at FROM afk_run").fetchone()
+        assert run is not None and run["outcome"] == "done" and run["ended_at"] is not None
+    q.close()
+    db.close()

@@ -26,3 +26,12 @@ BEGIN
            AND c.running - (p_freed IS NOT DISTINCT FROM p_key)::int < c.lim
            FOR UPDATE SKIP LOCKED);
 END $$;
+
+-- A finish ends the task's run where one is open, and only a claim under an
+-- account (a supervisor's) starts one. The task says whether it was ever so
+-- claimed (had_run): a task that never was (an API worker's) is finished
+-- without looking for a run, which cost a finish 25-35 us (a table and an
+-- index opened, measured with EXPLAIN ANALYZE, paired).
+ALTER TABLE afk_task ADD COLUMN IF NOT EXISTS had_run boolean NOT NULL DEFAULT false;
+UPDATE afk_task SET had_run = true
+ WHERE NOT had_run AND id IN (SELECT task_id FROM afk_run);

@@ -258,7 +258,8 @@ WITH fin AS (
            run_after = NULL,
            checkpoint_at = now(),
            updated_at = now(),
-           change_reason = CASE WHEN p.resumed THEN 'resumed' ELSE 'claimed' END
+           change_reason = CASE WHEN p.resumed THEN 'resumed' ELSE 'claimed' END,
+           had_run = t.had_run OR %(account)s::text IS NOT NULL
       FROM (SELECT * FROM own UNION ALL SELECT * FROM next) p
      WHERE t.id = p.id
     RETURNING t.*
@@ -275,11 +276,9 @@ SELECT
        -- without id:
        t.state AS cur_state, t.lease_token AS cur_token,
        (t.run_after = afk_held()) IS TRUE AS cur_held, (SELECT id FROM fin) AS finished,
-       -- (a finish ends its run only where one is open: an API worker's
-       -- claim starts none, and the probe costs less than the call)
-       CASE WHEN EXISTS (
-                SELECT 1 FROM afk_run WHERE task_id = %(id)s::uuid AND token = %(token)s
-                                        AND ended_at IS NULL)
+       -- (a finish ends its run where one is open: only a task once claimed
+       -- under an account may have one, and an API worker's never was)
+       CASE WHEN t.had_run
             THEN afk_end_run(%(id)s::uuid, %(token)s, CASE WHEN %(error)s::text IS NULL
                              THEN 'done' ELSE 'task_failure' END,
                              %(run)s::jsonb, EXISTS (SELECT 1 FROM fin)) END AS run_ended,
