@@ -156,3 +156,32 @@ def test_a_shape_leaves_out_the_parts_of_what_it_writes_in_as_null(fixed, text):
 def test_a_part_without_its_end_or_its_parameter_is_refused(body):
     with pytest.raises(ValueError, match="without"):
         sql.parse("-- name: bad :one\n" + body)
+
+
+def test_the_step_returns_the_task_as_task_from_row_reads_it():
+    """The step statement (a claim, a finish: the hot path) names the task's
+    columns that Task.from_row reads, no more (the columns that serve the
+    database alone would cross the wire on every call) and no fewer (a
+    missing one would read as None)."""
+    import ast
+    import inspect
+    import textwrap
+
+    from watchdog.models import Task
+
+    source = textwrap.dedent(inspect.getsource(Task.from_row))
+    read = {
+        node.slice.value if isinstance(node, ast.Subscript) else node.args[0].value
+        for node in ast.walk(ast.parse(source))
+        if (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant))
+        or (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and isinstance(node.args[0], ast.Constant)
+        )
+    }
+    text = sql.query("step")
+    listed = set(re.findall(r"\br\.(\w+)", text[text.rindex("db_now") :]))
+    assert listed == read
+    assert "r.*" not in text

@@ -292,7 +292,12 @@ SELECT
            afk_next_due(coalesce((SELECT agent_id FROM fin), %(agent_id)s::text)) END AS next_at,
        -- end without claim
        now() AS db_now,
-       r.*
+       -- the task as Task.from_row reads it (not the columns that serve the
+       -- database alone: tests/unit/test_sql.py compares the two)
+       r.id, r.agent_id, r.ordinal, r.title, r.spec, r.state, r.checkpoint, r.idem_key,
+       r.attempts, r.max_attempts, r.lease_until, r.lease_owner, r.lease_token, r.last_error,
+       r.run_after, r.result, r.created_at, r.updated_at, r.lease_seconds, r.budget_usd,
+       r.workspace, r.trace_parent, r.concurrency_key, r.on_dep_failure
   FROM (VALUES (1)) AS one
   -- without id:
   LEFT JOIN afk_task t ON t.id = %(id)s::uuid
