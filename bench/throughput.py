@@ -80,17 +80,16 @@ def step_sql(values: dict[str, str]) -> str:
     `Queue._step`), with pgbench variables in place of the other named
     parameters, ending in one row saying whether a task is held now
     (`have`, with its `id` and `lease_token`)."""
-    fixed: dict[str, bool | None] = {k: None for k, v in values.items() if v == "NULL"}
-    fixed["claim"] = values["claim"] == "true"
     if hasattr(queries, "shaped"):
-        step = queries.statement(queries.shaped("step", **fixed)).text
+        fixed: dict[str, bool | None] = {k: None for k, v in values.items() if v == "NULL"}
+        step = queries.statement(queries.shaped("step", **fixed, claim=values["claim"] == "true"))
+        text = _pgbench_sql(step.text, values)
     else:  # (a commit before shapes, under bench.compare: the statement as written)
-        step = queries.query("step").strip()
+        text = _pgbench_sql(queries.query("step"), values)
     held = (
         "SELECT count(*) AS have, min(id::text) AS id, min(lease_token) AS lease_token FROM claimed"
     )
-    step = " ".join(re.sub(r"--[^\n]*", "", step).split())  # (its comments out, if any)
-    return _pgbench_sql(step[: step.rindex(") SELECT ") + 2] + held, values)
+    return text[: text.rindex(") SELECT ") + 2] + held
 
 
 def pgbench_script(path: Path) -> None:
