@@ -1,4 +1,5 @@
-"""The claim and the reclaim stay on their partial indexes as done rows pile up."""
+"""The claim and the reclaim stay on their partial indexes as done rows pile
+up, and from the start: on a queue just filled, where every task is todo."""
 
 from __future__ import annotations
 
@@ -50,6 +51,42 @@ def test_claim_uses_its_partial_index(sql, dsn, generic, finish, account):
     plan = plan_of(dsn, "step", params, generic)
     assert "afk_task_claim_idx" in plan
     assert '"Node Type": "Seq Scan"' not in plan
+
+
+def fill_fresh(sql) -> None:
+    """A backlog just enqueued and analyzed (as autovacuum would after the
+    fill): no task done yet, so the claim index holds every row, and the
+    planner's two (agent_id, ordinal) indexes cost the same. A plan made now
+    is kept by a prepared statement (a loop's, all night) until the next
+    analyze; on the unique index, each claim walks past the agent's tasks
+    done since, one heap visit each."""
+    sql("""INSERT INTO afk_task (agent_id, ordinal, title)
+           SELECT 'agent-' || (i % 4), i, 't' FROM generate_series(1, 4000) i""")
+    sql("ANALYZE afk_task")
+
+
+@pytest.mark.parametrize("generic", [False, True], ids=["custom", "generic"])
+@pytest.mark.parametrize("finish", [False, True], ids=["claim", "finish-and-claim"])
+def test_claim_uses_its_partial_index_on_a_fresh_backlog(sql, dsn, generic, finish):
+    fill_fresh(sql)
+    params = STEP | {"claim": True, "agent_id": "agent-2", "runner": "r"}
+    if finish:
+        held = sql("""UPDATE afk_task SET state = 'running', lease_until = now() + interval '1 h',
+                             lease_token = 7
+                       WHERE agent_id = 'agent-2' AND ordinal = 2 RETURNING id""")[0]
+        params |= {"id": held["id"], "token": 7, "agent_id": None, "runner": None}
+    plan = plan_of(dsn, "step", params, generic)
+    assert "afk_task_claim_idx" in plan
+    assert "afk_task_agent_ordinal_key" not in plan
+
+
+@pytest.mark.parametrize("generic", [False, True], ids=["custom", "generic"])
+def test_batch_claim_uses_its_partial_index_on_a_fresh_backlog(sql, dsn, generic):
+    fill_fresh(sql)
+    params = {"agent_id": "agent-2", "runner": "r", "limit": 50, "lease_seconds": 60}
+    plan = plan_of(dsn, "claim_batch", params, generic)
+    assert "afk_task_claim_idx" in plan
+    assert "afk_task_agent_ordinal_key" not in plan
 
 
 def test_reclaim_uses_the_lease_index(sql, dsn):
