@@ -461,7 +461,7 @@ ALTER TABLE ONLY public.afk_task
 ALTER TABLE ONLY public.afk_task_effect
     ADD CONSTRAINT afk_task_effect_pkey PRIMARY KEY (task_id, name);
 ALTER TABLE ONLY public.afk_task_event
-    ADD CONSTRAINT afk_task_event_pkey PRIMARY KEY (id);
+    ADD CONSTRAINT afk_task_event_pkey PRIMARY KEY (task_id, id);
 ALTER TABLE ONLY public.afk_task
     ADD CONSTRAINT afk_task_idem_key_key UNIQUE (idem_key);
 ALTER TABLE ONLY public.afk_task
@@ -480,7 +480,6 @@ CREATE INDEX afk_run_started ON public.afk_run USING btree (started_at);
 CREATE INDEX afk_run_task ON public.afk_run USING btree (task_id, token);
 CREATE INDEX afk_task_claim_idx ON public.afk_task USING btree (agent_id, ordinal) WHERE (state = ANY (ARRAY['todo'::public.afk_state, 'paused'::public.afk_state]));
 CREATE INDEX afk_task_done_idx ON public.afk_task USING btree (updated_at) WHERE (state = 'done'::public.afk_state);
-CREATE INDEX afk_task_event_task_idx ON public.afk_task_event USING btree (task_id, id);
 CREATE INDEX afk_task_failed_idx ON public.afk_task USING btree (updated_at) WHERE (state = 'failed'::public.afk_state);
 CREATE INDEX afk_task_lease_idx ON public.afk_task USING btree (lease_until) WHERE (state = 'running'::public.afk_state);
 CREATE INDEX afk_task_paused_idx ON public.afk_task USING btree (agent_id, updated_at) WHERE (state = 'paused'::public.afk_state);
