@@ -86,6 +86,12 @@ def compact(text: str) -> str:
     return "".join(out).strip()
 
 
+def _statement_text(source: str) -> str:
+    """What is sent of a statement written as ``source``: compacted, without
+    its closing semicolon."""
+    return compact(source).rstrip(";").rstrip()
+
+
 def _check_parts(statement: Statement) -> None:
     """Each ``-- without P`` part ends, and P is a parameter of the statement."""
     named: set[str] = set()
@@ -157,8 +163,7 @@ def parse(text: str, owner: str = "") -> dict[str, Statement]:
                 f"after query {name!r}: a statement header must read: "
                 "-- name: NAME :one|:row|:many|:exec|:copy [retry]"
             )
-        text = compact(body).rstrip(";").rstrip()
-        statement = Statement(name, text, returns, "retry" in given, owner, body)
+        statement = Statement(name, _statement_text(body), returns, "retry" in given, owner, body)
         _check_parts(statement)
         found[name] = statement
     return found
@@ -219,10 +224,10 @@ def shape_of(base: Statement, fixed: Mapping[str, bool | None]) -> Statement:
         return instead.strip() if left_out else lines
 
     source = _without(base.source, part)
-    text = compact(_PARAM.sub(lambda m: literal.get(m.group(1), m.group(0)), source))
+    text = _PARAM.sub(lambda m: literal.get(m.group(1), m.group(0)), source)
     return Statement(
         base.name + "{" + ",".join(f"{k}={literal[k]}" for k in sorted(literal)) + "}",
-        text.rstrip(";").rstrip(),
+        _statement_text(text),
         base.returns,
         base.retry,
         base.owner,
