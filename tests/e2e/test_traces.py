@@ -65,6 +65,11 @@ def test_enqueue_claim_session_and_finish_are_one_trace(afk, otlp, tmp_path, dsn
     assert f"afk.task_id={task_id}" in env_of_agent["OTEL_RESOURCE_ATTRIBUTES"]
     # the run keeps its trace id, and the task's page links it
     (stored,) = afk.json("show", task_id)["runs"]
+    # the agent's telemetry names the run by its id, never by the task's token
+    # (a fencing token is a credential: P7)
+    resource = dict(a.split("=", 1) for a in env_of_agent["OTEL_RESOURCE_ATTRIBUTES"].split(","))
+    assert resource["afk.run_id"] == str(stored["id"])
+    assert env_of_agent["AFK_TASK_TOKEN"] not in env_of_agent["OTEL_RESOURCE_ATTRIBUTES"]
     assert stored["trace_id"] == process.trace_id
     from helpers.service import Service
 

@@ -535,7 +535,10 @@ class Loop:
                     k.upper(): v for k, v in tracing.headers_of(session).items()
                 }  # TRACEPARENT, TRACESTATE
             )
-            resource = f"afk.task_id={task.id},afk.run_id={task.token}"
+            # the run by its id: the task's token is a credential, and the
+            # agent's telemetry leaves the machine
+            runs = [r["id"] for r in self.q.runs(task) if r["token"] == task.token]
+            resource = f"afk.task_id={task.id}" + (f",afk.run_id={runs[-1]}" if runs else "")
             given = env.get("OTEL_RESOURCE_ATTRIBUTES")
             env["OTEL_RESOURCE_ATTRIBUTES"] = f"{given},{resource}" if given else resource
         if budget is not None:
