@@ -27,6 +27,8 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 #: control characters, and the Unicode line and bidi controls
 _CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+#: the same, but for newlines and tabs
+_TERMINAL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def plain(text: str) -> str:
@@ -52,6 +54,17 @@ def shown(text: Any, limit: int = 300) -> str:
     return value if len(value) <= limit else value[: max(0, limit - 1)] + "…"
 
 
+def terminal(text: str) -> str:
+    """Text for a person's terminal: every control character escaped as
+    :func:`escape_controls` does, but for newlines and tabs (a title from an
+    issue must not retitle, clear or write the clipboard of the terminal)."""
+    return _TERMINAL.sub(_escaped, text)
+
+
 def escape_controls(text: str) -> str:
     """Every control character (and line or bidi control) as its escape."""
-    return _CONTROLS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+    return _CONTROLS.sub(_escaped, text)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    return match.group().encode("unicode_escape").decode("ascii")

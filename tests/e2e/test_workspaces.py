@@ -380,3 +380,24 @@ def test_claim_makes_the_worktree_and_prints_it(repo):
     assert ws["env"]["AFK_BASE_SHA"] == repo.git("rev-parse", "HEAD")
     assert int(ws["env"]["AFK_PORT"]) == ws["port"]
     assert repo.git("rev-parse", "--abbrev-ref", "HEAD", cwd=Path(ws["path"])) == ws["branch"]
+
+
+def test_review_shows_uncommitted_work_and_its_path_and_no_terminal_escapes(repo):
+    """P9, P26, and the sweep's item 8: a title from outside (an issue, a
+    prd.json) reaches the terminal with its control characters escaped; work
+    left uncommitted is said, with the folder to look in, in the review and
+    the morning's text; a run with no denial is not counted as denied."""
+    title = "fix \x1b[31mRED\x1b]0;pwned\x07 \x1b[2J done"
+    (task_id,) = repo.enqueue(title)
+    code, err = finish(repo.loop(plan={title.split("\n")[0]: ["dirty"]}))
+    assert code == 0, err
+    (item,) = repo.afk.json("review", "--json", env=repo.env)
+    assert item["id"] == task_id and item["dirty"] and item["commits"] == 0
+    assert item["denied_runs"] == 0  # its one run was denied nothing
+    text = repo.afk("review", env=repo.env).stdout
+    assert "\x1b" not in text and "\x07" not in text, text
+    assert "\\x1b[31mRED" in text  # shown, escaped: a person sees what was there
+    assert f"uncommitted changes in {item['path']}" in text, text
+    for fmt in ("text", "slack", "html"):
+        digest = repo.afk("digest", "--dry-run", "--format", fmt, env=repo.env).stdout
+        assert "uncommitted changes in" in digest and item["path"] in digest, fmt

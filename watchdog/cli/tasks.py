@@ -13,6 +13,7 @@ from ..agents.brief import resume_brief
 from ..checks import parse_task_id
 from ..config import parse_duration
 from ..errors import AccountParked, BadInput, LeaseLost
+from ..text import terminal
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -234,7 +235,7 @@ def cmd_review(args: argparse.Namespace, res: Resources) -> int:
         emit(items)
         return EXIT_OK
     for item in items:
-        print(review_text(item))
+        print(terminal(review_text(item)))
     if not items:
         print("nothing to review: no done task with a workspace in that time", file=sys.stderr)
     return EXIT_OK
@@ -251,6 +252,8 @@ def review_text(item: dict[str, Any]) -> str:
         f"  branch {item['branch']}: {item['commits']} commit(s), {d['files']} file(s) "
         f"+{d['insertions']} -{d['deletions']}" + ("" if item["changes"] else " (no changes)"),
     ]
+    if item.get("dirty"):
+        lines.append(f"  uncommitted changes in {item['path']}")
     if item.get("check"):
         check = item["check"]
         lines.append(f"  check: {'passed' if check.get('status') == 0 else 'failed'}")
@@ -295,7 +298,7 @@ def cmd_gc(args: argparse.Namespace, res: Resources) -> int:
     verb = "would be " if args.dry_run else ""
     for item in report["worktrees"]:
         size = f", {item['bytes'] / 1e6:.1f} MB" if "bytes" in item else ""
-        print(f"{item['path']}: {verb}{item['action']} ({item['why']}{size})")
+        print(terminal(f"{item['path']}: {verb}{item['action']} ({item['why']}{size})"))
     print(f"{report['bytes'] / 1e6:.1f} MB in {len(report['worktrees'])} worktree(s)")
     return EXIT_OK
 

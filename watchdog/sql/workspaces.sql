@@ -58,7 +58,8 @@ SELECT t.id, t.agent_id, t.title, t.updated_at AS done_at, w.repo, w.branch, w.p
           FROM afk_run r WHERE r.task_id = t.id AND r.ended_at IS NOT NULL
          ORDER BY r.ended_at DESC LIMIT 1) AS last_check,
        (SELECT count(*) FROM afk_run r
-         WHERE r.task_id = t.id AND r.permission_denials IS NOT NULL) AS runs_denied
+         WHERE r.task_id = t.id AND jsonb_typeof(r.permission_denials) = 'array'
+           AND r.permission_denials <> '[]') AS runs_denied
   FROM afk_task t JOIN afk_workspace w ON w.task_id = t.id
  WHERE t.state = 'done'
    AND (%(agent)s::text IS NULL OR t.agent_id = %(agent)s::text)
