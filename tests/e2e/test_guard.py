@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from helpers import Afk, poll
-from helpers.service import Service
+from helpers.service import Service, free_port
 
 FAST = {
     "AFK_BACKOFF_BASE_SECONDS": "1",
@@ -43,10 +43,29 @@ AGENT = textwrap.dedent(
                           "tool_name": "Bash", "tool_input": {"command": "ls"}})
     if does == "silent":
         time.sleep(300)
+    if does == "http":  # PostToolUse as Claude Code posts it, by the installed settings
+        import re, urllib.request
+        settings = json.load(open(os.environ["AGENT_SETTINGS"]))
+        entry = settings["hooks"]["PostToolUse"][0]["hooks"][0]
+        allowed = set(entry.get("allowedEnvVars", []))
+        fill = lambda v: re.sub("[$][{]?([A-Za-z0-9_]+)[}]?",
+                                lambda m: os.environ.get(m.group(1), "")
+                                if m.group(1) in allowed else "", v)
+        headers = {k: fill(v) for k, v in entry["headers"].items()}
+        headers["Content-Type"] = "application/json"
+    percent = 0
     while does == "forever" or time.monotonic() < end:
         if does == "hooks":
             subprocess.run([os.environ["AFK"], "hook"], input=payload.encode(),
                            capture_output=True)
+        elif does == "http":
+            request = urllib.request.Request(entry["url"], data=payload.encode(),
+                                             headers=headers, method="POST")
+            with urllib.request.urlopen(request, timeout=10) as answer:
+                assert answer.status == 200
+        elif does == "progress":  # a progress bar: bytes, never a newline
+            percent += 1
+            print(f"\\rbuilding {percent}%", end="", flush=True)
         else:
             print("working", flush=True)
         time.sleep(0.3)
@@ -78,9 +97,11 @@ class Guarded:
         lasts: float = 0,
         agent: str = "g",
         command: list[str] | None = None,
+        env: dict[str, str] | None = None,
     ) -> subprocess.Popen[bytes]:
         env = {
             **self.afk.env,
+            **(env or {}),
             **FAST,
             "AGENT_LOG": str(self.log),
             "AGENT_DOES": does,
@@ -169,7 +190,7 @@ def test_the_status_page_shows_a_running_tasks_last_sign_of_life(guarded, dsn):
         service.cleanup()
 
 
-@pytest.mark.parametrize("does", ["chatty", "hooks"])
+@pytest.mark.parametrize("does", ["chatty", "hooks", "progress"])
 def test_an_agent_that_shows_signs_of_life_is_not_stopped(guarded, does):
     """A line a second, or a hook fired (a tool call) with nothing printed:
     both are signs of life, for longer than the stall time. The stall time
@@ -181,6 +202,35 @@ def test_an_agent_that_shows_signs_of_life_is_not_stopped(guarded, does):
     assert proc.wait(timeout=120) == 0, guarded.said()
     task = guarded.afk.json("show", task_id)
     assert [r["outcome"] for r in task["runs"]] == ["done"], task["runs"]
+
+
+def test_http_hooks_through_the_service_are_signs_of_life(guarded, dsn, tmp_path):
+    """P10: an agent that prints nothing (``--output-format json``) and
+    whose hooks go over HTTP to the service, as `afk hooks claude --transport
+    http` installs them, is working, not stalled."""
+    port, token = free_port(), "guard-hook-token-0123456789"
+    hook_env = {"AFK_HOOK_HTTP": f"127.0.0.1:{port}", "AFK_HOOK_TOKEN": token}
+    settings = tmp_path / "settings.json"
+    installed = guarded.afk(
+        "hooks", "claude", "--transport", "http", "--install", str(settings), env=hook_env
+    )
+    assert installed.returncode == 0, installed.stderr
+    service = Service(dsn, **hook_env)
+    try:
+        poll(lambda: "answering HTTP hooks on" in service.log(), timeout=60)
+        (task_id,) = guarded.enqueue()
+        proc = guarded.loop(
+            "--stall-after",
+            "6s",
+            does="http",
+            lasts=10,
+            env={**hook_env, "AGENT_SETTINGS": str(settings)},
+        )
+        assert proc.wait(timeout=120) == 0, guarded.said()
+    finally:
+        service.cleanup()
+    task = guarded.afk.json("show", task_id)
+    assert [r["outcome"] for r in task["runs"]] == ["done"], (task["runs"], guarded.said())
 
 
 def test_a_run_past_its_cap_is_timed_out_and_spends_an_attempt(guarded):

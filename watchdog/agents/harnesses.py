@@ -147,6 +147,9 @@ HTTP_ENV = {
     "X-Afk-Task-Lease": "AFK_TASK_LEASE",
     "X-Afk-Account": "AFK_ACCOUNT",
     "X-Afk-Runner-Id": "AFK_RUNNER_ID",
+    # the run's sign-of-life file, which the service touches for a hook it
+    # answered (a command hook touches it itself)
+    "X-Afk-Alive-File": "AFK_ALIVE_FILE",
     "Traceparent": "TRACEPARENT",
 }
 #: the variable that holds an HTTP hook's bearer token (never the token itself

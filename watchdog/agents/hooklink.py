@@ -293,12 +293,17 @@ def untrusted_why(path: str) -> str | None:
     return None
 
 
+#: the name of a run's sign-of-life file starts so (``process._alive_file``):
+#: a hook touches no other file, whatever its variable names
+ALIVE_PREFIX = "afk-alive-"
+
+
 def touch_alive(env: Mapping[str, str]) -> None:
     """A hook fired: a sign of life for the supervisor that watches its agent
     for a stall (``afk loop`` gives the agent ``AFK_ALIVE_FILE``). No
     database, no service: a file's time."""
     path = env.get("AFK_ALIVE_FILE")
-    if path and os.path.isabs(path):
+    if path and os.path.isabs(path) and os.path.basename(path).startswith(ALIVE_PREFIX):
         try:  # noqa: SIM105 - the fast path imports no more than it must
             os.utime(path, follow_symlinks=False)
         except (OSError, NotImplementedError):

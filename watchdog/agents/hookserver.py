@@ -405,6 +405,7 @@ class HttpHooks:
             if value.strip():
                 env[name] = value.strip()
         said = self.hooks.answer_local(payload, harness, "1" in query.get("gate", []), env)
+        hooklink.touch_alive(env)  # a hook answered: its run's sign of life
         return 200, said.encode()
 
 

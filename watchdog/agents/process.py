@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import IO
 
+from .hooklink import ALIVE_PREFIX
 from .outcome import MAX_JSON_LINE, OutputReader, Report
 
 #: how often the supervisor looks at its agent (a stop, a stall, the cap)
@@ -201,34 +202,57 @@ def _cannot_start(command: list[str], cwd: str | None, exc: OSError) -> str:
 
 def _alive_file() -> str:
     """A file of this run that the agent's hooks touch (AFK_ALIVE_FILE)."""
-    fd, path = tempfile.mkstemp(prefix="afk-alive-")
+    fd, path = tempfile.mkstemp(prefix=ALIVE_PREFIX)
     os.close(fd)
     return path
 
 
 def _pump(source: IO[bytes] | None, sink: IO[bytes], reader: OutputReader, stream: str) -> None:
-    """Copy the agent's output through, line by line, and read it, until the
-    agent closes it: an agent whose pipe is not drained blocks for the night.
-    No more than :data:`MAX_JSON_LINE` bytes of a line are held at a time; the
-    rest of a longer line passes through unread."""
+    """Copy the agent's output through as it comes and read it line by line,
+    until the agent closes it: an agent whose pipe is not drained blocks for
+    the night. Any byte is a sign of life (a progress bar redraws one line
+    and never ends it). No more than :data:`MAX_JSON_LINE` bytes of a line
+    are held at a time; the rest of a longer line passes through unread."""
     if source is None:
         return
-    starts_a_line = True
+    read = getattr(source, "read1", None) or source.read  # (as it comes, not a whole buffer)
+    line = bytearray()
+    skipping = False  # the rest of a line longer than MAX_JSON_LINE: not read
     while True:
         try:
-            chunk = source.readline(MAX_JSON_LINE + 1)
+            chunk = read(1 << 16)
         except (OSError, ValueError):
-            return
+            break
         if not chunk:
-            return
+            break
+        reader.last_at = time.monotonic()
         try:
             sink.write(chunk)
             sink.flush()
         except (OSError, ValueError):
             pass  # our own output is gone (a closed pipe): keep reading the agent
-        if starts_a_line:
-            reader.feed(chunk, stream)  # (never raises)
-        starts_a_line = chunk.endswith(b"\n")
+        *ended, rest = chunk.split(b"\n")
+        for piece in ended:  # the ends of lines
+            if not skipping and not _hold(line, piece + b"\n", reader, stream):
+                reader.feed(bytes(line), stream)  # (never raises)
+            line.clear()
+            skipping = False
+        if not skipping:
+            skipping = _hold(line, rest, reader, stream)
+    if line:
+        reader.feed(bytes(line), stream)
+
+
+def _hold(line: bytearray, piece: bytes, reader: OutputReader, stream: str) -> bool:
+    """Add ``piece`` to the line being read; a line grown past
+    :data:`MAX_JSON_LINE` is read as text up to there and emptied (True: skip
+    the rest of it)."""
+    line += piece
+    if len(line) <= MAX_JSON_LINE:
+        return False
+    reader.feed(bytes(line[: MAX_JSON_LINE + 1]), stream)
+    line.clear()
+    return True
 
 
 def _signal_group(pgid: int, signum: int) -> None:
