@@ -26,9 +26,10 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 #: the Unicode bidi controls
 _BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 #: control characters, and the Unicode line and bidi controls
-_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_LINE_BIDI = "\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_CONTROLS = re.compile(f"[\x00-\x1f\x7f-\x9f{_LINE_BIDI}]")
 #: the same, but for newlines and tabs
-_TERMINAL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_TERMINAL = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_LINE_BIDI}]")
 
 
 def plain(text: str) -> str:

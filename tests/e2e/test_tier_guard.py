@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-TESTS = '''
+TESTS = """
 import subprocess, pytest
 
 def test_starts_a_process():
@@ -20,7 +20,9 @@ def test_starts_nothing():
 
 def test_skips_for_a_missing_tool():
     pytest.skip("no such tool on this machine")
-'''
+"""
+
+PLUGINS_OFF = ("-p", "no:cacheprovider", "-p", "no:xdist")
 
 
 def test_the_guard_fails_an_idle_test_and_passes_a_skipped_one(tmp_path: Path) -> None:
@@ -29,8 +31,7 @@ def test_the_guard_fails_an_idle_test_and_passes_a_skipped_one(tmp_path: Path) -
     shutil.copy(Path(__file__).with_name("conftest.py"), folder / "conftest.py")
     (folder / "test_probe.py").write_text(TESTS)
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "-o", "addopts="]
-        + ["-p", "no:xdist", str(folder)],
+        [sys.executable, "-m", "pytest", "-q", "-rA", "-o", "addopts=", *PLUGINS_OFF, str(folder)],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -41,4 +42,5 @@ def test_the_guard_fails_an_idle_test_and_passes_a_skipped_one(tmp_path: Path) -
     assert "SKIPPED" in out and "no such tool on this machine" in out, out
     assert "ERROR e2e/test_probe.py::test_starts_nothing" in out, out
     assert "ERROR e2e/test_probe.py::test_skips_for_a_missing_tool" not in out, out
-    assert "2 passed, 1 skipped, 1 error" in out.splitlines()[-1], out  # (the call passed; its teardown errs)
+    # (test_starts_nothing's call passed; its teardown errs)
+    assert "2 passed, 1 skipped, 1 error" in out.splitlines()[-1], out

@@ -31,7 +31,10 @@ RESULT = json.dumps({"type": "result", "subtype": "success", "session_id": "s1"}
         ((b"one\ntwo\n",), ["one", "two"]),
         ((b"o", b"ne\ntw", b"o\n"), ["one", "two"]),
         ((b"no newline at the end",), ["no newline at the end"]),
-        ((b"\rbuilding 1%", b"\rbuilding 2%", b"\n", b"done\n"), ["", "building 1%", "building 2%", "done"]),
+        (
+            (b"\rbuilding 1%", b"\rbuilding 2%", b"\n", b"done\n"),
+            ["", "building 1%", "building 2%", "done"],
+        ),
         ((b"a\n\nb\n",), ["a", "", "b"]),
     ],
 )
