@@ -317,14 +317,17 @@ def test_a_run_whose_lease_is_lost_ends_with_what_it_cost(guarded, sql):
         # (what the agent printed is read to the pipe's end, whenever it is stopped)
         poll(lambda: sql("SELECT 1 FROM afk_run WHERE task_id = %s", task_id), timeout=60)
 
-        def reclaimed() -> bool:
-            # (the loop's heartbeat, every second, may renew the lease between
-            # the back-dating and the reclaim on a busy host: again, then)
+        # the loop is stopped while its lease is back-dated and reclaimed: its
+        # heartbeat, every second, would otherwise renew the lease in between
+        # whenever a CLI call takes longer than that (a loaded CI host did, for
+        # a whole minute); it goes on and finds the task gone
+        proc.send_signal(signal.SIGSTOP)
+        try:
             sql.expire(task_id)
             counts = guarded.afk.json("reclaim")
-            return bool(counts["paused"] + counts["failed"])
-
-        poll(reclaimed, timeout=60)
+        finally:
+            proc.send_signal(signal.SIGCONT)
+        assert counts["paused"] + counts["failed"] == 1, counts
         poll(lambda: "left to its new holder" in guarded.said(), timeout=60)
     finally:
         proc.send_signal(signal.SIGTERM)

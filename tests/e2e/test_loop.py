@@ -741,6 +741,35 @@ def test_a_done_run_with_denied_tools_is_done_and_keeps_them(night):
     assert task["runs"][0]["permission_denials"][0]["tool_name"] == "Bash"
 
 
+def test_a_run_that_ends_on_a_deferred_tool_call_is_held_for_a_person_not_done(night, afk):
+    """Issue 41 item 4: a PreToolUse hook that answers "defer" ends Claude
+    Code's -p session with exit 0, ``stop_reason: "tool_deferred"`` and the
+    call in ``deferred_tool_use`` (hooks reference, "defer"; the CLI emits it
+    since 2.1.89). The work is not finished: the task is held with a question
+    naming the call, no attempt spent, and the loop goes on to the next."""
+    first, second = night.backlog(2)
+    deferred = {
+        **result(0.1, "s-deferred"),
+        "stop_reason": "tool_deferred",
+        "deferred_tool_use": {
+            "id": "toolu_02",
+            "name": "Bash",
+            "input": {"command": "git push origin main"},
+        },
+    }
+    night.then(stdout=[json.dumps(deferred)], exit=0)
+    status, _, err = night.run()
+    assert status == 0, err
+    task = night.show(first)
+    assert (task["state"], task["attempts"]) == ("paused", 0), task
+    (run,) = task["runs"]
+    assert (run["outcome"], run["attempt_spent"]) == ("needs_input", False), run
+    (question,) = afk.json("questions")
+    assert question["id"] == first, question
+    assert "Bash(git push origin main) was deferred" in question["question"], question
+    assert night.show(second)["state"] == "done"  # the loop went on
+
+
 def test_the_loop_waits_for_a_tasks_start_time_and_then_runs_it(night):
     """Issue 32 item 2: a task enqueued --not-before +2s is not lost to an
     empty backlog: the loop says when it is due, sleeps, and runs it."""

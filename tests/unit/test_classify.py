@@ -170,3 +170,49 @@ def test_a_run_that_ended_by_itself_done_is_done_even_if_a_stop_came_after():
     assert classify(stopped, NOW, UTC, interrupted=True).outcome is Outcome.INTERRUPTED
     killed = Report(-15, [])
     assert classify(killed, NOW, UTC, interrupted=True).outcome is Outcome.INTERRUPTED
+
+
+DEFERRED = {
+    "type": "result",
+    "subtype": "success",
+    "is_error": False,
+    "stop_reason": "tool_deferred",
+    "session_id": "s-deferred",
+    "result": "",
+    "deferred_tool_use": {
+        "id": "toolu_01",
+        "name": "Bash",
+        "input": {"command": "git push origin main"},
+    },
+}
+
+
+@pytest.mark.parametrize("status", [0, 1])
+def test_a_tool_call_deferred_by_a_hook_needs_a_person_not_done(status):
+    """Claude Code's -p exits 0 with stop_reason "tool_deferred" when a
+    PreToolUse hook answers "defer": the work is not finished."""
+    reader = OutputReader()
+    reader.feed(json.dumps(DEFERRED).encode())
+    report = reader.report(status)
+    assert report.deferred == {
+        "tool_name": "Bash",
+        "tool_input": {"command": "git push origin main"},
+    }
+    verdict = classify(report, NOW, UTC)
+    assert verdict.outcome is Outcome.NEEDS_INPUT
+    assert verdict.line == "a tool call was deferred for a person: Bash(git push origin main)"
+
+
+def test_a_result_that_names_no_deferred_call_is_still_held():
+    reader = OutputReader()
+    reader.feed(json.dumps({**DEFERRED, "deferred_tool_use": None}).encode())
+    verdict = classify(reader.report(0), NOW, UTC)
+    assert verdict.outcome is Outcome.NEEDS_INPUT
+    assert verdict.line == "a tool call was deferred for a person"
+
+
+def test_a_deferred_result_followed_by_more_output_decides_nothing():
+    reader = OutputReader()
+    reader.feed(json.dumps(DEFERRED).encode())
+    reader.feed(b"and then the agent went on")
+    assert classify(reader.report(0), NOW, UTC).outcome is Outcome.DONE

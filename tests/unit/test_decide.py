@@ -108,6 +108,10 @@ P = EXIT_PARKED
         ),
         # over budget comes before denied
         (Outcome.TASK_FAILURE, RunEnd(over_budget=True, denied=True), Decision(Move.HOLD)),
+        # a tool call deferred by a hook (Claude Code's "defer"): a person
+        # answers; never done, no attempt spent, the loop goes on
+        (Outcome.NEEDS_INPUT, RunEnd(), Decision(Move.ASK)),
+        (Outcome.NEEDS_INPUT, RunEnd(over_budget=True), Decision(Move.ASK)),
     ],
 )
 def test_what_each_end_of_a_run_does(outcome, run, expected):

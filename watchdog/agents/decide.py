@@ -144,6 +144,8 @@ def decide(outcome: Outcome, rules: Rules, now: datetime, run: RunEnd | None = N
         park_until=usage_limit_until(rules, run.reset, now),
         probe=run.reset is None or run.reset <= now,
     )
+    if outcome is Outcome.NEEDS_INPUT:  # a tool call deferred for a person
+        return Decision(Move.ASK)
     if run.over_budget and outcome in HELD_OVER_BUDGET:
         if outcome is Outcome.USAGE_LIMIT:  # the account is parked all the same
             return Decision(Move.HOLD, park=limit.park, park_until=limit.park_until)
@@ -170,8 +172,8 @@ def decide(outcome: Outcome, rules: Rules, now: datetime, run: RunEnd | None = N
         return Decision(Move.RETRY, retry_in=backoff)
     if outcome is Outcome.NEEDS_HUMAN:
         return Decision(Move.PAUSE, park="needs_human", ends_loop=True, exit_status=EXIT_PARKED)
-    # interrupted (and what no run's end is classed as: lease_lost,
-    # needs_input, over_budget, which the queue settles elsewhere)
+    # interrupted (and what no run's end is classed as: lease_lost and
+    # over_budget, which the queue settles elsewhere)
     if run.stopped_by_loop:
         return Decision(Move.PAUSE, ends_loop=True)
     if run.stopped_outside_before:  # the second time in a row: the task's

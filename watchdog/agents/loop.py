@@ -49,7 +49,15 @@ from . import credential
 from .accounts import DEFAULT_ACCOUNT, Accounts, Parking
 from .decide import EXIT_PARKED, Decision, Move, RunEnd, decide, rules_of
 from .harnesses import prompt_argv
-from .outcome import Outcome, Report, Verdict, classify, compile_patterns, failure_text
+from .outcome import (
+    Outcome,
+    Report,
+    Verdict,
+    classify,
+    compile_patterns,
+    describe_tool,
+    failure_text,
+)
 from .process import Limits, Signs, run_agent
 
 EXIT_OK, EXIT_ERROR = 0, 1
@@ -475,13 +483,21 @@ class Loop:
 
     def ask_about_denials(self, task: Task, report: Report, run: dict[str, Any]) -> None:
         """A run that did not end done while tools were denied (Claude Code in
-        -p mode cannot ask for a permission): held for a person with a
+        -p mode cannot ask for a permission), or that ended on a tool call a
+        hook deferred (``stop_reason: "tool_deferred"``): held for a person with a
         question naming the tools, instead of retried blindly with the same
         permissions. `afk answer` puts it back, the answer in its brief."""
-        question = (
-            f"the agent was denied {report.denied()}: allow it (and run again), "
-            "or say how else to do it"
-        )
+        if report.deferred is not None:  # a PreToolUse hook deferred a call
+            call = describe_tool(report.deferred) if report.deferred else "a tool call"
+            question = (
+                f"the agent's {call} was deferred for a person: allow it (and run "
+                "again), or say how else to do it"
+            )
+        else:
+            question = (
+                f"the agent was denied {report.denied()}: allow it (and run again), "
+                "or say how else to do it"
+            )
         run = {**run, "outcome": str(Outcome.NEEDS_INPUT)}
         self.q.ask(task, one_line(question, 1000), token=task.token, run=run)
         self.say(f"task {task.id} needs input: {one_line(question, 300)} (afk answer ID TEXT)")

@@ -194,6 +194,10 @@ class Report:
     #: the tools the agent was denied (Claude Code's permission_denials):
     #: each {tool_name, tool_input}, bounded and scrubbed
     permission_denials: list[dict[str, Any]] | None = None
+    #: a tool call a PreToolUse hook deferred (Claude Code's ``-p`` ends with
+    #: ``stop_reason: "tool_deferred"``): {tool_name, tool_input}, or {} when
+    #: the result names none; None when nothing was deferred
+    deferred: dict[str, Any] | None = None
     #: what the supervisor adds to the run's record (a workspace's lineage,
     #: its check)
     extra: dict[str, Any] = field(default_factory=dict)
@@ -227,6 +231,7 @@ class Report:
             "turns": self.turns,
             "usage": self.usage,
             "permission_denials": self.permission_denials,
+            **({"deferred": self.deferred} if self.deferred is not None else {}),
             **self.extra,
         }
 
@@ -313,6 +318,8 @@ class OutputReader:
             if failed and isinstance(text, str) and text.strip():
                 r.result_error = clean(text).strip()[:MAX_KEPT_LINE]
             r.permission_denials = denials(result.get("permission_denials"))
+            if result.get("stop_reason") == "tool_deferred" and last_word:
+                r.deferred = deferred_call(result.get("deferred_tool_use"))
             rejected = self.found.get("rejected")
             if failed and isinstance(rejected, dict):  # the limit that ended the run
                 r.rejected_until = _epoch(rejected.get("resetsAt", rejected.get("resets_at")))
@@ -360,6 +367,12 @@ def classify(
         return Verdict(Outcome.CANNOT_START, report.cannot_start)
     if status in STOPPED_BY_A_SIGNAL:
         return Verdict(Outcome.INTERRUPTED, f"interrupted (exit {status})")
+    if report.deferred is not None:  # ended waiting for a person, whatever its exit
+        line = "a tool call was deferred for a person"
+        return Verdict(
+            Outcome.NEEDS_INPUT,
+            f"{line}: {describe_tool(report.deferred)}" if report.deferred else line,
+        )
     if status == 0:
         return Verdict(Outcome.DONE, "exit 0")
     if report.rejected_until is not None:
@@ -589,6 +602,16 @@ def denials(value: Any) -> list[dict[str, Any]] | None:
                 tool_input = json.loads(text)  # (scrubbed, as an object again)
         out.append({"tool_name": clean(item["tool_name"])[:100], "tool_input": tool_input})
     return out or None
+
+
+def deferred_call(value: Any) -> dict[str, Any]:
+    """Claude Code's ``deferred_tool_use`` (``{id, name, input}``) as a run
+    keeps it: the tool and its input, as :func:`denials` keeps a denied one;
+    {} when the result names no call."""
+    if not isinstance(value, dict):
+        return {}
+    kept = denials([{"tool_name": value.get("name"), "tool_input": value.get("input")}])
+    return kept[0] if kept else {}
 
 
 def describe_tool(denial: dict[str, Any]) -> str:
