@@ -31,7 +31,7 @@ from typing import Any
 
 from .db import Database
 from .errors import AfkError, BadInput, Conflict
-from .text import clean, one_line
+from .text import one_line
 
 #: seconds a git command may take (a worktree of a large repository is made
 #: in seconds; a hung one must not hold the night)
@@ -346,27 +346,6 @@ def lineage(row: Mapping[str, Any], *, with_pr: bool = True) -> dict[str, Any]:
         "pr": pull_request(str(row["branch"]), where) if with_pr else None,
         "removed": not live,
     }
-
-
-def check(ws: Workspace, command: str, timeout: float) -> tuple[int, str]:
-    """Run the task's check in its worktree, through the shell: its exit
-    status (124 past ``timeout``) and the tail of what it printed."""
-    try:
-        proc = subprocess.run(
-            command,
-            shell=True,
-            cwd=ws.path,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            timeout=timeout,
-            env={**os.environ, **ws.env()},
-            start_new_session=True,
-        )
-    except subprocess.TimeoutExpired as exc:
-        said = exc.output.decode("utf-8", "replace") if exc.output else ""
-        return 124, clean(said)[-CHECK_TAIL:] + f"\n(the check was stopped after {timeout:g}s)"
-    return proc.returncode, clean(proc.stdout.decode("utf-8", "replace"))[-CHECK_TAIL:]
 
 
 def telling(tail: str) -> str:

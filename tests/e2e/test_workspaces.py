@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -213,6 +214,88 @@ def test_the_check_must_pass_before_done(repo):
     assert (
         "The check failed" in second_run["prompt"] and "check.ok is missing" in second_run["prompt"]
     )
+
+
+def test_a_check_longer_than_the_lease_keeps_the_task(repo, tmp_path):
+    """Issue 41 item 3 (P11): the check ran after the lease stopped being
+    renewed, so a check longer than the lease lost the task to a reclaim.
+    The run's heartbeat covers its check."""
+    started, release = tmp_path / "checking", tmp_path / "release"
+    check = f"touch {started}; while [ ! -e {release} ]; do sleep 0.1; done; echo all good"
+    (task_id,) = repo.enqueue("long check", verify=check)
+    proc = repo.loop("--lease", "3")
+    try:
+        poll(started.exists, timeout=120)
+        checking = os.stat(started).st_mtime
+        # three leases into the check: a lease not renewed since the run's end
+        # has run out by now, and a reclaim takes the task
+        poll(lambda: os.path.getmtime(started) + 9 < time.time(), timeout=30)
+        assert os.stat(started).st_mtime == checking
+        counts = repo.afk.json("reclaim", env=repo.env)
+        assert counts["paused"] + counts["failed"] == 0, counts
+    finally:
+        release.touch()
+    code, err = finish(proc)
+    assert code == 0, err
+    task = repo.show(task_id)
+    assert task["state"] == "done", task
+    (run,) = task["runs"]
+    assert run["check_status"] == 0 and "all good" in run["check_tail"]
+    assert not [h for h in task["history"] if "lease" in h["reason"]], task["history"]
+
+
+def test_a_check_past_its_timeout_is_stopped_with_all_it_started(repo):
+    """P18: the timeout killed only the check's shell; what the shell had
+    started (a test server, a build) went on. The whole group is stopped."""
+    check = "sleep 300 & echo $! > check.pid; echo started it; wait"
+    (task_id,) = repo.enqueue("hung check", verify=check, max_attempts=1)
+    repo.env["AFK_VERIFY_TIMEOUT_SECONDS"] = "2"
+    code, err = finish(repo.loop())
+    assert code == 0, err
+    task = repo.show(task_id)
+    (run,) = task["runs"]
+    assert (task["state"], run["check_status"]) == ("failed", 124), task
+    assert "stopped after 2s" in run["check_tail"] and "started it" in run["check_tail"]
+    pid = int((Path(task["workspace"]["path"]) / "check.pid").read_text())
+
+    def gone() -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+    poll(gone, timeout=30)
+
+
+#: the loop under a parent that reports its peak memory (kB), and its children's
+MEASURED = """
+import resource, subprocess, sys
+status = subprocess.call(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+print(status, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+"""
+
+
+def test_a_check_that_prints_without_end_is_held_by_its_tail(repo):
+    """P18: the loop held all a check printed (a test run's 200 MB of log)
+    before keeping its tail. It holds a bounded tail as it reads."""
+    check = "head -c 200000000 /dev/zero | tr '\\0' x; echo; echo the telling line; exit 1"
+    (task_id,) = repo.enqueue("loud check", verify=check, max_attempts=1)
+    loop = [*Afk.command("loop", "--agent", "w", "--"), sys.executable, str(repo.agent)]
+    proc = subprocess.run(
+        [sys.executable, "-c", MEASURED, *loop],
+        env={**repo.env, "AGENT_PLAN": "{}"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    status, peak_kb = (int(w) for w in proc.stdout.split())
+    assert status == 0
+    (run,) = repo.show(task_id)["runs"]
+    assert run["check_status"] == 1 and run["check_tail"].rstrip().endswith("the telling line")
+    assert len(run["check_tail"]) <= 4000
+    # the loop's own size, not the 200 MB it was shown
+    assert peak_kb < 150_000, peak_kb
 
 
 def test_a_run_that_changes_nothing_is_recorded_and_may_be_required_to(repo):

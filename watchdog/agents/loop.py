@@ -43,7 +43,7 @@ from ..config import LoopSettings
 from ..errors import AccountParked, DatabaseError, LeaseLost
 from ..models import Task
 from ..queue import Queue
-from ..text import one_line
+from ..text import clean, one_line
 from ..workspaces import Workspace, WorkspaceError
 from . import credential
 from .accounts import DEFAULT_ACCOUNT, Accounts, Parking
@@ -58,7 +58,7 @@ from .outcome import (
     describe_tool,
     failure_text,
 )
-from .process import Limits, Signs, run_agent
+from .process import Limits, Signs, run_agent, run_check
 
 EXIT_OK, EXIT_ERROR = 0, 1
 #: the longest a loop sleeps between two looks at the database while it waits
@@ -252,6 +252,12 @@ class Loop:
             with self.q.leased(task, sign=signs.last) as lease:
                 prompt = self._prompt(task)
                 report = self.run_agent(task, prompt, lease.lost, spent, budget, signs, ws, session)
+                now = self.accounts.clock()
+                stopped = self.stopped.is_set()
+                verdict = classify(report, now, self.tz, self.patterns, interrupted=stopped)
+                if ws is not None and not lease.lost.is_set():
+                    # (under the lease: a check longer than it keeps the task)
+                    verdict = self.check_work(task, ws, report, verdict, before, lease.lost)
             report.extra["trace_id"] = trace_id
             tracing.set_attributes(session, {"gen_ai.conversation.id": report.session_id})
             if lease.lost.is_set() and not self.stopped.is_set():
@@ -265,11 +271,6 @@ class Loop:
                 return None
             if report.cost_refused is not None:
                 self.say(f"warning: task {task.id}: {report.cost_refused}")
-            now = self.accounts.clock()
-            stopped = self.stopped.is_set()
-            verdict = classify(report, now, self.tz, self.patterns, interrupted=stopped)
-            if ws is not None:
-                verdict = self.check_work(ws, report, verdict, before)
             if verdict.outcome is not Outcome.DONE:
                 tracing.error(session, str(verdict.outcome))
         total = (spent or 0) + (report.cost_usd or 0)
@@ -300,7 +301,13 @@ class Loop:
         return EXIT_PARKED
 
     def check_work(
-        self, ws: Workspace, report: Report, verdict: Verdict, before: str | None
+        self,
+        task: Task,
+        ws: Workspace,
+        report: Report,
+        verdict: Verdict,
+        before: str | None,
+        lost: threading.Event,
     ) -> Verdict:
         """What the run left in its worktree, recorded on the run; and before
         done, the check: a run that would end done is a task failure when
@@ -319,7 +326,16 @@ class Loop:
         command = ws.verify or self.o.verify
         if command is None:
             return verdict
-        status, tail = workspaces.check(ws, command, self.settings.verify_timeout_seconds)
+        status, said = run_check(
+            command,
+            ws.path,
+            {**self.agent_env(task), **ws.env()},
+            timeout=self.settings.verify_timeout_seconds,
+            lost=lost,
+            grace=self.settings.agent_grace_seconds,
+            keep=4 * workspaces.CHECK_TAIL,
+        )
+        tail = clean(said)[-workspaces.CHECK_TAIL :]
         report.extra.update(check_status=status, check_tail=self.scrub(tail))
         if status == 0:
             return verdict

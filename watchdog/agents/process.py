@@ -175,6 +175,75 @@ def _supervise(
     return status, stopped_for, after, kill_at is not None
 
 
+def run_check(
+    command: str,
+    cwd: str,
+    env: Mapping[str, str],
+    *,
+    timeout: float,
+    lost: threading.Event,
+    grace: float,
+    keep: int,
+) -> tuple[int, str]:
+    """A task's check (``--verify``), guarded as its run was: through the
+    shell, in a process group of its own that is stopped whole (SIGTERM, then
+    SIGKILL after ``grace``) past ``timeout`` or once ``lost`` is set, and
+    by a guardian if this process dies; only the last ``keep`` bytes of what
+    it prints are held. Its exit status (124 when it was stopped) and that
+    tail, decoded."""
+    try:
+        proc = subprocess.Popen(
+            command,
+            shell=True,
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        return 127, f"the check cannot run: {exc.strerror or exc}"
+    tail = bytearray()
+
+    def read(out: IO[bytes]) -> None:
+        take = getattr(out, "read1", None) or out.read  # (as it comes)
+        while chunk := take(65536):
+            tail.extend(chunk)
+            del tail[:-keep]
+
+    reader = threading.Thread(target=read, args=(proc.stdout,), daemon=True)
+    reader.start()
+    guardian = Guardian(proc.pid, grace)
+    deadline = time.monotonic() + timeout
+    why, kill_at = "", 0.0
+    try:
+        while True:
+            try:
+                status = proc.wait(timeout=TICK)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            if why:  # asked to stop: SIGKILL after the grace
+                if time.monotonic() >= kill_at:
+                    _signal_group(proc.pid, signal.SIGKILL)
+                continue
+            if lost.is_set():
+                why = "(the check was stopped: the task's lease was lost)"
+            elif time.monotonic() >= deadline:
+                why = f"(the check was stopped after {timeout:g}s)"
+            else:
+                continue
+            _signal_group(proc.pid, signal.SIGTERM)
+            kill_at = time.monotonic() + grace
+        _signal_group(proc.pid, signal.SIGKILL)  # what it left behind in its group
+    finally:
+        guardian.release()
+    reader.join(5)
+    said = bytes(tail).decode("utf-8", "replace")
+    return (124, f"{said}\n{why}") if why else (status, said)
+
+
 def _silent_for(reader: OutputReader, alive: str, now: float) -> float:
     """Seconds since the agent's last sign of life: a line of output, or a
     hook that touched its alive file."""
