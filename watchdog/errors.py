@@ -36,6 +36,10 @@ class NotRunning(BadInput):
     """The task is not running, so there is nothing to finish or fail."""
 
 
+class ServiceError(AfkError):
+    """The watchdog service cannot start as it is configured."""
+
+
 class LeaseLost(AfkError):
     """This worker no longer holds the task's lease; nothing was changed.
 

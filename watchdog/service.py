@@ -24,7 +24,7 @@ from .agents import hooklink
 from .agents.hookserver import HookServer, HttpHooks
 from .config import Settings
 from .db import Database
-from .errors import DatabaseError
+from .errors import DatabaseError, ServiceError
 from .metrics import Metrics, serve
 from .queue import Queue
 
@@ -161,9 +161,9 @@ class Watchdog:
         running when the shutdown timeout ran out."""
         s = self.settings.service
         self.scheduled = True
+        http_hooks = self._http_hooks()  # (first: a port it cannot hold stops the start)
         server = self._serve_http()
         hook_server = self._hook_server()
-        http_hooks = self._http_hooks()
         scheduler = self._scheduler()
         scheduler.start()
         systemd.notify("READY=1")
@@ -300,7 +300,14 @@ class Watchdog:
         host, port = s.hook_http_host_port()
         answering = HookServer("", self.db.conninfo)  # (its connections, not its socket)
         http = HttpHooks(host, port, s.hook_token, answering)
-        if http.start():
+        why = http.start()
+        if why is None:
             return http
         answering.stop()
-        return None
+        # another process on the port would hear every agent's HTTP hooks (the
+        # bearer token, the task tokens) and could answer "allow": no start
+        raise ServiceError(
+            f"cannot answer HTTP hooks on {s.hook_http}: {why}; another process may hold "
+            "the port, and every agent's HTTP hooks would go to it: free the port or "
+            "change AFK_HOOK_HTTP (the Unix socket, AFK_HOOK_SOCKET, is private to you)"
+        )

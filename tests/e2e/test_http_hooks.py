@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -114,6 +115,64 @@ def test_a_huge_slow_or_idle_request_costs_the_service_nothing_lasting(http_serv
             s.close()
 
 
+def test_slow_loris_connections_are_cut_at_a_deadline_and_hooks_go_on(http_service):
+    """P6: the handler's timeout was per read: a connection sending a header
+    line every second was never cut, and 70 of them held every one of the 64
+    places. A request has a deadline: they are cut, and a hook gets through
+    while they keep sending."""
+    host, port = "127.0.0.1", int(http_service.hook_url.split(":")[2].split("/")[0])
+    stop = threading.Event()
+    cut = []
+
+    def loris() -> None:
+        try:
+            with socket.create_connection((host, port), timeout=30) as s:
+                s.sendall(b"POST /hooks/claude HTTP/1.1\r\n")
+                while not stop.wait(1.0):
+                    s.sendall(b"X-a: b\r\n")
+        except OSError:
+            cut.append(1)  # the service ended it
+
+    threads = [threading.Thread(target=loris, daemon=True) for _ in range(70)]
+    for t in threads:
+        t.start()
+    try:
+
+        def answered() -> bool:
+            try:
+                return post(http_service.hook_url, {"hook_event_name": "Notification"})[0] == 200
+            except OSError:  # (no place yet: closed at once)
+                return False
+
+        poll(answered, timeout=25, interval=0.5)
+        poll(lambda: len(cut) >= 60, timeout=25)  # cut off, though still sending
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(10)
+
+
+def test_a_payload_the_hook_cannot_read_gets_an_empty_answer_not_a_traceback(http_service):
+    """P19: a deeply nested payload (an MCP tool's arguments) got no answer
+    and a traceback in the service's log; the command hook says one line and
+    lets the agent go on. Over HTTP: a 200 with {}, one line in the log."""
+    deep = (
+        '{"session_id": "hs", "hook_event_name": "PreToolUse", "tool_name": "mcp__x", '
+        '"tool_input": {"x": ' + "[" * 5000 + "]" * 5000 + "}}"
+    )
+    request = urllib.request.Request(
+        http_service.hook_url,
+        data=deep.encode(),
+        headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert response.status == 200
+        assert json.loads(response.read() or b"{}") == {}
+    assert post(http_service.hook_url, {"hook_event_name": "Notification"})[0] == 200
+    assert "Traceback" not in http_service.log()
+
+
 def test_a_connection_is_kept_for_the_next_hook_and_ended_after_a_refusal(http_service):
     """Claude Code keeps its connection for the next hook (a new one each cost
     it 1-2 ms a hook): the service answers hook after hook on one, each in
@@ -140,6 +199,28 @@ def test_a_connection_is_kept_for_the_next_hook_and_ended_after_a_refusal(http_s
         assert refused.will_close
     finally:
         conn.close()
+
+
+def test_the_service_does_not_start_when_another_process_holds_the_hook_port(afk):
+    """P5: a local user who squats the HTTP hook port before the service
+    hears every agent's HTTP hooks (the bearer token, the task tokens) and
+    may answer "allow"; the service only warned and ran on. It refuses to
+    start, with one line, and nothing is served."""
+    squatter = socket.socket()
+    squatter.bind(("127.0.0.1", 0))
+    squatter.listen()
+    port = squatter.getsockname()[1]
+    try:
+        env = {"AFK_HOOK_HTTP": f"127.0.0.1:{port}", "AFK_HOOK_TOKEN": TOKEN,
+               "AFK_METRICS_ADDR": "127.0.0.1:0", "AFK_HOOK_SOCKET": "off"}  # fmt: skip
+        started = afk("watchdog", "run", env=env)
+    finally:
+        squatter.close()
+    assert started.returncode == 1, started.stderr
+    (line,) = [x for x in started.stderr.splitlines() if x.startswith("afk: ")]
+    assert f"cannot answer HTTP hooks on 127.0.0.1:{port}" in line, started.stderr
+    assert TOKEN not in started.stderr and "Traceback" not in started.stderr
+    assert "watchdog started" not in started.stderr
 
 
 def test_a_hook_address_that_is_not_loopback_is_refused(afk):

@@ -278,7 +278,36 @@ class BoundedHTTPServer(ThreadingHTTPServer):
 
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
         self.places = threading.BoundedSemaphore(HTTP_CONNECTIONS)
+        #: each connection's deadline for the request it is sending (P6: a
+        #: socket's timeout is per read, and a header line every 2 s never
+        #: trips it); a reaper cuts off the ones past it
+        self._deadlines: dict[socket.socket, float] = {}
+        self._lock = threading.Lock()
         super().__init__(address, handler)
+        threading.Thread(target=self._reap, name="afk-http-reaper", daemon=True).start()
+
+    def watch(self, conn: socket.socket, seconds: float) -> None:
+        """``conn`` must send its whole request within ``seconds`` from now."""
+        with self._lock:
+            self._deadlines[conn] = time.monotonic() + seconds
+
+    def unwatch(self, conn: socket.socket) -> None:
+        """Its request is in: what the service does with it is not the
+        client's time."""
+        with self._lock:
+            self._deadlines.pop(conn, None)
+
+    def _reap(self) -> None:
+        while True:
+            time.sleep(0.25)
+            now = time.monotonic()
+            with self._lock:
+                late = [c for c, at in self._deadlines.items() if at <= now]
+                for conn in late:
+                    del self._deadlines[conn]
+            for conn in late:
+                with suppress(OSError):  # (its handler's read ends, and so does it)
+                    conn.shutdown(socket.SHUT_RDWR)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         if not self.places.acquire(blocking=False):
@@ -308,18 +337,13 @@ class HttpHooks:
         self._server: ThreadingHTTPServer | None = None
         self.address = (host, port)
 
-    def start(self) -> bool:
+    def start(self) -> str | None:
+        """Listen; None, or why it cannot (the port is taken, say)."""
         handler = self._handler()
         try:
             server = BoundedHTTPServer(self.address, handler)
         except OSError as exc:
-            logger.warning(
-                "not answering HTTP hooks on %s:%d: %s",
-                *self.address,
-                exc.strerror or exc,
-                extra={"action": "listen"},
-            )
-            return False
+            return str(exc.strerror or exc)
         self._server = server
         threading.Thread(target=server.serve_forever, name="afk-http-hooks", daemon=True).start()
         host = f"[{self.address[0]}]" if ":" in self.address[0] else self.address[0]
@@ -329,7 +353,7 @@ class HttpHooks:
             server.server_address[1],
             extra={"action": "listen"},
         )
-        return True
+        return None
 
     def stop(self) -> None:
         if self._server is not None:
@@ -351,6 +375,18 @@ class HttpHooks:
             # second small write, the body, would wait for the client's
             # delayed ack on a connection kept alive).
             wbufsize = 1 << 16
+
+            def handle_one_request(self) -> None:
+                # the whole request (the wait for it on a kept connection, its
+                # headers, its body) within HTTP_READ_WAIT: a deadline, not a
+                # timeout per read
+                server = self.server
+                assert isinstance(server, BoundedHTTPServer)
+                server.watch(self.connection, HTTP_READ_WAIT)
+                try:
+                    super().handle_one_request()
+                finally:
+                    server.unwatch(self.connection)
 
             def do_POST(self) -> None:
                 status, body = hooks.handle(self)
@@ -398,13 +434,26 @@ class HttpHooks:
             payload = request.rfile.read(size)
         except OSError:  # (too slow: the handler's timeout)
             return 408, b'{"error": "too slow"}'
+        if len(payload) < size:  # (cut off at its deadline)
+            return 408, b'{"error": "too slow"}'
+        if isinstance(request.server, BoundedHTTPServer):
+            request.server.unwatch(request.connection)
         query = parse_qs(where.query)
         env = {k: v for k, v in os.environ.items() if k in HTTP_BASE_ENV}
         for header, name in HTTP_ENV.items():
             value = request.headers.get(header, "")
             if value.strip():
                 env[name] = value.strip()
-        said = self.hooks.answer_local(payload, harness, "1" in query.get("gate", []), env)
+        try:
+            said = self.hooks.answer_local(payload, harness, "1" in query.get("gate", []), env)
+        except Exception as exc:  # (P19) as the command hook: one line, and the agent goes on
+            logger.warning(
+                "an HTTP hook could not be answered: %s: %s",
+                type(exc).__name__,
+                redact(str(exc))[:200],
+                extra={"action": "hook"},
+            )
+            said = "{}"
         hooklink.touch_alive(env)  # a hook answered: its run's sign of life
         return 200, said.encode()
 
