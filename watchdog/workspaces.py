@@ -82,16 +82,76 @@ class Workspace:
 # -- git ------------------------------------------------------------------------
 
 
-def git(args: Sequence[str], cwd: str, *, timeout: float = GIT_TIMEOUT) -> str:
-    """``git ARGS`` in ``cwd``: its stdout, or WorkspaceError with git's own line."""
+#: what afk's own git runs with, whatever the repository's config says (an
+#: agent's branch may plant a .git/config or a .gitattributes): no hook, no
+#: fsmonitor, no ssh command, askpass, credential helper, pager, editor or
+#: signing program of the repository's (issue 40 item 5)
+SAFE_CONFIG = (
+    "core.hooksPath=/dev/null",
+    "core.fsmonitor=false",
+    "core.sshCommand=ssh",
+    "core.askPass=",
+    "credential.helper=",
+    "core.pager=cat",
+    "core.editor=true",
+    "sequence.editor=true",
+    "commit.gpgSign=false",
+    "tag.gpgSign=false",
+    "gpg.program=gpg",
+    "core.alternateRefsCommand=",
+)
+#: and for each driver the repository's config names (its .gitattributes
+#: picks them), commands that run nothing of its: filters pass content
+#: through, a diff's text conversion is the content, a merge driver fails
+DRIVER_CONFIG = {
+    "filter": ("clean=cat", "smudge=cat", "process=", "required=false"),
+    "diff": ("textconv=cat", "command=true"),
+    "merge": ("driver=false", "recursive=text"),
+}
+#: what afk's git never takes from its own environment
+GIT_ENV_DROPPED = ("GIT_EXTERNAL_DIFF", "GIT_PAGER", "GIT_ASKPASS", "GIT_SSH", "GIT_SSH_COMMAND")
+
+
+def git_argv(args: Sequence[str], cwd: str, *, timeout: float = GIT_TIMEOUT) -> list[str]:
+    """``git ARGS`` as afk runs it in ``cwd``: with :data:`SAFE_CONFIG`, and
+    every driver of the repository's config defused (:data:`DRIVER_CONFIG`),
+    read by ``git config``, which runs nothing of the repository's."""
+    safe = [arg for pair in SAFE_CONFIG for arg in ("-c", pair)]
     try:
-        proc = subprocess.run(
-            ["git", *args],
+        named = subprocess.run(
+            ["git", *safe, "config", "--name-only", "--get-regexp", r"^(filter|diff|merge)\."],
             cwd=cwd,
             capture_output=True,
             text=True,
             timeout=timeout,
-            env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"},
+            env=git_env(),
+        ).stdout.split()
+    except (OSError, subprocess.TimeoutExpired):
+        named = []  # (the command itself says what is wrong)
+    drivers = sorted({tuple(name.split(".")[:-1]) for name in named if name.count(".") >= 2})
+    for section, *driver in drivers:
+        for setting in DRIVER_CONFIG.get(section, ()):
+            safe += ["-c", ".".join([section, *driver, setting])]
+    return ["git", *safe, *args]
+
+
+def git_env(**extra: str) -> dict[str, str]:
+    """The environment of afk's git: its own, without what would run a
+    program of the environment's choosing, never prompting."""
+    env = {k: v for k, v in os.environ.items() if k not in GIT_ENV_DROPPED}
+    return {**env, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", **extra}
+
+
+def git(args: Sequence[str], cwd: str, *, timeout: float = GIT_TIMEOUT) -> str:
+    """``git ARGS`` in ``cwd``: its stdout, or WorkspaceError with git's own line."""
+    try:
+        proc = subprocess.run(
+            git_argv(args, cwd, timeout=timeout),
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=git_env(),
         )
     except FileNotFoundError as exc:
         if not os.path.isdir(cwd):
@@ -292,7 +352,9 @@ def commits(path: str, since: str, until: str = "HEAD") -> list[dict[str, str]]:
 
 def diffstat(path: str, since: str, until: str = "HEAD") -> dict[str, int]:
     """``git diff --shortstat`` as numbers."""
-    text = _quiet(["diff", "--shortstat", since, until], path) or ""
+    text = (
+        _quiet(["diff", "--no-ext-diff", "--no-textconv", "--shortstat", since, until], path) or ""
+    )
     found = {
         key: int(m.group(1)) if (m := re.search(rf"(\d+) {word}", text)) else 0
         for key, word in (("files", "file"), ("insertions", "insertion"), ("deletions", "deletion"))
@@ -370,7 +432,10 @@ def conflicts(repo: str, base: str, tip: str) -> list[str]:
     index, no working tree is touched."""
     try:
         proc = subprocess.run(
-            ["git", "merge-tree", "--write-tree", "--name-only", "--no-messages", base, tip],
+            git_argv(
+                ["merge-tree", "--write-tree", "--name-only", "--no-messages", base, tip], repo
+            ),
+            env=git_env(),
             cwd=repo,
             capture_output=True,
             text=True,
@@ -490,7 +555,8 @@ def merged(row: Mapping[str, Any]) -> str | None:
         base
         and tip
         and subprocess.run(
-            ["git", "merge-base", "--is-ancestor", str(tip), base],
+            git_argv(["merge-base", "--is-ancestor", str(tip), base], repo),
+            env=git_env(),
             cwd=repo,
             capture_output=True,
             timeout=GIT_TIMEOUT,
@@ -515,13 +581,15 @@ def save(row: Mapping[str, Any]) -> str:
     if dirty(path):
         scratch = tempfile.mkdtemp(prefix="afk-gc-")  # (not in the worktree: not saved)
         index = os.path.join(scratch, "index")
-        env = {**os.environ, "GIT_INDEX_FILE": index}
+        env = git_env(GIT_INDEX_FILE=index)
         try:
             for args in (["read-tree", tip], ["add", "-A", "."]):
-                subprocess.run(["git", *args], cwd=path, env=env, check=True, capture_output=True)
+                subprocess.run(
+                    git_argv(args, path), cwd=path, env=env, check=True, capture_output=True
+                )
             tree = subprocess.run(
-                ["git", "write-tree"], cwd=path, env=env, check=True, capture_output=True,
-                text=True,
+                git_argv(["write-tree"], path), cwd=path, env=env, check=True,
+                capture_output=True, text=True,
             ).stdout.strip()  # fmt: skip
         except subprocess.CalledProcessError as exc:
             raise WorkspaceError(f"could not save {path}: {exc.stderr!r}") from None

@@ -403,6 +403,49 @@ def test_review_lists_the_work_and_sees_a_conflict_with_the_base(repo, dsn):
         assert "edit-readme.txt" in digest and item["branch"] in digest, fmt
 
 
+def test_afks_own_git_runs_nothing_the_repository_plants(repo, tmp_path):
+    """Issue 40 item 5: a branch's .gitattributes naming filter, diff and
+    merge drivers, and a .git/config (as an agent on the same machine may
+    write it) defining them, with core.fsmonitor and hooks: afk's own git
+    (the worktree, its lineage, the check's set-up, review, gc, restore)
+    runs none of them."""
+    pwned = tmp_path / "pwned"
+    pwned.mkdir()
+
+    def plant(what: str) -> str:
+        return f"touch {pwned}/{what}; cat"
+
+    (repo.path / ".gitattributes").write_text("* filter=evil diff=evil merge=evil\n")
+    repo.git("add", ".gitattributes")
+    repo.git("commit", "-q", "-m", "attributes")
+    for key, value in {
+        "filter.evil.clean": plant("clean"),
+        "filter.evil.smudge": plant("smudge"),
+        "filter.evil.process": plant("process"),
+        "diff.evil.textconv": plant("textconv"),
+        "diff.evil.command": plant("diffcommand"),
+        "merge.evil.driver": plant("merge"),
+        "core.fsmonitor": plant("fsmonitor"),
+        "core.pager": plant("pager"),
+    }.items():
+        repo.git("config", key, value)
+    hooks = repo.path / ".git" / "hooks"
+    for hook in ("post-checkout", "reference-transaction", "pre-commit", "post-index-change"):
+        (hooks / hook).write_text(f"#!/bin/sh\ntouch {pwned}/hook-{hook}\n")
+        (hooks / hook).chmod(0o755)
+    merged, dirty = repo.enqueue("merged one", "dirty one")
+    # (the stand-in runs no git of its own: what would run is afk's alone)
+    code, err = finish(repo.loop(plan={"merged one": ["nothing"], "dirty one": ["dirty"]}))
+    assert code == 0, err
+    assert repo.show(merged)["state"] == "done"
+    assert repo.afk("review", env=repo.env).returncode == 0
+    assert repo.afk("review", "--json", env=repo.env).returncode == 0
+    forced = repo.afk.json("gc", "--force", "--json", env=repo.env)
+    assert forced["worktrees"], forced
+    assert repo.afk("restore", dirty, env=repo.env).returncode == 0
+    assert sorted(p.name for p in pwned.iterdir()) == []
+
+
 def test_gc_removes_merged_clean_worktrees_keeps_the_rest_and_restores_byte_for_byte(repo):
     merged, dirty = repo.enqueue("merged one", "dirty one")
     code, err = finish(repo.loop(plan={"dirty one": ["dirty"]}))
