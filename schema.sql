@@ -118,6 +118,20 @@ END $$;
 CREATE FUNCTION public.afk_held() RETURNS timestamp with time zone
     LANGUAGE sql IMMUTABLE
     AS $$ SELECT '9999-12-31 00:00:00+00'::timestamptz $$;
+CREATE FUNCTION public.afk_held_until(p_agent text) RETURNS timestamp with time zone
+    LANGUAGE plpgsql STABLE
+    AS $$
+BEGIN
+    RETURN least(
+        (SELECT min(lease_until) FROM afk_task
+          WHERE agent_id = p_agent AND state = 'running'),
+        (SELECT min(h.lease_until)
+           FROM afk_task t JOIN afk_task h ON h.concurrency_key = t.concurrency_key
+          WHERE t.agent_id = p_agent AND t.state IN ('todo', 'paused')
+            AND t.concurrency_key IS NOT NULL
+            AND (t.run_after IS NULL OR t.run_after <= now())
+            AND h.state = 'running'));
+END $$;
 CREATE FUNCTION public.afk_next_due(p_agent text) RETURNS timestamp with time zone
     LANGUAGE plpgsql STABLE
     AS $$

@@ -93,6 +93,7 @@ class Night:
             "NIGHT_LOG": str(self.log),
             "NIGHT_UNIT": str(self.unit),
             "NIGHT_RESET": "3",
+            "NIGHT_LEASE": str(self.lease),
             "TMPDIR": str(self.home),
         }
         self.procs: dict[int, tuple[subprocess.Popen[bytes], str]] = {}

@@ -102,7 +102,9 @@ def main() -> int:
         entry["end"] = time.time()
         log(entry)
         return 0
-    lease = float(os.environ.get("AFK_LEASE_SECONDS", "120"))
+    # (the night's lease, as the night says it: an agent is given no AFK_
+    # setting of the loop's)
+    lease = float(os.environ.get("NIGHT_LEASE", "120"))
     think = lease * 1.5 if kind == "long" else unit * rng.uniform(0.5, 1.5)
     until = time.monotonic() + think
     while time.monotonic() < until:  # working, and saying so now and then

@@ -318,7 +318,12 @@ class LoopSettings:
         "more patterns, one a line: [usage_limit|outage|needs_human:]REGEX, "
         "with an optional (?P<reset>...) group",
     )
-    loop_poll_seconds: float = _field(10.0, "how often `afk loop --wait` looks for new tasks", True)
+    loop_poll_seconds: float = _field(
+        10.0,
+        "how often `afk loop --wait` looks for new tasks (and any loop for a task held "
+        "by a lease or a concurrency key)",
+        True,
+    )
     agent_grace_seconds: float = _field(
         10.0, "on a stop, how long the agent has after SIGTERM before SIGKILL", True
     )
@@ -608,14 +613,11 @@ OTHER_ENV = (
     "AFK_CONFIG",
     "AFK_HOME",
     "AFK_LOG_LEVEL",
-    "AFK_AGENT_ID",
-    *credential.NAMES,
-    "AFK_ACCOUNT",
-    "AFK_EFFECT_KEY",
     "AFK_TEST_DSN",
-    # what afk loop gives its agent besides the task: the file its hooks
-    # touch as a sign of life
-    "AFK_ALIVE_FILE",
+    *credential.NAMES,
+    credential.BROKERED,
+    # what afk gives an agent (credential.GIVEN): read by the afk an agent runs
+    *credential.GIVEN,
 )
 
 

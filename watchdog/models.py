@@ -164,6 +164,9 @@ class Claimed:
     next_at: datetime | None
     #: the database's clock at the claim (to sleep until next_at by)
     db_now: datetime
+    #: nothing claimed: until when a lease (maybe a dead holder's) or another
+    #: task's concurrency key holds a task of the agent (None: nothing does)
+    held_until: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -368,7 +368,7 @@ class Queue(People, Operators):
         if row.get("parked_account") is not None:
             raise AccountParked(row["parked_account"], row["parked_until"], row["parked_reason"])
         task = Task.from_row(row) if row["id"] is not None else None
-        return Claimed(task, row["next_at"], row["db_now"])
+        return Claimed(task, row["next_at"], row["db_now"], row.get("held_until"))
 
     def claim_many(
         self,

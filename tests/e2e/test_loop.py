@@ -770,6 +770,60 @@ def test_a_run_that_ends_on_a_deferred_tool_call_is_held_for_a_person_not_done(n
     assert night.show(second)["state"] == "done"  # the loop went on
 
 
+def test_a_loop_with_nothing_to_claim_waits_out_a_dead_loops_lease_and_takes_the_task(night):
+    """Issue 41 item 5: a loop killed with -9 left its task under a lease;
+    a second loop found nothing to claim and exited 0, the task stranded
+    until a person came. It waits while the lease can still run out, takes
+    the task back when it does (no watchdog running here), and runs it."""
+    (task_id,) = night.backlog(1)
+    night.then(sleep=300)  # the first run works until it is killed
+    first = night.loop("--lease", "3")
+    try:
+        poll(lambda: night.runs(), timeout=60)
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=60)
+    assert night.show(task_id)["state"] == "running"
+    status, _, err = night.run("--lease", "3")  # the stand-in's next run exits 0
+    assert status == 0, err
+    task = night.show(task_id)
+    assert task["state"] == "done", (task, err)
+    assert "lease expired" in [h["reason"] for h in task["history"]]
+    assert len(night.runs()) == 2, err
+
+
+def test_a_loop_waits_for_room_under_another_agents_concurrency_key(night, afk):
+    """P12: the loop's only task waited for a concurrency key another agent
+    held, and the loop exited 0 as if nothing were left. It waits, and runs
+    the task once the key has room."""
+    key = {"concurrency_key": "deploy", "concurrency_limit": 1}
+    (other,) = afk.json(
+        "enqueue",
+        "--agent",
+        "other",
+        "--title",
+        "holds the key",
+        "--concurrency-key",
+        "deploy",
+        "--concurrency-limit",
+        "1",
+    )["enqueued"]
+    held = afk.json("claim", "--agent", "other", "--lease", "600")
+    assert held["id"] == other, held
+    (task_id,) = night.backlog(1, **key)
+    proc = night.loop(env={"AFK_LOOP_POLL_SECONDS": "1"})
+    try:
+        poll(lambda: "waiting" in night.said(), timeout=60)
+        assert proc.poll() is None, night.said()
+        assert night.show(task_id)["state"] == "todo"
+        afk.json("done", other, "--token", str(held["token"]))
+        assert proc.wait(timeout=120) == 0, night.said()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert night.show(task_id)["state"] == "done"
+
+
 def test_the_loop_waits_for_a_tasks_start_time_and_then_runs_it(night):
     """Issue 32 item 2: a task enqueued --not-before +2s is not lost to an
     empty backlog: the loop says when it is due, sleeps, and runs it."""

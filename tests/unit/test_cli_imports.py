@@ -22,6 +22,9 @@ LAZY = {
         "psycopg",
     ),
     "demo": "psycopg",
+    "broker": "psycopg (the loop's broker, with its hook server)",
+    "brokerlink": "json: the afk an agent runs inside a run, and only there",
+    "cli": "the parser, for the broker (cli/__init__ imports this file: a circle)",
     "service": "psycopg, prometheus-client, APScheduler",
     # a subprocess module and the embedded server's lookups
     **dict.fromkeys(("embedded", "once", "resolve"), "subprocess"),

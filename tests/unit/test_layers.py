@@ -18,7 +18,15 @@ PACKAGE = ROOT / "watchdog"
 #: modules, in watchdog/agents/, each on its own floor.)
 FLOORS = {
     0: ["errors", "states", "agents.hooklink", "agents.credential"],
-    1: ["text", "systemd", "sql", "agents.harnesses", "tracing", "agents.zombie"],
+    1: [
+        "text",
+        "systemd",
+        "sql",
+        "agents.harnesses",
+        "tracing",
+        "agents.zombie",
+        "agents.brokerlink",
+    ],
     2: ["agents.outcome", "logs"],
     3: ["config", "agents.process"],
     4: ["db", "checks", "agents.decide"],
@@ -29,7 +37,7 @@ FLOORS = {
     9: ["agents.accounts", "agents.brief", "agents.once", "digest", "metrics"],
     10: ["destinations", "agents.hooks", "agents.loop"],
     11: ["delivery", "doctor", "agents.hookserver"],
-    12: ["jobs", "web"],
+    12: ["jobs", "web", "agents.broker"],
     13: ["service"],
     14: ["demo"],
     15: ["cli"],

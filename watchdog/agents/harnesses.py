@@ -416,6 +416,44 @@ def install(path: Path, ours: dict[str, Any]) -> Path:
 #: unknown option
 ENDS_OPTIONS = ("claude", "codex")
 #: options whose value is the prompt (Gemini CLI's `gemini -p PROMPT`)
+#: flags that turn a harness's own permission checks off, each with the value
+#: that does it (None: the flag alone): Claude Code's, Codex CLI's, Gemini
+#: CLI's and Copilot CLI's. Such an agent needs a boundary (issue 40 item 3).
+SKIP_PERMISSIONS: dict[str, str | None] = {
+    "--dangerously-skip-permissions": None,
+    "--permission-mode": "bypassPermissions",
+    "--dangerously-bypass-approvals-and-sandbox": None,
+    "--yolo": None,
+    "--approval-mode": "yolo",
+    "--allow-all-tools": None,
+}
+
+
+def skips_permissions(command: list[str]) -> str | None:
+    """The flag of ``command`` that turns its harness's permission checks
+    off (``--permission-mode bypassPermissions``, say), or None; a word of
+    a shell's script (``sh -c '... --yolo'``) counts as well."""
+    words: list[str] = []
+    for arg in command:
+        words.append(arg)
+        if any(c.isspace() for c in arg):
+            try:
+                words.extend(shlex.split(arg))
+            except ValueError:
+                words.extend(arg.split())
+    for i, word in enumerate(words):
+        flag, eq, given = word.partition("=")
+        if flag not in SKIP_PERMISSIONS:
+            continue
+        wanted = SKIP_PERMISSIONS[flag]
+        if wanted is None and not eq:
+            return flag
+        value = given if eq else (words[i + 1] if i + 1 < len(words) else "")
+        if wanted is not None and value == wanted:
+            return f"{flag} {wanted}"
+    return None
+
+
 PROMPT_OPTIONS = ("-p", "--prompt")
 
 

@@ -28,15 +28,16 @@ No transaction is open while the agent runs: each step is one statement.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, tzinfo
-from typing import IO, Any, Literal
+from datetime import datetime, timedelta, tzinfo
+from typing import IO, Any, Literal, Protocol
 
 from .. import tracing, workspaces
 from ..config import LoopSettings
@@ -64,6 +65,15 @@ EXIT_OK, EXIT_ERROR = 0, 1
 #: the longest a loop sleeps between two looks at the database while it waits
 #: for a reset or a backoff (a parking cleared by hand is seen this soon)
 MAX_NAP = 60.0
+
+
+class Serving(Protocol):
+    """The run's broker (:class:`watchdog.agents.broker.Broker`), as the loop
+    sees it: which run it answers for, and what the agent is given to reach it."""
+
+    def serving(self, task: Task | None) -> None: ...
+
+    def given(self) -> dict[str, str]: ...
 
 
 @dataclass
@@ -108,12 +118,14 @@ class Loop:
         alert: Callable[[Parking], None] | None = None,
         out: IO[str] | None = None,
         start: Callable[..., Report] = run_agent,
+        broker: Serving | None = None,
     ) -> None:
         """``start`` runs the agent (:func:`watchdog.agents.process.run_agent`: a
         process group of its own); a test gives a stand-in that returns the
         run's :class:`Report`, to settle real tasks in-process."""
         self.q, self.accounts, self.settings, self.o = queue, accounts, settings, options
         self.start = start
+        self.broker = broker
         self.tz, self.scrub, self.alert = tz, scrub, alert
         self.out = out or sys.stderr
         self.runner = options.runner or default_runner()
@@ -181,14 +193,34 @@ class Loop:
                 continue
             reached, failures = True, 0
             if claimed.task is None:
-                if claimed.next_at is not None:
+                held, now = claimed.held_until, claimed.db_now
+                if held is not None and held <= now:
+                    # a lease that holds a task of the agent ran out: its holder
+                    # is gone; taken back here, as the watchdog would
+                    reclaimed = self.q.reclaim()
+                    if reclaimed.total:
+                        self.say(f"took back {reclaimed.total} task(s) whose lease ran out")
+                    self.stopped.wait(1.0)  # (a lease just renewed: look again soon)
+                    continue
+                if claimed.next_at is not None and (held is None or claimed.next_at <= held):
                     self.say(
                         f"the next task of {self.o.agent!r} is due at "
                         f"{self._local(claimed.next_at)} (a retry's backoff or its "
                         "--not-before); waiting",
                         once=True,
                     )
-                    self._nap(claimed.next_at, claimed.db_now)
+                    self._nap(claimed.next_at, now)
+                    continue
+                if held is not None:
+                    self.say(
+                        f"a task of {self.o.agent!r} is held by a lease (maybe a dead "
+                        "loop's) or waits for room under its concurrency key; waiting until "
+                        "it ends or the lease runs out",
+                        once=True,
+                    )
+                    # (a held task can end any moment: looked at as often as --wait looks)
+                    poll = timedelta(seconds=self.settings.loop_poll_seconds)
+                    self._nap(min(held, now + poll), now)
                     continue
                 if self.o.wait:
                     self.say(f"nothing to do for {self.o.agent!r}; waiting for tasks", once=True)
@@ -249,7 +281,7 @@ class Loop:
         before = workspaces.head(ws.path) if ws is not None else None
         agent_span = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": task.agent_id}
         with tracing.span(f"invoke_agent {task.agent_id}", attributes=agent_span) as session:
-            with self.q.leased(task, sign=signs.last) as lease:
+            with self.q.leased(task, sign=signs.last) as lease, self._serving(task):
                 prompt = self._prompt(task)
                 report = self.run_agent(task, prompt, lease.lost, spent, budget, signs, ws, session)
                 now = self.accounts.clock()
@@ -278,6 +310,18 @@ class Loop:
         outcome = {"afk.outcome": str(verdict.outcome)}
         with tracing.span(f"settle {task.agent_id}", attributes=outcome):
             return self.settle(task, report, verdict, now, over_budget=over)
+
+    @contextlib.contextmanager
+    def _serving(self, task: Task) -> Iterator[None]:
+        """The broker answers for ``task`` while its run and check last."""
+        if self.broker is None:
+            yield
+            return
+        self.broker.serving(task)
+        try:
+            yield
+        finally:
+            self.broker.serving(None)
 
     # -- the workspace -------------------------------------------------------------
 
@@ -541,10 +585,16 @@ class Loop:
         return fit_prompt(f"{task.title}\n\n{resume_brief(self.q, str(task.id))}")
 
     def agent_env(self, task: Task) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k not in credential.NAMES}
+        """The agent's environment: the loop's own without a secret of afk's
+        (:func:`credential.for_agent`), its task's credential, and its broker."""
+        env = credential.for_agent(
+            {k: v for k, v in os.environ.items() if k not in credential.NAMES}
+        )
         env.update(self.o.env)
         env.update(credential.written(task.id, task.token))
         env.update({"AFK_AGENT_ID": task.agent_id, "AFK_ACCOUNT": self.o.account})
+        if self.broker is not None:
+            env.update(self.broker.given())
         return env
 
     def run_agent(

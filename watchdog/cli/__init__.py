@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
+from ..agents import credential
 from ..agents.harnesses import HARNESSES
 from ..agents.hooklink import parse_argv
 from ..config import is_utf8
@@ -340,6 +341,11 @@ def main(argv: Sequence[str] | None = None, payload: bytes | None = None) -> int
         stream=sys.stderr,
     )
     argv = list(sys.argv[1:] if argv is None else argv)
+    if os.environ.get(credential.BROKER) and not {"-h", "--help"} & set(argv):
+        # inside a run: the run's broker, never a database (the agent has none)
+        from ..agents import brokerlink
+
+        return brokerlink.main(argv, payload, os.environ)
     if argv[:1] == ["hook"]:
         fast = hook_args(argv[1:])
         if fast is not None:  # the agent waits for every hook: no full parser

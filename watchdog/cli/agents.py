@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import signal
 import sys
@@ -268,11 +270,18 @@ def configure_loop(p: Parser) -> None:
         "(env AFK_MAX_RUN_SECONDS; default: no cap)",
     )
     workspace_options(p, branch=False)
+    p.add_argument(
+        "--unsandboxed",
+        action="store_true",
+        help="run an agent command that turns its harness's permission checks off "
+        "(--dangerously-skip-permissions, --yolo...) with no boundary around it: "
+        "you know it acts on this machine as you",
+    )
     p.set_defaults(command=[])
     p.usage = (
         "afk loop --agent A [--account NAME] [--lease S] [--wait] [--max-tasks N] "
         "[--stall-after DURATION] [--max-run DURATION] [--repo PATH] [--verify CMD] "
-        "[--require-changes] -- CMD [ARG...]"
+        "[--require-changes] [--unsandboxed] -- CMD [ARG...]"
     )
     p.epilog = (
         "exit 0 when nothing is left, 5 when the account needs a person, 130/143 when stopped"
@@ -281,6 +290,7 @@ def configure_loop(p: Parser) -> None:
 
 def cmd_loop(args: argparse.Namespace, res: Resources) -> int:
     from ..agents.accounts import DEFAULT_ACCOUNT, Accounts
+    from ..agents.broker import Broker
     from ..agents.loop import Loop, LoopOptions, agent_variables
     from ..agents.outcome import reading_zone
 
@@ -288,6 +298,13 @@ def cmd_loop(args: argparse.Namespace, res: Resources) -> int:
         raise BadInput("no agent command given: afk loop --agent A -- CMD [ARG...]")
     if args.max_tasks is not None and args.max_tasks < 1:
         raise BadInput("--max-tasks must be at least 1")
+    skips = harnesses.skips_permissions(list(args.command))
+    if skips is not None and not args.unsandboxed:
+        raise BadInput(
+            f"the agent command turns its harness's permission checks off ({skips}): "
+            "such an agent needs a boundary around it; nothing was claimed "
+            "(--unsandboxed runs it anyway, on this machine, as you)"
+        )
     agent = agent_of(args)
     assert agent is not None
     settings = res.settings
@@ -301,7 +318,7 @@ def cmd_loop(args: argparse.Namespace, res: Resources) -> int:
         wait=args.wait,
         max_tasks=args.max_tasks,
         runner=runner_of(args),
-        env={**agent_variables(args.dsn, args.config), **hook_token_of(settings)},
+        env=hook_token_of(settings),
         day_zone=getattr(zone, "key", None) or str(zone),
         stall_after=args.stall_after,
         max_run=args.max_run,
@@ -315,18 +332,39 @@ def cmd_loop(args: argparse.Namespace, res: Resources) -> int:
     dsn = res.dsn
     queue = Queue(res.database(pool_size=2), settings=settings.queue)
     accounts = Accounts(queue.db)
-    loop = Loop(
-        queue,
-        accounts,
-        settings.loop,
-        options,
-        tz=reading_zone(),
-        scrub=lambda text: scrub(text, dsn),
-        alert=account_alert(queue.db, settings),
-    )
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, loop.request_stop)
-    return loop.run()
+    afk_env = agent_variables(args.dsn, args.config)
+    broker = Broker(queue.db.conninfo, settings, parse_command, afk_env)
+    if not broker.start():
+        raise AfkError(f"cannot serve the agents' broker on {broker.path}")
+    try:
+        loop = Loop(
+            queue,
+            accounts,
+            settings.loop,
+            options,
+            tz=reading_zone(),
+            scrub=lambda text: scrub(text, dsn),
+            alert=account_alert(queue.db, settings),
+            broker=broker,
+        )
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, loop.request_stop)
+        return loop.run()
+    finally:
+        broker.stop()
+
+
+def parse_command(argv: list[str]) -> tuple[str | None, argparse.Namespace | None]:
+    """An agent's command line as afk reads it (for its broker): its command
+    word, and its arguments (None: a usage error)."""
+    from .. import cli
+
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):  # (the command says it)
+            args, _ = cli.build_parser().parse_known_args(argv)
+    except SystemExit:
+        return cli.command_word(argv), None
+    return cli.command_word(argv), args
 
 
 def account_alert(db: Any, settings: Any) -> Any:

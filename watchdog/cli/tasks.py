@@ -9,6 +9,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from ..agents import credential
 from ..agents.brief import resume_brief
 from ..checks import parse_task_id
 from ..config import parse_duration
@@ -65,7 +66,8 @@ def cmd_claim(args: argparse.Namespace, res: Resources) -> int:
         print(f"afk: {parked}", file=sys.stderr)
         return EXIT_PARKED
     if claimed.task is None:
-        emit({"next_at": claimed.next_at})
+        held = {"held_until": claimed.held_until} if claimed.held_until is not None else {}
+        emit({"next_at": claimed.next_at, **held})
         print(f"afk: nothing to claim for agent {agent!r}", file=sys.stderr)
         return EXIT_EMPTY
     emit({**claimed.task.to_json(), **claim_workspace(q, claimed.task, res.settings)})
@@ -407,7 +409,7 @@ def cmd_once(args: argparse.Namespace, res: Resources) -> int:
     task_id, token = task_of(args)
     try:
         status, out, note = run_command(
-            res.queue, task_id, token, args.name, command, dict(os.environ)
+            res.queue, task_id, token, args.name, command, credential.for_brokered(os.environ)
         )
     except LeaseLost as lost:
         if lost.stdout:

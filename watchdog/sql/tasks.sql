@@ -178,12 +178,13 @@ SELECT array_agg(id ORDER BY ordinal) AS ids,
 -- cur_state and cur_token, read as they were, say why), then the task now
 -- held (after a claim) or just finished (without one), if any. (The
 -- shape of a plain claim has no cur_* or finished, a shape with no account
--- no parked_*, a plain finish no next_at.)
+-- no parked_*, a plain finish no next_at or held_until.)
 -- Accounts (migration 0013): a claim under %(account)s takes nothing while
 -- that account is parked (parked_* say until when and why), and starts a run
 -- of the task it takes; a finish ends the task's run under its token with
 -- %(run)s, what the supervisor read of the agent. When nothing was claimed,
--- next_at is when the agent's earliest task in backoff is due.
+-- next_at is when the agent's earliest task in backoff is due, held_until
+-- until when a lease or a concurrency key holds one of its tasks.
 -- A shape (a claim, a finish, either under an account or not) leaves out the
 -- parts it does not use (`-- without`, see watchdog/sql/__init__.py).
 WITH fin AS (
@@ -290,6 +291,10 @@ SELECT
        -- nothing claimed: when the agent's earliest waiting task is due
        CASE WHEN %(claim)s AND NOT EXISTS (SELECT 1 FROM claimed) THEN
            afk_next_due(coalesce((SELECT agent_id FROM fin), %(agent_id)s::text)) END AS next_at,
+       -- and until when a lease or a concurrency key holds a task of the agent
+       CASE WHEN %(claim)s AND NOT EXISTS (SELECT 1 FROM claimed) THEN
+           afk_held_until(coalesce((SELECT agent_id FROM fin), %(agent_id)s::text))
+       END AS held_until,
        -- end without claim
        now() AS db_now,
        -- the task as Task.from_row reads it (not the columns that serve the
