@@ -93,6 +93,7 @@ CREATE FUNCTION public.afk_end_run(p_task uuid, p_token bigint, p_outcome text, 
                check_status = (p_run ->> 'check_status')::integer,
                check_tail = p_run ->> 'check_tail',
                trace_id = coalesce(p_run ->> 'trace_id', trace_id),
+               sandbox = p_run -> 'sandbox',
                attempt_spent = p_spent
          WHERE task_id = p_task AND token = p_token AND ended_at IS NULL
         RETURNING 1
@@ -363,7 +364,8 @@ CREATE TABLE public.afk_run (
     changes integer,
     check_status integer,
     check_tail text,
-    trace_id text
+    trace_id text,
+    sandbox jsonb
 );
 CREATE SEQUENCE public.afk_run_id_seq
     START WITH 1

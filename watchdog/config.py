@@ -313,6 +313,13 @@ class LoopSettings:
     outage_breaker: int = _field(
         3, "outages in a row that park the account for the backoff (a circuit breaker)"
     )
+    sandbox: bool = _field(
+        False, "run every run of afk loop inside the sandbox runtime (afk loop --sandbox)"
+    )
+    allow_hosts: str = _field(
+        "", "hosts a sandboxed run may reach besides its model API, comma-separated"
+    )
+    srt: str = _field("", "the sandbox runtime's command (default: srt on PATH)")
     limit_patterns: str = _field(
         "",
         "more patterns, one a line: [usage_limit|outage|needs_human:]REGEX, "

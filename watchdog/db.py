@@ -8,6 +8,7 @@ and the migrations, and turns driver errors into ours.
 from __future__ import annotations
 
 import logging
+import os
 import select
 import threading
 import time
@@ -173,6 +174,30 @@ _UNPINNABLE = {
     "min_protocol_version",
     "max_protocol_version",
 }
+
+
+def addresses(conninfo: str) -> tuple[list[str], list[str]]:
+    """Where ``conninfo`` (with libpq's environment) leads: its TCP addresses
+    as ``host:port``, and the folders of its Unix sockets (a sandboxed run
+    reaches neither)."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        given = conninfo_to_dict(conninfo)
+    except psycopg.Error:
+        return [], []
+    hosts = str(given.get("host") or os.environ.get("PGHOST") or "/var/run/postgresql")
+    ports = str(given.get("port") or os.environ.get("PGPORT") or "5432").split(",")
+    tcp, sockets = [], []
+    for i, host in enumerate(hosts.split(",")):
+        port = ports[i] if i < len(ports) else ports[-1]
+        if host.startswith("/") or host.startswith("@"):
+            sockets.append(host)
+        else:
+            tcp.append(f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
+    if given.get("hostaddr"):
+        tcp += [f"{a}:{ports[0]}" for a in str(given["hostaddr"]).split(",")]
+    return tcp, sockets
 
 
 def pinned_against_environment(conninfo: str) -> str:

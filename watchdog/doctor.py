@@ -193,6 +193,9 @@ def check_harness(project: Path, home: Path) -> list[Check]:
                     )
         if not any(c.name == name and not c.ok for c in out):
             out.append(Check(name, True, f"afk's hooks for {', '.join(sorted(ours))}"))
+        seen = check_worktree_sees(kind, path, project)
+        if seen is not None:
+            out.append(seen)
         if kind == "claude" and _fails_closed(hooks):
             out.append(check_fail_closed())
         if kind == "codex" and not any(c.name.startswith("codex trust") for c in out):
@@ -209,6 +212,39 @@ def check_harness(project: Path, home: Path) -> list[Check]:
             )
         )
     return out
+
+
+def check_worktree_sees(kind: str, path: Path, project: Path) -> Check | None:
+    """What an agent in a task's worktree sees of a project's settings file
+    (issue 41 item 1): a worktree is made from committed files, so a file
+    git does not track is not in it. Claude Code is given afk's hooks by
+    ``afk loop`` itself (``--settings``); another harness runs without them.
+    None where it does not matter (a file in the home, no repository)."""
+    from . import workspaces
+
+    try:
+        path.relative_to(project)
+    except ValueError:
+        return None
+    top = workspaces.toplevel(str(project))
+    if top is None:
+        return None
+    name = f"{kind} {path} in a worktree"
+    if workspaces.tracked(top, str(path)):
+        return Check(name, True, "committed: a task's worktree holds it")
+    if kind == "claude":
+        return Check(
+            name,
+            True,
+            "not committed, so not in a task's worktree: afk loop gives Claude Code "
+            "afk's hooks itself there (--settings)",
+        )
+    return Check(
+        name,
+        False,
+        "not committed, so not in a task's worktree: an agent there runs without afk's hooks",
+        f"commit {path.relative_to(project)}, or install afk's hooks in your home's settings",
+    )
 
 
 #: the first Claude Code that reads an HTTP hook's onFailure (--fail-closed)
@@ -420,10 +456,30 @@ def run(
         *check_database(dsn, settings),
         *check_settings(settings),
         check_git(dsn),
+        check_sandbox(settings, env),
         *harness,
         *([check_hook_service(hook_argv or [], env)] if hooked else []),
         *(check_live(project, home, env) if live else []),
     ]
+
+
+def check_sandbox(settings: Settings, env: Mapping[str, str]) -> Check:
+    """Whether afk loop holds its runs to a boundary (AFK_SANDBOX), and with
+    what engine; said when it is off."""
+    from .agents import sandbox
+
+    if not settings.loop.sandbox:
+        return Check(
+            "sandbox",
+            True,
+            "off: afk loop runs agents on this machine as you (afk loop --sandbox, or "
+            "AFK_SANDBOX=1, holds each run to its worktree and its hosts)",
+        )
+    try:
+        engine = sandbox.locate(settings.loop.srt, env)
+    except BadInput as exc:
+        return Check("sandbox", False, str(exc), "npm install -g @anthropic-ai/sandbox-runtime")
+    return Check("sandbox", True, f"on: {engine} {sandbox.version(engine)}")
 
 
 def check_git(dsn: str) -> Check:

@@ -174,6 +174,22 @@ def _quiet(args: Sequence[str], cwd: str) -> str | None:
         return None
 
 
+def toplevel(folder: str) -> str | None:
+    """The top of the git working tree ``folder`` is in, or None."""
+    return _quiet(["rev-parse", "--show-toplevel"], folder) if os.path.isdir(folder) else None
+
+
+def common_dir(path: str) -> str | None:
+    """The git folder a worktree at ``path`` shares with its repository
+    (its objects and refs: where its commits go)."""
+    return _quiet(["rev-parse", "--path-format=absolute", "--git-common-dir"], path)
+
+
+def tracked(repo: str, path: str) -> bool:
+    """Whether git tracks ``path`` in ``repo`` (committed or staged)."""
+    return _quiet(["ls-files", "--error-unmatch", "--", path], repo) is not None
+
+
 def request(
     repo: str,
     *,

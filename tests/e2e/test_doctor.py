@@ -232,3 +232,32 @@ def test_no_hooks_anywhere_is_a_problem(afk, tmp_path):
     code, by, _ = doctor(afk, empty)
     assert code == 1 and not by["hooks"]["ok"]
     assert by["hooks"]["fix"].startswith("afk hooks claude --install")
+
+
+def test_doctor_says_what_an_agent_in_a_worktree_sees_of_the_projects_hooks(afk, project):
+    """Issue 41 item 1: doctor said the hooks were fine while a task's
+    worktree, made from committed files, had none. It says what a worktree
+    holds: Claude Code's uncommitted hooks are given by afk loop itself;
+    another harness's are missing there until they are committed."""
+    import subprocess
+
+    git = {"GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+           "GIT_COMMITTER_NAME": "T", "GIT_COMMITTER_EMAIL": "t@example.invalid"}  # fmt: skip
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=project, check=True)
+    codex = project / ".codex" / "hooks.json"
+    installed = afk("hooks", "codex", "--install", str(codex))
+    assert installed.returncode == 0, installed.stderr
+
+    def in_worktree() -> dict[str, dict]:
+        _, _, checks = doctor(afk, project)
+        return {c["check"].split(" ")[0]: c for c in checks if c["check"].endswith("in a worktree")}
+
+    seen = in_worktree()
+    assert seen["claude"]["ok"] and "--settings" in seen["claude"]["detail"], seen
+    assert not seen["codex"]["ok"] and "without afk's hooks" in seen["codex"]["detail"], seen
+    assert ".codex/hooks.json" in seen["codex"]["fix"]
+    for args in (["add", "-A"], ["commit", "-q", "-m", "hooks"]):
+        subprocess.run(["git", *args], cwd=project, check=True, env={**afk.env, **git})
+    seen = in_worktree()
+    assert seen["codex"]["ok"] and seen["claude"]["ok"], seen
+    assert "committed" in seen["codex"]["detail"]

@@ -497,3 +497,45 @@ def test_a_kept_http_connection_that_the_service_closed_costs_the_client_no_hook
     finally:
         service.cleanup()
     assert (project / "before.txt").exists() and (project / "after.txt").exists()
+
+
+def test_hooks_installed_the_readme_way_reach_a_tasks_worktree(afk, claude, api, tmp_path):
+    """Issue 41 item 1: `afk hooks claude --install .claude/settings.json`
+    writes into the checkout, and a task's worktree is made from the
+    committed base: the settings file is not there, and the session had no
+    hook at all. The loop gives the real client afk's hooks on its command
+    line: its Write lands in the task's files_touched (PostToolUse), through
+    the run's broker, and nothing tracked by git was written."""
+    from watchdog.workspaces import worktree_path
+
+    project = tmp_path / "project"
+    project.mkdir()
+    git = {**os.environ, "GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+           "GIT_COMMITTER_NAME": "T", "GIT_COMMITTER_EMAIL": "t@example.invalid"}  # fmt: skip
+    for args in (["init", "-q", "-b", "main"], ["commit", "-q", "--allow-empty", "-m", "first"]):
+        subprocess.run(["git", *args], cwd=project, env=git, check=True)
+    installed = afk("hooks", "claude", "--install", str(project / ".claude/settings.json"))
+    assert installed.returncode == 0, installed.stderr
+    home = tmp_path / "afk-home"
+    env = {**tool_env(afk, tmp_path, api.url), "AFK_HOME": str(home)}
+    enqueued = afk("enqueue", "--agent", "real", "--title", "notes", "--repo", str(project))
+    assert enqueued.returncode == 0, enqueued.stderr
+    (task_id,) = json.loads(enqueued.stdout)["enqueued"]
+    os.environ["AFK_HOME"], before = str(home), os.environ.get("AFK_HOME")
+    try:
+        target = worktree_path(str(project.resolve()), task_id) / "NOTES.md"
+    finally:
+        os.environ.pop("AFK_HOME") if before is None else os.environ.update(AFK_HOME=before)
+    write = {"file_path": str(target), "content": "# notes\n"}
+    api.script = [f"tool:Write:{json.dumps(write)}", "text:written"]
+    command = Afk.command("loop", "--agent", "real", "--max-tasks", "1", "--")
+    agent = [claude, "-p", "--output-format", "json", "--allowedTools", "Write", "--"]
+    proc = subprocess.run(
+        [*command, *agent], env=env, cwd=project, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    task = afk.json("show", task_id)
+    assert task["workspace"]["path"] == str(target.parent), task["workspace"]
+    assert target.read_text() == "# notes\n"
+    assert task["checkpoint"].get("files_touched") == [str(target)], task["checkpoint"]
+    assert not (target.parent / ".claude").exists()  # nothing written into the worktree

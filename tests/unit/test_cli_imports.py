@@ -23,6 +23,7 @@ LAZY = {
     ),
     "demo": "psycopg",
     "broker": "psycopg (the loop's broker, with its hook server)",
+    "sandbox": "the boundary of afk loop --sandbox, and only there",
     "brokerlink": "json: the afk an agent runs inside a run, and only there",
     "cli": "the parser, for the broker (cli/__init__ imports this file: a circle)",
     "service": "psycopg, prometheus-client, APScheduler",

@@ -26,6 +26,7 @@ FLOORS = {
         "tracing",
         "agents.zombie",
         "agents.brokerlink",
+        "agents.sandbox",
     ],
     2: ["agents.outcome", "logs"],
     3: ["config", "agents.process"],

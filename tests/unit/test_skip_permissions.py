@@ -3,6 +3,8 @@ item 3): `afk loop` refuses them without a boundary."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from watchdog.agents.harnesses import skips_permissions
@@ -38,3 +40,16 @@ from watchdog.agents.harnesses import skips_permissions
 )  # fmt: skip
 def test_a_command_that_skips_permissions_is_named_by_its_flag(command, flag):
     assert skips_permissions(command) == flag
+
+
+def test_a_claude_command_gets_afks_hooks_on_its_command_line():
+    """Issue 41 item 1: a worktree holds only committed files; the loop gives
+    Claude Code afk's hooks with --settings, before its own flags and the
+    prompt. Other harnesses' commands are left as they are."""
+    from watchdog.agents.harnesses import claude_settings, with_hooks
+
+    argv = with_hooks(["/opt/bin/claude", "-p", "--", "PROMPT"], "/venv/bin/python")
+    assert argv[:2] == ["/opt/bin/claude", "--settings"] and argv[3:] == ["-p", "--", "PROMPT"]
+    assert json.loads(argv[2]) == claude_settings("/venv/bin/python")
+    for other in (["codex", "exec", "--", "P"], ["sh", "-c", "claude -p"], []):
+        assert with_hooks(other, "/venv/bin/python") == other

@@ -28,7 +28,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -39,6 +38,7 @@ from . import credential, hooks
 from .harnesses import HARNESSES
 from .hooklink import parse_argv
 from .hookserver import HookServer
+from .sandbox import run_folder
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ class Broker(HookServer):
         and arguments (None: a usage error, which the command itself says);
         ``afk_env`` is what the loop's own ``afk`` needs besides its
         environment (its ``--dsn`` and ``--config``)."""
-        self.folder = tempfile.mkdtemp(prefix="afk-broker-")  # (mode 0700)
+        self.folder = run_folder("afk-broker-")  # (mode 0700, seen from a sandbox)
         super().__init__(os.path.join(self.folder, "broker.sock"), dsn)
         self.settings, self.parse, self.afk_env = settings, parse, dict(afk_env)
         self._run: Task | None = None

@@ -454,6 +454,20 @@ def skips_permissions(command: list[str]) -> str | None:
     return None
 
 
+def with_hooks(command: list[str], afk: str) -> list[str]:
+    """``command`` with afk's hooks given on its command line where its
+    harness takes settings there: Claude Code's ``--settings`` (a JSON
+    string; settings from the command line add to the project's and the
+    user's, and a hook whose command is the same as one of theirs runs once).
+    A worktree is made from committed files: hooks installed in a checkout's
+    uncommitted ``.claude/settings.json`` are not in it (issue 41 item 1).
+    Anything else as given."""
+    if not command or os.path.basename(command[0]) != "claude":
+        return command
+    settings = json.dumps(claude_settings(afk), separators=(",", ":"))
+    return [command[0], "--settings", settings, *command[1:]]
+
+
 PROMPT_OPTIONS = ("-p", "--prompt")
 
 

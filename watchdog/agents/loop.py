@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import socket
 import sys
 import threading
@@ -46,10 +47,10 @@ from ..models import Task
 from ..queue import Queue
 from ..text import clean, one_line
 from ..workspaces import Workspace, WorkspaceError
-from . import credential
+from . import credential, sandbox
 from .accounts import DEFAULT_ACCOUNT, Accounts, Parking
 from .decide import EXIT_PARKED, Decision, Move, RunEnd, decide, rules_of
-from .harnesses import prompt_argv
+from .harnesses import prompt_argv, with_hooks
 from .outcome import (
     Outcome,
     Report,
@@ -60,6 +61,7 @@ from .outcome import (
     failure_text,
 )
 from .process import Limits, Signs, run_agent, run_check
+from .sandbox import Boundary
 
 EXIT_OK, EXIT_ERROR = 0, 1
 #: the longest a loop sleeps between two looks at the database while it waits
@@ -85,7 +87,7 @@ class LoopOptions:
     wait: bool = False
     max_tasks: int | None = None
     runner: str | None = None
-    #: variables the agent gets besides the task's (AFK_DSN, AFK_CONFIG)
+    #: variables the agent gets besides the task's (AFK_HOOK_TOKEN)
     env: dict[str, str] = field(default_factory=dict)
     #: the zone of a day, for the daily budget (an IANA name)
     day_zone: str = "UTC"
@@ -97,6 +99,8 @@ class LoopOptions:
     #: --verify and --require-changes: the default of the loop's tasks
     verify: str | None = None
     require_changes: bool = False
+    #: --sandbox: the boundary every run (and its check) is held to
+    boundary: Boundary | None = None
 
 
 def default_runner() -> str:
@@ -370,15 +374,9 @@ class Loop:
         command = ws.verify or self.o.verify
         if command is None:
             return verdict
-        status, said = run_check(
-            command,
-            ws.path,
-            {**self.agent_env(task), **ws.env()},
-            timeout=self.settings.verify_timeout_seconds,
-            lost=lost,
-            grace=self.settings.agent_grace_seconds,
-            keep=4 * workspaces.CHECK_TAIL,
-        )
+        env = {**self.agent_env(task), **ws.env()}
+        with self._inside(["sh", "-c", command], env, ws) as argv:
+            status, said = self._check(argv, ws, env, lost)
         tail = clean(said)[-workspaces.CHECK_TAIL :]
         report.extra.update(check_status=status, check_tail=self.scrub(tail))
         if status == 0:
@@ -386,6 +384,19 @@ class Loop:
         line = f"the check failed: {workspaces.telling(tail)}"
         report.failure = f"{line}\n\n`{command}` exited {status}; it printed:\n{tail}"
         return Verdict(Outcome.TASK_FAILURE, line)
+
+    def _check(
+        self, argv: list[str], ws: Workspace, env: dict[str, str], lost: threading.Event
+    ) -> tuple[int, str]:
+        return run_check(
+            argv,
+            ws.path,
+            env,
+            timeout=self.settings.verify_timeout_seconds,
+            lost=lost,
+            grace=self.settings.agent_grace_seconds,
+            keep=4 * workspaces.CHECK_TAIL,
+        )
 
     def settle(
         self,
@@ -626,8 +637,48 @@ class Loop:
         if budget is not None:
             # what is left, for the agent's own cap (claude -p --max-budget-usd)
             env.update(credential.budget(budget - (spent or 0)))
+        argv = prompt_argv(self.o.command, prompt)
+        if ws is not None:  # (a worktree holds only committed settings)
+            argv = with_hooks(argv, os.path.abspath(sys.executable))
+        with self._inside(argv, env, ws) as argv:
+            if self.o.boundary is not None:
+                report_extra = {"sandbox": self.o.boundary.record(self.o.command, env)}
+            else:
+                report_extra = {}
+            report = self._start(argv, env, lost, signs, ws)
+        report.extra.update(report_extra)
+        return report
+
+    @contextlib.contextmanager
+    def _inside(
+        self, argv: list[str], env: dict[str, str], ws: Workspace | None
+    ) -> Iterator[list[str]]:
+        """``argv`` inside the loop's boundary (as given without one): the
+        run's own folder, its temporary folder in ``env``, removed after."""
+        boundary = self.o.boundary
+        if boundary is None:
+            yield argv
+            return
+        run_dir = sandbox.run_folder()
+        try:
+            os.mkdir(os.path.join(run_dir, "tmp"))
+            env["TMPDIR"] = os.path.join(run_dir, "tmp")
+            work = ws.path if ws is not None else os.getcwd()
+            git_dir = workspaces.common_dir(ws.path) if ws is not None else None
+            yield boundary.wrap(argv, env, work, run_dir, git_dir)
+        finally:
+            shutil.rmtree(run_dir, ignore_errors=True)
+
+    def _start(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        lost: threading.Event,
+        signs: Signs | None,
+        ws: Workspace | None,
+    ) -> Report:
         return self.start(
-            prompt_argv(self.o.command, prompt),
+            argv,
             env,
             stop=self.stopped,
             lost=lost,

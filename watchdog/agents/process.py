@@ -176,7 +176,7 @@ def _supervise(
 
 
 def run_check(
-    command: str,
+    command: list[str],
     cwd: str,
     env: Mapping[str, str],
     *,
@@ -185,8 +185,8 @@ def run_check(
     grace: float,
     keep: int,
 ) -> tuple[int, str]:
-    """A task's check (``--verify``), guarded as its run was: through the
-    shell, in a process group of its own that is stopped whole (SIGTERM, then
+    """A task's check (``--verify``, ``command`` its shell's argv), guarded
+    as its run was: in a process group of its own that is stopped whole (SIGTERM, then
     SIGKILL after ``grace``) past ``timeout`` or once ``lost`` is set, and
     by a guardian if this process dies; only the last ``keep`` bytes of what
     it prints are held. Its exit status (124 when it was stopped) and that
@@ -194,7 +194,6 @@ def run_check(
     try:
         proc = subprocess.Popen(
             command,
-            shell=True,
             cwd=cwd,
             env=dict(env),
             stdin=subprocess.DEVNULL,

@@ -271,6 +271,31 @@ def configure_loop(p: Parser) -> None:
     )
     workspace_options(p, branch=False)
     p.add_argument(
+        "--sandbox",
+        action="store_true",
+        default=None,
+        help="run every run (and its check) inside the sandbox runtime (srt): writes only "
+        "in its worktree, no read of afk's home or your keys, the network only to its "
+        "model API and --allow-host (env AFK_SANDBOX)",
+    )
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        dest="allow_host",
+        metavar="HOST[:PORT]",
+        help="a host a sandboxed run may reach besides its model API (repeatable; "
+        "env AFK_ALLOW_HOSTS, comma-separated)",
+    )
+    p.add_argument(
+        "--deny-read",
+        action="append",
+        default=[],
+        dest="deny_read",
+        metavar="PATH",
+        help="a path a sandboxed run may not read (repeatable)",
+    )
+    p.add_argument(
         "--unsandboxed",
         action="store_true",
         help="run an agent command that turns its harness's permission checks off "
@@ -281,7 +306,8 @@ def configure_loop(p: Parser) -> None:
     p.usage = (
         "afk loop --agent A [--account NAME] [--lease S] [--wait] [--max-tasks N] "
         "[--stall-after DURATION] [--max-run DURATION] [--repo PATH] [--verify CMD] "
-        "[--require-changes] [--unsandboxed] -- CMD [ARG...]"
+        "[--require-changes] [--sandbox [--allow-host HOST[:PORT]]... [--deny-read PATH]...] "
+        "[--unsandboxed] -- CMD [ARG...]"
     )
     p.epilog = (
         "exit 0 when nothing is left, 5 when the account needs a person, 130/143 when stopped"
@@ -298,8 +324,12 @@ def cmd_loop(args: argparse.Namespace, res: Resources) -> int:
         raise BadInput("no agent command given: afk loop --agent A -- CMD [ARG...]")
     if args.max_tasks is not None and args.max_tasks < 1:
         raise BadInput("--max-tasks must be at least 1")
+    settings = res.settings
+    sandboxed = settings.loop.sandbox if args.sandbox is None else args.sandbox
+    if (args.allow_host or args.deny_read) and not sandboxed:
+        raise BadInput("--allow-host and --deny-read go with --sandbox")
     skips = harnesses.skips_permissions(list(args.command))
-    if skips is not None and not args.unsandboxed:
+    if skips is not None and not args.unsandboxed and not sandboxed:
         raise BadInput(
             f"the agent command turns its harness's permission checks off ({skips}): "
             "such an agent needs a boundary around it; nothing was claimed "
@@ -307,7 +337,7 @@ def cmd_loop(args: argparse.Namespace, res: Resources) -> int:
         )
     agent = agent_of(args)
     assert agent is not None
-    settings = res.settings
+    boundary = boundary_of(args, res) if sandboxed else None
 
     zone = settings.digest.day_zone()
     options = LoopOptions(
@@ -325,6 +355,7 @@ def cmd_loop(args: argparse.Namespace, res: Resources) -> int:
         workspace=workspace_request(args.repo),
         verify=checked_verify(args.verify),
         require_changes=args.require_changes,
+        boundary=boundary,
     )
     from ..queue import Queue
 
@@ -352,6 +383,39 @@ def cmd_loop(args: argparse.Namespace, res: Resources) -> int:
         return loop.run()
     finally:
         broker.stop()
+
+
+def boundary_of(args: argparse.Namespace, res: Resources) -> Any:
+    """The boundary of a loop's runs (``--sandbox``): the engine, checked
+    before anything is claimed, and what no run may read or reach."""
+    from .. import embedded, workspaces
+    from ..agents import sandbox
+    from ..db import addresses
+
+    loop = res.settings.loop
+    engine = sandbox.locate(loop.srt, os.environ)
+    allow = [*filter(None, (h.strip() for h in loop.allow_hosts.split(","))), *args.allow_host]
+    for host in allow:
+        sandbox.host_of(host)  # (BadInput for one that names no host)
+    tcp, sockets = addresses(res.dsn)
+    denied = [str(embedded.home()), *sockets, *(os.path.abspath(p) for p in args.deny_read)]
+    for given in (
+        args.config,
+        os.environ.get("AFK_CONFIG"),
+        os.environ.get("CREDENTIALS_DIRECTORY"),
+    ):
+        if given:
+            denied.append(os.path.abspath(given))
+    service = res.settings.service
+    return sandbox.Boundary(
+        engine=engine,
+        version=sandbox.version(engine),
+        allow=tuple(allow),
+        deny_read=tuple(dict.fromkeys(denied)),
+        denied_hosts=tuple(tcp),
+        hook_http=service.hook_http or None,
+        worktrees=str(workspaces.worktrees_home()),
+    )
 
 
 def parse_command(argv: list[str]) -> tuple[str | None, argparse.Namespace | None]:

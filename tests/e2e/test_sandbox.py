@@ -1,0 +1,226 @@
+"""`afk loop --sandbox` (issue 40 item 2): every run inside Anthropic's
+sandbox runtime (the real `srt`, on bubblewrap), with a stand-in agent that
+tries from inside its run what an agent steered by a hostile issue would:
+read keys and afk's own files, reach the database and hosts not on the list,
+write outside its worktree, and act on the queue beyond its own task."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import Afk, require_cli, require_tool
+from helpers.sandbox_runtime import VERSION, binary
+
+#: the stand-in agent: tries each thing, and prints what happened as one
+#: JSON line (its stdout passes through the loop)
+AGENT = textwrap.dedent(
+    """
+    import json, os, socket, subprocess, sys, urllib.request
+    tries = json.loads(os.environ["AGENT_TRIES"])
+    got = {"env": sorted(os.environ)}
+
+    def attempt(name, fn):
+        try:
+            got[name] = ["ok", str(fn())[:200]]
+        except Exception as exc:
+            got[name] = ["refused", f"{type(exc).__name__}: {exc}"[:200]]
+
+    def read(path):
+        with open(path) as f:
+            return f.read()
+
+    def write(path):
+        with open(path, "w") as f:
+            f.write("x")
+        return path
+
+    def connect(where):
+        kind, _, address = where.partition(":")
+        if kind == "unix":
+            s = socket.socket(socket.AF_UNIX)
+            s.settimeout(3)
+            s.connect(address)
+        else:
+            host, _, port = address.rpartition(":")
+            s = socket.create_connection((host, int(port)), timeout=3)
+        s.close()
+        return where
+
+    def fetch(url):
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.read().decode()
+
+    def afk(*args):
+        proc = subprocess.run([sys.executable, "-m", "watchdog.cli", *args],
+                              capture_output=True, text=True)
+        if proc.returncode:
+            raise RuntimeError(f"exit {proc.returncode}: {proc.stderr.strip()}")
+        return proc.stdout
+
+    for path in tries["read"]:
+        attempt(f"read {path}", lambda p=path: read(p))
+    for path in tries["write"]:
+        attempt(f"write {path}", lambda p=path: write(p))
+    for where in tries["connect"]:
+        attempt(f"connect {where}", lambda w=where: connect(w))
+    for url in tries["fetch"]:
+        attempt(f"fetch {url}", lambda u=url: fetch(u))
+    attempt("proc 1 environ", lambda: read("/proc/1/environ"))
+    attempt("afk checkpoint", lambda: afk("checkpoint", "--patch", '{"inside": true}'))
+    attempt("afk enqueue", lambda: afk("enqueue", "--agent", "s", "--title", "sneaked in"))
+    attempt("write here", lambda: write("work.txt"))
+    def commit():
+        who = ["-c", "user.name=a", "-c", "user.email=a@example.invalid"]
+        for args in (["add", "work.txt"], [*who, "commit", "-q", "-m", "work"]):
+            proc = subprocess.run(["git", *args], capture_output=True, text=True)
+            if proc.returncode:
+                raise RuntimeError(proc.stderr.strip())
+        return "committed"
+
+    attempt("commit", commit)
+    attempt("tmp", lambda: write(os.path.join(os.environ["TMPDIR"], "scratch")))
+    print("AGENT-SAID " + json.dumps(got), flush=True)
+    """
+)
+
+
+class Answer(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        body = b"reached"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def http_server() -> ThreadingHTTPServer:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def db_addresses(dsn: str) -> list[str]:
+    from watchdog.db import addresses
+
+    tcp, sockets = addresses(dsn)
+    port = dsn.rsplit("port=", 1)[-1].split()[0] if "port=" in dsn else "5432"
+    return [f"tcp:{a}" for a in tcp] + [f"unix:{s}/.s.PGSQL.{port}" for s in sockets]
+
+
+def git(*args: str, cwd: Path) -> None:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+           "GIT_COMMITTER_NAME": "T", "GIT_COMMITTER_EMAIL": "t@example.invalid"}  # fmt: skip
+    subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True)
+
+
+@pytest.fixture
+def outside_shm(tmp_path):
+    """A folder for what the run sees, on a disk the sandbox mounts: the
+    suite's own temporary folders may be under /dev/shm, and the sandbox
+    gives a run a /dev of its own."""
+    import shutil
+    import tempfile
+
+    base = tmp_path if not str(tmp_path).startswith("/dev/") else None
+    folder = Path(tempfile.mkdtemp(prefix="afk-sandbox-test-", dir=base or "/tmp"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def srt() -> str:
+    for tool in ("bwrap", "socat", "rg"):
+        require_tool(tool)
+    return require_cli("the sandbox runtime", VERSION, binary(), "sandbox_runtime")
+
+
+def test_a_sandboxed_run_reaches_only_its_worktree_its_hosts_and_its_own_task(
+    afk, srt, outside_shm
+):
+    tmp_path = outside_shm
+    home, afk_home = tmp_path / "home", tmp_path / "afk-home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_rsa").write_text("PRIVATE KEY\n")
+    (afk_home / "worktrees" / "another-task").mkdir(parents=True)
+    (afk_home / "settings.toml").write_text("dsn = 'secret'\n")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git("init", "-q", "-b", "main", cwd=repo)
+    git("commit", "-q", "--allow-empty", "-m", "first", cwd=repo)
+    refused, allowed = http_server(), http_server()
+    try:
+        tries = {
+            "read": [str(home / ".ssh" / "id_rsa"), str(afk_home / "settings.toml")],
+            "write": [str(repo / "planted.txt"), str(home / "planted.txt"),
+                      str(afk_home / "worktrees" / "another-task" / "planted.txt")],
+            "connect": db_addresses(afk.env["AFK_DSN"]),
+            "fetch": [f"http://127.0.0.1:{refused.server_port}/",
+                      f"http://127.0.0.1:{allowed.server_port}/"],
+        }  # fmt: skip
+        env = {
+            **afk.env,
+            "HOME": str(home),
+            "AFK_HOME": str(afk_home),
+            "AFK_SRT": srt,
+            "AGENT_TRIES": json.dumps(tries),
+        }
+        agent = tmp_path / "agent.py"
+        agent.write_text(AGENT)
+        enqueued = afk("enqueue", "--agent", "s", "--title", "t", "--repo", str(repo), env=env)
+        assert enqueued.returncode == 0, enqueued.stderr
+        (task_id,) = json.loads(enqueued.stdout)["enqueued"]
+        allow = f"127.0.0.1:{allowed.server_port}"
+        loop = [*Afk.command("loop", "--agent", "s", "--max-tasks", "1", "--sandbox",
+                             "--allow-host", allow, "--"), sys.executable, str(agent)]  # fmt: skip
+        proc = subprocess.run(loop, env=env, capture_output=True, text=True, timeout=180)
+    finally:
+        for server in (refused, allowed):
+            server.shutdown()
+            server.server_close()
+    assert proc.returncode == 0, proc.stderr
+    said = [x for x in proc.stdout.splitlines() if x.startswith("AGENT-SAID ")]
+    assert len(said) == 1, (proc.stdout[-3000:], proc.stderr[-3000:])
+    (line,) = said
+    got = json.loads(line.removeprefix("AGENT-SAID "))
+    outcome = {k: v[0] for k, v in got.items() if k != "env"}
+    # what a hostile agent tried: refused, every one
+    for name in [*(f"read {p}" for p in tries["read"]), *(f"write {p}" for p in tries["write"]),
+                 *(f"connect {w}" for w in tries["connect"]), "afk enqueue",
+                 f"fetch http://127.0.0.1:{refused.server_port}/"]:  # fmt: skip
+        assert outcome[name] == "refused", (name, got[name], got)
+    assert "AFK_DSN" not in got["env"] and not [k for k in got["env"] if k.startswith("PG")]
+    if outcome["proc 1 environ"] == "ok":
+        assert afk.env["AFK_DSN"] not in got["proc 1 environ"][1]
+    # what its work needs: granted
+    for name in ("afk checkpoint", "write here", "commit", "tmp",
+                 f"fetch http://127.0.0.1:{allowed.server_port}/"):  # fmt: skip
+        assert outcome[name] == "ok", (name, got[name])
+    assert not (repo / "planted.txt").exists() and not (home / "planted.txt").exists()
+    task = afk.json("show", task_id, env=env)
+    assert task["state"] == "done" and task["checkpoint"]["inside"] is True, task
+    assert len(task["workspace"]["commits"]) == 1
+    (run,) = task["runs"]
+    assert run["sandbox"]["engine"] == "srt" and allow in run["sandbox"]["hosts_allowed"], run
+
+
+def test_a_sandbox_engine_that_is_missing_is_said_before_anything_is_claimed(afk, tmp_path):
+    (task_id,) = afk.json("enqueue", "--agent", "m", "--title", "t")["enqueued"]
+    env = {"AFK_SRT": str(tmp_path / "no-such-srt")}
+    proc = afk("loop", "--agent", "m", "--sandbox", "--", "true", env=env)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "npm install -g @anthropic-ai/sandbox-runtime" in (
+        proc.stderr
+    )
+    assert afk.json("show", task_id)["state"] == "todo"
