@@ -539,3 +539,85 @@ def test_hooks_installed_the_readme_way_reach_a_tasks_worktree(afk, claude, api,
     assert target.read_text() == "# notes\n"
     assert task["checkpoint"].get("files_touched") == [str(target)], task["checkpoint"]
     assert not (target.parent / ".claude").exists()  # nothing written into the worktree
+
+
+def test_a_real_session_under_the_sandbox_keeps_to_its_worktree_and_its_hosts(
+    afk, claude, api, tmp_path
+):
+    """Issue 40: the real client under `afk loop --sandbox` (the real srt),
+    its scripted model on loopback: its Bash tool's read of ~/.ssh/id_rsa,
+    a write into the main checkout and a request to a host not on the list
+    fail inside the session (and no key reaches the model), while its own
+    work lands on the task's branch and the task ends done."""
+    import shutil
+    import tempfile
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from helpers.sandbox_runtime import VERSION as SRT_VERSION
+    from helpers.sandbox_runtime import binary as srt_binary
+
+    from watchdog.workspaces import worktree_path
+
+    srt = require_cli("the sandbox runtime", SRT_VERSION, srt_binary(), "sandbox_runtime")
+    heard: list[str] = []
+
+    class Hear(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            heard.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Hear)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = tmp_path if not str(tmp_path).startswith("/dev/") else None
+    folder = Path(tempfile.mkdtemp(prefix="afk-real-sandbox-", dir=base or "/tmp"))
+    try:
+        home, project = folder / "home", folder / "project"
+        (home / ".ssh").mkdir(parents=True)
+        (home / ".ssh" / "id_rsa").write_text("PRIVATE KEY 0123\n")
+        project.mkdir()
+        git = {**os.environ, "GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+               "GIT_COMMITTER_NAME": "T", "GIT_COMMITTER_EMAIL": "t@example.invalid"}  # fmt: skip
+        for args in (["init", "-q", "-b", "main"], ["commit", "-q", "--allow-empty", "-m", "a"]):
+            subprocess.run(["git", *args], cwd=project, env=git, check=True)
+        env = {**tool_env(afk, tmp_path, api.url), "HOME": str(home), "AFK_SRT": srt,
+               "AFK_HOME": str(folder / "afk-home")}  # fmt: skip
+        enqueued = afk("enqueue", "--agent", "real", "--title", "notes", "--repo", str(project))
+        (task_id,) = json.loads(enqueued.stdout)["enqueued"]
+        os.environ["AFK_HOME"], before = env["AFK_HOME"], os.environ.get("AFK_HOME")
+        try:
+            work = worktree_path(str(project.resolve()), task_id)
+        finally:
+            os.environ.pop("AFK_HOME") if before is None else os.environ.update(AFK_HOME=before)
+        notes = {"file_path": str(work / "NOTES.md"), "content": "# notes\n"}
+        api.script = [
+            "bash:cat ~/.ssh/id_rsa; echo read-rc=$?",
+            f"bash:echo x > {project}/outside.txt; echo write-rc=$?",
+            f"bash:curl -s -m 5 http://127.0.0.1:{server.server_port}/probe; echo curl-rc=$?",
+            f"tool:Write:{json.dumps(notes)}",
+            "bash:git add NOTES.md && git -c user.name=a -c user.email=a@example.invalid "
+            "commit -qm notes && echo committed",
+            "text:done",
+        ]
+        agent = [claude, "-p", "--output-format", "json", "--allowedTools", "Bash", "Write", "--"]
+        command = Afk.command("loop", "--agent", "real", "--max-tasks", "1", "--sandbox", "--")
+        proc = subprocess.run(
+            [*command, *agent], env=env, cwd=project, capture_output=True, text=True, timeout=180
+        )
+        assert proc.returncode == 0, proc.stderr
+        task = afk.json("show", task_id)
+        said = json.dumps([json.loads(r["body"]) for r in api.requests])
+        assert task["state"] == "done", (task, proc.stderr[-2000:])
+        assert "PRIVATE KEY" not in said  # the key never reached the model
+        assert "read-rc=0" not in said and "write-rc=0" not in said and "committed" in said
+        assert not (project / "outside.txt").exists() and heard == []
+        assert len(task["workspace"]["commits"]) == 1
+        assert task["runs"][0]["sandbox"]["engine"] == "srt"
+    finally:
+        server.shutdown()
+        server.server_close()
+        shutil.rmtree(folder, ignore_errors=True)
