@@ -1,7 +1,7 @@
 -- The boundary a run ran in (afk loop --sandbox, issue 40 item 2): the
 -- engine, its version and the hosts the run was allowed, as the supervisor
 -- read them; NULL for a run with no boundary.
-ALTER TABLE afk_run ADD COLUMN sandbox jsonb;
+ALTER TABLE afk_run ADD COLUMN IF NOT EXISTS sandbox jsonb;
 
 CREATE OR REPLACE FUNCTION afk_end_run(p_task uuid, p_token bigint, p_outcome text,
                                        p_run jsonb, p_spent boolean)
