@@ -178,8 +178,8 @@ _UNPINNABLE = {
 
 def addresses(conninfo: str) -> tuple[list[str], list[str]]:
     """Where ``conninfo`` (with libpq's environment) leads: its TCP addresses
-    as ``host:port``, and the folders of its Unix sockets (a sandboxed run
-    reaches neither)."""
+    as ``host:port``, and its Unix sockets' files (a sandboxed run reaches
+    neither)."""
     from psycopg.conninfo import conninfo_to_dict
 
     try:
@@ -192,7 +192,7 @@ def addresses(conninfo: str) -> tuple[list[str], list[str]]:
     for i, host in enumerate(hosts.split(",")):
         port = ports[i] if i < len(ports) else ports[-1]
         if host.startswith("/") or host.startswith("@"):
-            sockets.append(host)
+            sockets.append(os.path.join(host, f".s.PGSQL.{port}"))
         else:
             tcp.append(f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
     if given.get("hostaddr"):

@@ -482,6 +482,165 @@ def check_sandbox(settings: Settings, env: Mapping[str, str]) -> Check:
     return Check("sandbox", True, f"on: {engine} {sandbox.version(engine)}")
 
 
+#: what `afk doctor --sandbox` runs inside the boundary, as a run would be
+#: run: each probe's name and whether it got through (argv[1]: JSON of what
+#: to try)
+SANDBOX_PROBE = r"""
+import json, os, socket, sys, urllib.parse
+want = json.loads(sys.argv[1])
+out = {}
+
+def attempt(name, fn):
+    try:
+        said = fn()
+    except Exception as exc:
+        out[name] = [False, f"{type(exc).__name__}: {exc}"[:160]]
+    else:
+        out[name] = [True, str(said)[:160]]
+
+def write_outside():
+    path = os.path.join(want["home"], ".afk-sandbox-probe")
+    with open(path, "w") as f:
+        f.write("x")
+    os.unlink(path)
+    return path
+
+def read(path, seen):
+    # a folder denied shows empty inside: what is seen of it outside must not be
+    if os.path.isdir(path):
+        shown = set(os.listdir(path)) & set(seen)
+        if not shown:
+            raise PermissionError("nothing of it is seen")
+        return sorted(shown)
+    return open(path).read(1) and "read"
+
+def connect(where):
+    if where.startswith("/"):
+        s = socket.socket(socket.AF_UNIX)
+        s.settimeout(3)
+        s.connect(where)
+    else:
+        host, _, port = where.rpartition(":")
+        s = socket.create_connection((host.strip("[]"), int(port)), timeout=3)
+    s.close()
+    return where
+
+def through_proxy(host):
+    proxy = urllib.parse.urlsplit(os.environ.get("HTTPS_PROXY") or os.environ["HTTP_PROXY"])
+    target = host if ":" in host.rsplit("]", 1)[-1] else f"{host}:443"
+    s = socket.create_connection((proxy.hostname, proxy.port or 80), timeout=10)
+    auth = ""
+    if proxy.username:
+        import base64
+        unquote = urllib.parse.unquote
+        pair = f"{unquote(proxy.username)}:{unquote(proxy.password or '')}"
+        auth = "Proxy-Authorization: Basic " + base64.b64encode(pair.encode()).decode() + "\r\n"
+    s.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n{auth}\r\n".encode())
+    status = s.recv(200).split(b"\r\n", 1)[0].decode(errors="replace")
+    s.close()
+    if " 200" not in status:
+        raise ConnectionRefusedError(status or "no answer")
+    return status
+
+attempt("write outside the worktree", write_outside)
+for path, seen in want["read"].items():
+    attempt(f"read {path}", lambda p=path, s=seen: read(p, s))
+for where in want["database"]:
+    attempt(f"connect to the database at {where}", lambda w=where: connect(w))
+attempt(f"reach {want['denied_host']}, a host not on the list",
+        lambda: through_proxy(want["denied_host"]))
+for host in want["hosts"]:
+    attempt(f"reach {host}", lambda h=host: through_proxy(h))
+print(json.dumps(out))
+"""
+
+
+def _readable(*paths: str) -> dict[str, list[str]]:
+    """Each path with something to leak, and what of it is seen from here
+    (a file: [], read inside or not; an empty folder: left out)."""
+    out: dict[str, list[str]] = {}
+    for path in paths:
+        if os.path.isdir(path):
+            try:
+                names = sorted(os.listdir(path))[:50]
+            except OSError:
+                continue
+            if names:
+                out[path] = names
+        elif os.path.isfile(path):
+            out[path] = []
+    return out
+
+
+def check_sandbox_probes(boundary: Any, dsn: str, env: Mapping[str, str]) -> list[Check]:
+    """`afk doctor --sandbox`: the boundary proved on this machine with probes
+    run through it exactly as a run would be. What must fail, each: a write
+    outside the worktree, a read of ~/.ssh and of afk's home and settings,
+    the database's address, a host not on the list; what must work: each
+    allowed host (the model API's, or --allow-host)."""
+    import shutil
+    import subprocess
+    import sys
+
+    from .agents import sandbox
+    from .db import addresses
+
+    home = env.get("HOME") or os.path.expanduser("~")
+    tcp, sockets = addresses(dsn)
+    hosts = list(boundary.allow) or sandbox.allowed_hosts("claude", env, (), None)
+    want = {
+        "home": home,
+        "read": _readable(os.path.join(home, ".ssh"), *boundary.deny_read),
+        "database": [*tcp, *sockets],
+        "denied_host": "example.com:80",
+        "hosts": hosts,
+    }
+    run_dir = sandbox.run_folder()
+    work = os.path.join(run_dir, "work")
+    os.mkdir(work)
+    os.mkdir(os.path.join(run_dir, "tmp"))
+    argv = [sys.executable, "-I", "-c", SANDBOX_PROBE, json.dumps(want)]
+    why = ""
+    try:
+        wrapped = boundary.wrap(argv, env, work, run_dir, None)
+        proc = subprocess.run(
+            wrapped, cwd=work, env=dict(env), capture_output=True, text=True, timeout=120
+        )
+        why = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+        said = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as exc:
+        detail = f"the probes did not run through the engine: {why or exc}"[:300]
+        return [Check("sandbox probes", False, detail, f"{boundary.engine} --debug -- true")]
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    out = []
+    for name, (through, why) in said.items():
+        must_reach = name in {f"reach {h}" for h in hosts}
+        ok = through if must_reach else not through
+        if ok:
+            detail = "reached" if must_reach else f"refused ({why})"
+            out.append(Check(f"sandbox: {name}", True, detail))
+        elif must_reach:
+            out.append(
+                Check(
+                    f"sandbox: {name}",
+                    False,
+                    f"not reached: {why}",
+                    "check the host, or --allow-host",
+                )
+            )
+        else:
+            out.append(
+                Check(
+                    f"sandbox: {name}",
+                    False,
+                    "got through the boundary",
+                    "check the engine and its parts (bubblewrap, socat)",
+                )
+            )
+    return out
+
+
 def check_git(dsn: str) -> Check:
     """Git, for the tasks' workspaces (--repo): present, and new enough for
     `afk review`'s `git merge-tree --write-tree`. Needed only once a task

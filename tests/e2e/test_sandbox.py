@@ -115,8 +115,7 @@ def db_addresses(dsn: str) -> list[str]:
     from watchdog.db import addresses
 
     tcp, sockets = addresses(dsn)
-    port = dsn.rsplit("port=", 1)[-1].split()[0] if "port=" in dsn else "5432"
-    return [f"tcp:{a}" for a in tcp] + [f"unix:{s}/.s.PGSQL.{port}" for s in sockets]
+    return [f"tcp:{a}" for a in tcp] + [f"unix:{s}" for s in sockets]
 
 
 def git(*args: str, cwd: Path) -> None:
@@ -224,3 +223,52 @@ def test_a_sandbox_engine_that_is_missing_is_said_before_anything_is_claimed(afk
         proc.stderr
     )
     assert afk.json("show", task_id)["state"] == "todo"
+
+
+def probes(afk: Afk, env: dict[str, str], *args: str) -> tuple[int, dict[str, dict[str, Any]]]:
+    proc = afk("doctor", "--json", "--sandbox", *args, env=env)
+    checks = json.loads(proc.stdout)
+    return proc.returncode, {c["check"]: c for c in checks if c["check"].startswith("sandbox: ")}
+
+
+def test_doctor_proves_the_boundary_with_probes_run_through_it(afk, srt, outside_shm):
+    """Issue 40 item 6: `afk doctor --sandbox` runs its probes through the
+    engine as a run would be: what must fail fails, the allowed host is
+    reached; an engine that holds nothing (a stand-in that runs the command
+    as it is) makes doctor exit 1, naming each probe that got through."""
+    home, afk_home = outside_shm / "home", outside_shm / "afk-home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_rsa").write_text("PRIVATE KEY\n")
+    afk_home.mkdir()
+    (afk_home / "settings.toml").write_text("dsn = 'secret'\n")
+    server = http_server()
+    try:
+        allow = f"127.0.0.1:{server.server_port}"
+        env = {"HOME": str(home), "AFK_HOME": str(afk_home), "AFK_SRT": srt}
+        _, seen = probes(afk, env, "--allow-host", allow)
+        assert seen and all(c["ok"] for c in seen.values()), seen
+        names = " | ".join(seen)
+        expected = [
+            "write outside the worktree",
+            f"read {home / '.ssh'}",
+            f"read {afk_home}",
+            "connect to the database",
+            "a host not on the list",
+            f"reach {allow}",
+        ]
+        for probe in expected:
+            assert probe in names, (probe, names)
+        # an engine that holds nothing: every probe that must fail gets through
+        loose = outside_shm / "loose-srt"
+        loose.write_text('#!/bin/sh\nshift 3\nexec "$@"\n')  # (srt --settings F -- CMD)
+        loose.chmod(0o755)
+        code, seen = probes(afk, {**env, "AFK_SRT": str(loose)}, "--allow-host", allow)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert code == 1
+    through = [n for n, c in seen.items() if not c["ok"]]
+    assert "sandbox: write outside the worktree" in through, seen
+    assert f"sandbox: read {home / '.ssh'}" in through and f"sandbox: read {afk_home}" in through
+    escaped = [n for n in through if seen[n]["detail"] == "got through the boundary"]
+    assert len(escaped) >= 3 and f"sandbox: reach {allow}" not in escaped, seen

@@ -165,8 +165,9 @@ def wrap(argv: Sequence[str], engine: str, settings_path: str, tmp: str) -> list
     the command to reach loopback hosts directly (NO_PROXY), which inside
     has no network: every host, a local gateway's included, goes through its
     proxy, which lets through only the hosts allowed."""
-    return [engine, "--settings", settings_path, "--", "env", "-u", "NO_PROXY", "-u", "no_proxy",
-            f"TMPDIR={tmp}", *argv]  # fmt: skip
+    # (the engine's own TMPDIR as well: it makes its proxies' sockets there)
+    return ["env", f"TMPDIR={tmp}", engine, "--settings", settings_path, "--",
+            "env", "-u", "NO_PROXY", "-u", "no_proxy", f"TMPDIR={tmp}", *argv]  # fmt: skip
 
 
 def run_folder(prefix: str = "afk-run-") -> str:

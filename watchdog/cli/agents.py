@@ -394,11 +394,14 @@ def boundary_of(args: argparse.Namespace, res: Resources) -> Any:
 
     loop = res.settings.loop
     engine = sandbox.locate(loop.srt, os.environ)
-    allow = [*filter(None, (h.strip() for h in loop.allow_hosts.split(","))), *args.allow_host]
+    given = getattr(args, "allow_host", None) or []
+    allow = [*filter(None, (h.strip() for h in loop.allow_hosts.split(","))), *given]
     for host in allow:
         sandbox.host_of(host)  # (BadInput for one that names no host)
     tcp, sockets = addresses(res.dsn)
-    denied = [str(embedded.home()), *sockets, *(os.path.abspath(p) for p in args.deny_read)]
+    folders = [os.path.dirname(s) for s in sockets if s.startswith("/")]
+    reads = getattr(args, "deny_read", None) or []
+    denied = [str(embedded.home()), *folders, *(os.path.abspath(p) for p in reads)]
     for given in (
         args.config,
         os.environ.get("AFK_CONFIG"),

@@ -8,7 +8,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .. import logs
 from ..config import (
@@ -137,6 +137,26 @@ def configure_doctor(p: Parser) -> None:
         help="fire each installed hook as its agent would, for a task that does not exist: "
         "each must answer in its shape, in time, through the service",
     )
+    p.add_argument(
+        "--sandbox",
+        action="store_true",
+        help="prove afk loop --sandbox's boundary on this machine with probes run through "
+        "it as a run would be: a write outside the worktree, a read of ~/.ssh and of afk's "
+        "home, the database's address and a host not on the list must fail; each allowed "
+        "host (the model API's, or --allow-host) must be reached",
+    )
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        dest="allow_host",
+        metavar="HOST[:PORT]",
+        help="with --sandbox: a host the loop allows (probed instead of the model API's)",
+    )
+    p.add_argument(
+        "--deny-read", action="append", default=[], dest="deny_read", metavar="PATH",
+        help="with --sandbox: a path the loop denies (probed as well)",
+    )  # fmt: skip
 
 
 def cmd_doctor(args: argparse.Namespace, res: Resources) -> int:
@@ -154,12 +174,29 @@ def cmd_doctor(args: argparse.Namespace, res: Resources) -> int:
         ],
         live=args.live,
     )
+    if args.sandbox:
+        checks += sandbox_probes(args, res)
     if args.json:
         emit([c.to_json() for c in checks])
     else:
         for check in checks:
             print(check.line())
     return EXIT_OK if all(c.ok for c in checks) else EXIT_ERROR
+
+
+def sandbox_probes(args: argparse.Namespace, res: Resources) -> list[Any]:
+    """`afk doctor --sandbox`: the loop's boundary, built as `afk loop
+    --sandbox` builds it, proved with probes; a missing engine is a failed
+    check that says what to install."""
+    from .. import doctor
+    from .agents import boundary_of
+
+    try:
+        boundary = boundary_of(args, res)
+    except BadInput as exc:
+        fix = "npm install -g @anthropic-ai/sandbox-runtime; apt install bubblewrap socat ripgrep"
+        return [doctor.Check("sandbox", False, str(exc), fix)]
+    return doctor.check_sandbox_probes(boundary, res.dsn, os.environ)
 
 
 def configure_digest(p: Parser) -> None:
