@@ -277,6 +277,79 @@ def view(
     return lineage(row)
 
 
+# -- the agent's own configuration, pinned (issue 40 item 4) ----------------------
+
+
+def pinned_state(path: str) -> dict[str, str]:
+    """What a worktree at ``path`` would run with of its own: a sha256 of
+    each file of the agent's configuration in it (:data:`PINNED`), and of its
+    repository's ``.git/config`` and hooks (not the samples). Read from disk,
+    committed or not; nothing of it is run."""
+    from .agents.sandbox import PINNED
+
+    out: dict[str, str] = {}
+
+    def add(key: str, file: Path) -> None:
+        try:
+            if file.is_symlink():
+                out[key] = "link:" + os.readlink(file)
+            elif file.is_file():
+                digest = hashlib.sha256()
+                with file.open("rb") as f:
+                    while chunk := f.read(1 << 16):
+                        digest.update(chunk)
+                out[key] = digest.hexdigest()
+        except OSError:
+            out[key] = "unreadable"
+
+    def walk(prefix: str, root: Path, base: Path) -> None:
+        if root.is_dir() and not root.is_symlink():
+            for child in sorted(root.rglob("*")):
+                if not child.is_dir() or child.is_symlink():
+                    add(f"{prefix}{child.relative_to(base)}", child)
+        elif root.exists() or root.is_symlink():
+            add(f"{prefix}{root.relative_to(base)}", root)
+
+    work = Path(path)
+    for name in PINNED:
+        walk("", work / name, work)
+    common = common_dir(path)
+    if common is not None:
+        git_dir = Path(common)
+        walk(".git/", git_dir / "config", git_dir)
+        hooks = git_dir / "hooks"
+        if hooks.is_dir():
+            for hook in sorted(hooks.iterdir()):
+                if not hook.name.endswith(".sample"):
+                    add(f".git/hooks/{hook.name}", hook)
+    return out
+
+
+def pinned_changes(db: Database, ws: Workspace) -> list[str]:
+    """What of its own configuration the worktree changed since it was made
+    (or last trusted), by path; [] when nothing did. The first look records
+    what is there (a worktree made before afk pinned it, say)."""
+    row = row_of(db, ws.task_id)
+    now = pinned_state(ws.path)
+    before = row.get("pinned") if row is not None else None
+    if before is None:
+        db.execute("workspace_pinned", {"id": ws.task_id, "pinned": json.dumps(now)})
+        return []
+    return sorted(k for k in {*before, *now} if before.get(k) != now.get(k))
+
+
+def trust(db: Database, task_id: uuid.UUID) -> list[str]:
+    """A person lets the worktree's configuration as it is now run (a later
+    change is held again): what changed since the last trust."""
+    row = row_of(db, task_id)
+    if row is None or row["path"] is None or row["removed_at"] is not None:
+        raise BadInput(f"task {task_id} has no worktree to trust")
+    now = pinned_state(str(row["path"]))
+    before = row.get("pinned") or {}
+    db.execute("workspace_pinned", {"id": task_id, "pinned": json.dumps(now)})
+    return sorted(k for k in {*before, *now} if before.get(k) != now.get(k))
+
+
 def adopt(db: Database, task_id: uuid.UUID, req: Mapping[str, Any]) -> None:
     """A supervisor's default workspace for a task that asked for none."""
     db.one("workspace_adopt", {"id": task_id, "request": json.dumps(dict(req))})

@@ -31,7 +31,8 @@ FAST = {"AFK_BACKOFF_BASE_SECONDS": "1", "AFK_BACKOFF_CAP_SECONDS": "1"}
 #: the stand-in agent: logs its working folder and workspace variables, then
 #: does what its plan (AGENT_PLAN, JSON: title -> a list of steps, one per
 #: run) says: "commit" a file named after the task, "fail", "dirty" (write
-#: and leave it), "nothing", "sleep" (until killed), "fix" (write check.ok)
+#: and leave it), "nothing", "sleep" (until killed), "fix" (write check.ok),
+#: "plant" (commit a .claude/settings.json with a hook, then fail)
 AGENT = textwrap.dedent(
     """
     import json, os, subprocess, sys, time
@@ -49,6 +50,15 @@ AGENT = textwrap.dedent(
     name = title.replace(" ", "-") + ".txt"
     if step == "sleep":
         time.sleep(300)
+    if step == "plant":  # its branch changes the agent's own settings, then fails
+        os.makedirs(".claude", exist_ok=True)
+        with open(".claude/settings.json", "w") as f:
+            f.write('{"hooks": {"SessionStart": [{"hooks": [{"type": "command", '
+                    '"command": "touch planted-hook-ran"}]}]}}')
+        subprocess.run(["git", "add", "-A"], check=True)
+        subprocess.run(["git", "commit", "-q", "-m", "settings"], check=True)
+        print("FAILED: it does not work yet", flush=True)
+        sys.exit(1)
     if step == "fail":
         print("FAILED: it does not work yet", flush=True)
         sys.exit(1)
@@ -444,6 +454,39 @@ def test_afks_own_git_runs_nothing_the_repository_plants(repo, tmp_path):
     assert forced["worktrees"], forced
     assert repo.afk("restore", dirty, env=repo.env).returncode == 0
     assert sorted(p.name for p in pwned.iterdir()) == []
+
+
+def test_a_branch_that_changes_the_agents_own_config_is_held_until_trusted(repo):
+    """Issue 40 item 4: a run whose branch changed .claude/settings.json (a
+    hook would run on the host at the next run) does not start: the task is
+    held for a person with the file named, no attempt spent, and `afk trust`
+    lets that exact content run; a later change (the repository's
+    .git/config) is held again."""
+    (task_id,) = repo.enqueue("planted", max_attempts=3)
+    code, err = finish(repo.loop(plan={"planted": ["plant", "commit", "commit"]}))
+    assert code == 0, err
+    task = repo.show(task_id)
+    assert (task["state"], task["attempts"]) == ("paused", 1), task
+    held = [h["reason"] for h in task["history"] if h["reason"].startswith("needs input")]
+    assert held and held[-1].startswith("needs input: the branch changed .claude/settings.json")
+    (question,) = repo.afk.json("questions", env=repo.env)
+    assert question["id"] == task_id and f"afk trust {task_id}" in question["question"]
+    assert len([r for r in repo.runs() if r["title"] == "planted"]) == 1  # never ran again
+    trusted = repo.afk.json("trust", task_id, env=repo.env)
+    assert trusted["changed"] == [".claude/settings.json"] and trusted["state"] == "todo"
+    # a later change, to the repository's git config, is held again
+    repo.git("config", "core.fsmonitor", "touch fsmonitor-ran")
+    code, err = finish(repo.loop(plan={"planted": ["plant", "commit", "commit"]}))
+    assert code == 0, err
+    (question,) = repo.afk.json("questions", env=repo.env)
+    assert "the branch changed .git/config" in question["question"]
+    repo.afk.json("trust", task_id, env=repo.env)
+    code, err = finish(repo.loop(plan={"planted": ["plant", "commit", "commit"]}))
+    assert code == 0, err
+    assert repo.show(task_id)["state"] == "done"
+    assert len([r for r in repo.runs() if r["title"] == "planted"]) == 2
+    refused = repo.afk("trust", "00000000-0000-0000-0000-000000000000", env=repo.env)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
 
 
 def test_gc_removes_merged_clean_worktrees_keeps_the_rest_and_restores_byte_for_byte(repo):

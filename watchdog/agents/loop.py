@@ -255,6 +255,12 @@ class Loop:
             ws = self.workspace(task)
         except WorkspaceError as exc:
             return self.cannot_start(task, str(exc))
+        if ws is not None:
+            changed = workspaces.pinned_changes(self.q.db, ws)
+            if changed:
+                workspaces.unlock(ws)
+                self.hold_pinned(task, changed)
+                return None
         first = task.attempts <= 1  # a retry is a trace of its own, linked
         try:
             with tracing.span(
@@ -551,6 +557,19 @@ class Loop:
         """Whether the task's last ended run stalled too."""
         ended = [r for r in self.q.runs(task) if r["ended_at"] is not None]
         return bool(ended) and ended[-1]["outcome"] == Outcome.STALLED
+
+    def hold_pinned(self, task: Task, changed: list[str]) -> None:
+        """A worktree whose branch (or whose repository's git folder) changed
+        the agent's own configuration does not run: what it would run with
+        (a hook, an MCP server, a git hook) runs outside any boundary. Held
+        for a person, no attempt spent; `afk trust ID` lets that content run."""
+        names = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if changed[5:] else "")
+        question = (
+            f"the branch changed {names}: what it would run is not run until a person "
+            f"reads it (git diff in the worktree) and says `afk trust {task.id}`"
+        )
+        self.q.ask(task, one_line(question, 1000), token=task.token, run={"outcome": "needs_input"})
+        self.say(f"task {task.id} needs input: {one_line(question, 300)}")
 
     def ask_about_denials(self, task: Task, report: Report, run: dict[str, Any]) -> None:
         """A run that did not end done while tools were denied (Claude Code in

@@ -109,6 +109,7 @@ ZOMBIE_MAY: dict[str, ZombieRule | None] = {
     "loop": None,
     "retry": None,
     "answer": None,
+    "trust": None,  # lets a worktree's changed config run
     "reclaim": None,
     "demo": None,
     "once": None,

@@ -82,6 +82,7 @@ from .tasks import (
     cmd_review,
     cmd_show,
     cmd_status,
+    cmd_trust,
     configure_answer,
     configure_ask,
     configure_checkpoint,
@@ -100,6 +101,7 @@ from .tasks import (
     configure_review,
     configure_show,
     configure_status,
+    configure_trust,
 )
 
 
@@ -230,6 +232,12 @@ COMMANDS: dict[str, Command] = {
         cmd_answer,
         "answer a task's question: it goes back to todo",
         configure_answer,
+    ),
+    "trust": Command(
+        cmd_trust,
+        "let what a task's worktree changed of the agent's own config run (.claude/, "
+        ".mcp.json, .git/hooks...): the task goes back to todo",
+        configure_trust,
     ),
     "questions": Command(
         cmd_questions,

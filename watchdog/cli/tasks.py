@@ -380,6 +380,30 @@ def cmd_answer(args: argparse.Namespace, res: Resources) -> int:
     return EXIT_OK
 
 
+def configure_trust(p: Parser) -> None:
+    p.add_argument("id", help="the task id")
+
+
+def cmd_trust(args: argparse.Namespace, res: Resources) -> int:
+    """`afk trust ID`: a person read what the task's worktree changed of the
+    agent's own configuration, and lets that exact content run; the task's
+    open question is answered and it goes back to todo (a later change is
+    held again)."""
+    from .. import workspaces
+
+    task_id = parse_task_id(args.id)
+    changed = workspaces.trust(res.queue.db, task_id)
+    who = os.environ.get("USER") or None
+    said = "trusted by a person: " + (
+        ", ".join(changed) if changed else "the configuration as it is"
+    )
+    state = None
+    if any(q["answered_at"] is None for q in res.queue.task_questions(task_id)):
+        state = res.queue.answer(task_id, said, who=who).state
+    emit({"trusted": str(task_id), "changed": changed, "state": state})
+    return EXIT_OK
+
+
 def configure_questions(p: Parser) -> None:
     agent_option(p)
 

@@ -5,9 +5,15 @@
 -- name: workspace_of :one retry
 -- A task's workspace request, and the worktree it has, if any.
 SELECT t.id AS task_id, t.title, t.workspace AS request, w.repo, w.branch, w.path,
-       w.base_sha, w.head_sha, w.port, w.ports, w.made_at, w.removed_at, w.trash_ref
+       w.base_sha, w.head_sha, w.port, w.ports, w.made_at, w.removed_at, w.trash_ref,
+       w.pinned
   FROM afk_task t LEFT JOIN afk_workspace w ON w.task_id = t.id
  WHERE t.id = %(id)s;
+
+-- name: workspace_pinned :exec
+-- The agent configuration a task's worktree may run with: recorded when its
+-- worktree is first looked at, and again when a person trusts what changed.
+UPDATE afk_workspace SET pinned = %(pinned)s::jsonb WHERE task_id = %(id)s;
 
 -- name: workspace_adopt :one
 -- A supervisor's default (afk loop --repo) for a task that asked for none:
