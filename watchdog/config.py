@@ -303,8 +303,14 @@ class ServiceSettings:
 class LoopSettings:
     """A supervisor (``afk loop``) and how it reads the agent's account."""
 
+    limit_probe_first_seconds: float = _field(
+        60.0,
+        "a usage limit that names no reset is probed again after this long first, "
+        "doubled for each such limit in a row up to AFK_LIMIT_PROBE_SECONDS",
+        True,
+    )
     limit_probe_seconds: float = _field(
-        900.0, "a usage limit that names no reset is probed again after this long", True
+        900.0, "the longest a usage limit that names no reset parks the account", True
     )
     transient_backoff_seconds: float = _field(
         30.0, "a provider outage's task is retried after this long; doubles in a row", True

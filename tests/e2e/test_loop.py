@@ -26,6 +26,7 @@ FAST = {
     "AFK_TRANSIENT_BACKOFF_CAP_SECONDS": "2",
     "AFK_BACKOFF_BASE_SECONDS": "1",
     "AFK_BACKOFF_CAP_SECONDS": "2",
+    "AFK_LIMIT_PROBE_FIRST_SECONDS": "600",
     "AFK_LIMIT_PROBE_SECONDS": "900",
     "AFK_AGENT_GRACE_SECONDS": "5",
 }
@@ -118,6 +119,30 @@ def test_a_usage_limit_parks_the_account_until_its_reset_and_spends_nothing(nigh
     assert line.endswith("(usage limit), 1 task(s) waited, 0 attempt(s) spent on limits")
 
 
+def test_a_limit_that_names_no_reset_is_probed_soon_and_less_often_each_time(night, sql):
+    """Issue 41 item 7: a 429 whose reset is not printed (the real client
+    with an API key) parked the account for the whole probe (15 minutes)
+    when the API would answer in a minute. The first guess is short and
+    each guess in a row doubles, up to the cap; the digest says it was a
+    guess."""
+    night.backlog(1)
+    limited = ["API Error: 429 rate_limit_error: This request would exceed your rate limit"]
+    night.then(stdout=limited, exit=1)
+    night.then(stdout=limited, exit=1)
+    env = {"AFK_LIMIT_PROBE_FIRST_SECONDS": "2", "AFK_LIMIT_PROBE_SECONDS": "900"}
+    status, _, err = night.run("--account", "api", env=env, timeout=120)
+    assert status == 0, err
+    parks = sql(
+        "SELECT reason, extract(epoch FROM until - parked_at) AS secs FROM afk_account_park "
+        "ORDER BY parked_at"
+    )
+    assert [round(float(p["secs"])) for p in parks] == [2, 4], parks
+    assert all("a guessed reset" in p["reason"] for p in parks), parks
+    digest = night.afk("digest", "--dry-run", "--format", "text").stdout
+    assert "a guessed reset" in digest
+    assert len(night.runs()) == 3  # two limits, then the work, done
+
+
 def test_a_reset_centuries_off_is_not_believed_and_the_digest_says_the_end(night, sql):
     """M6: "resets 9999-12-31" parks the account for the probe time, not
     for centuries; the reason says why, and the digest says when it ends."""
@@ -130,7 +155,7 @@ def test_a_reset_centuries_off_is_not_believed_and_the_digest_says_the_end(night
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
     (parked,) = sql("SELECT reason, until, until - parked_at AS length FROM afk_account_park")
-    probe = timedelta(seconds=int(FAST["AFK_LIMIT_PROBE_SECONDS"]))
+    probe = timedelta(seconds=int(FAST["AFK_LIMIT_PROBE_FIRST_SECONDS"]))
     assert abs(parked["length"] - probe) < timedelta(seconds=30), parked  # probed, not 9999
     assert "not believed" in parked["reason"], parked
     digest = night.afk("digest", "--dry-run", "--format", "text").stdout

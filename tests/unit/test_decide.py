@@ -20,6 +20,7 @@ from watchdog.agents.outcome import Outcome
 
 NOW = datetime(2026, 12, 1, 3, 0, tzinfo=UTC)
 RULES = Rules(
+    limit_probe_first_seconds=60,
     limit_probe_seconds=900,
     outage_backoff_seconds=30,
     outage_backoff_cap_seconds=100,
@@ -53,15 +54,32 @@ P = EXIT_PARKED
             RunEnd(reset=LATER),
             Decision(Move.PAUSE, park="usage_limit", park_until=LATER),
         ),
+        # (issue 41 item 7: no reset read is a guess: probed after a minute,
+        # doubling for each guess in a row, up to the probe's cap)
         (
             Outcome.USAGE_LIMIT,
             RunEnd(),
+            Decision(Move.PAUSE, park="usage_limit", park_until=at(60), probe=True),
+        ),
+        (
+            Outcome.USAGE_LIMIT,
+            RunEnd(guessed_in_a_row=2),
+            Decision(Move.PAUSE, park="usage_limit", park_until=at(120), probe=True),
+        ),
+        (
+            Outcome.USAGE_LIMIT,
+            RunEnd(guessed_in_a_row=4),
+            Decision(Move.PAUSE, park="usage_limit", park_until=at(480), probe=True),
+        ),
+        (
+            Outcome.USAGE_LIMIT,
+            RunEnd(guessed_in_a_row=9),
             Decision(Move.PAUSE, park="usage_limit", park_until=at(900), probe=True),
         ),
         (  # a reset already past is no reset
             Outcome.USAGE_LIMIT,
             RunEnd(reset=NOW - timedelta(minutes=1)),
-            Decision(Move.PAUSE, park="usage_limit", park_until=at(900), probe=True),
+            Decision(Move.PAUSE, park="usage_limit", park_until=at(60), probe=True),
         ),
         # outages: the backoff doubles in a row (capped), the account is parked
         # from the breaker on

@@ -58,7 +58,9 @@ class Move(StrEnum):
 class Rules:
     """The settings a decision reads."""
 
-    #: how long a usage limit with no reset time read parks the account
+    #: how long a usage limit with no reset time read parks the account:
+    #: the first, doubled for each such limit in a row, up to the cap
+    limit_probe_first_seconds: float = 60
     limit_probe_seconds: float = 1800
     #: an outage's backoff, doubled for each one in a row, up to the cap
     outage_backoff_seconds: float = 60
@@ -73,6 +75,7 @@ def rules_of(loop: LoopSettings, requeue_seconds: float) -> Rules:
     """The rules of a loop's (or a hook's) settings; ``requeue_seconds`` is
     the queue's backoff base."""
     return Rules(
+        limit_probe_first_seconds=loop.limit_probe_first_seconds,
         limit_probe_seconds=loop.limit_probe_seconds,
         outage_backoff_seconds=loop.transient_backoff_seconds,
         outage_backoff_cap_seconds=loop.transient_backoff_cap_seconds,
@@ -106,6 +109,8 @@ class RunEnd:
     reset: datetime | None = None
     #: outages in a row under this supervisor, this one included
     outages_in_a_row: int = 0
+    #: usage limits in a row that named no reset, this one included
+    guessed_in_a_row: int = 1
     #: the task's runs cost its budget
     over_budget: bool = False
     #: the client denied the agent tools it asked for
@@ -128,11 +133,21 @@ def outage_backoff(rules: Rules, in_a_row: int) -> float:
     )
 
 
-def usage_limit_until(rules: Rules, reset: datetime | None, now: datetime) -> datetime:
-    """When a usage limit ends: the reset the agent named, else a probe."""
+def usage_limit_until(
+    rules: Rules, reset: datetime | None, now: datetime, guessed_in_a_row: int = 1
+) -> datetime:
+    """When a usage limit ends: the reset the agent named, else a guess, a
+    probe that backs off: the first after a minute (the API may answer by
+    then), doubled for each guess in a row, up to the cap."""
     if reset is not None and reset > now:
         return reset
-    return now + timedelta(seconds=rules.limit_probe_seconds)
+    return now + timedelta(seconds=probe_after(rules, guessed_in_a_row))
+
+
+def probe_after(rules: Rules, guessed_in_a_row: int) -> float:
+    """Seconds until the ``guessed_in_a_row``-th guessed reset is probed."""
+    first = min(rules.limit_probe_first_seconds, rules.limit_probe_seconds)
+    return float(min(first * 2 ** max(guessed_in_a_row - 1, 0), rules.limit_probe_seconds))
 
 
 def decide(outcome: Outcome, rules: Rules, now: datetime, run: RunEnd | None = None) -> Decision:
@@ -141,7 +156,7 @@ def decide(outcome: Outcome, rules: Rules, now: datetime, run: RunEnd | None = N
     limit = Decision(
         Move.PAUSE,
         park="usage_limit",
-        park_until=usage_limit_until(rules, run.reset, now),
+        park_until=usage_limit_until(rules, run.reset, now, run.guessed_in_a_row),
         probe=run.reset is None or run.reset <= now,
     )
     if outcome is Outcome.NEEDS_INPUT:  # a tool call deferred for a person

@@ -49,7 +49,7 @@ from ..text import clean, one_line
 from ..workspaces import Workspace, WorkspaceError
 from . import credential, sandbox
 from .accounts import DEFAULT_ACCOUNT, Accounts, Parking
-from .decide import EXIT_PARKED, Decision, Move, RunEnd, decide, rules_of
+from .decide import EXIT_PARKED, Decision, Move, RunEnd, decide, probe_after, rules_of
 from .harnesses import prompt_argv, with_hooks
 from .outcome import (
     Outcome,
@@ -137,6 +137,8 @@ class Loop:
         self.stopped = threading.Event()
         self.stop_status = 0
         self.outages = 0
+        #: usage limits in a row that named no reset (each guess waits longer)
+        self.guessed = 0
         self.runs = 0
         self._said: str | None = None
         #: tasks whose last run a signal the loop did not send stopped: the
@@ -418,6 +420,8 @@ class Loop:
         must stop, else None."""
         kind = verdict.outcome
         self.outages = self.outages + 1 if kind is Outcome.OUTAGE else 0
+        guessed = kind is Outcome.USAGE_LIMIT and (verdict.reset is None or verdict.reset <= now)
+        self.guessed = self.guessed + 1 if guessed else 0
         if kind is not Outcome.INTERRUPTED:
             self.stopped_outside.pop(task.id, None)
         decision = decide(
@@ -427,6 +431,7 @@ class Loop:
             RunEnd(
                 reset=verdict.reset,
                 outages_in_a_row=self.outages,
+                guessed_in_a_row=max(self.guessed, 1),
                 over_budget=over_budget is not None,
                 denied=bool(report.permission_denials),
                 stopped_by_loop=self.stopped.is_set(),
@@ -454,7 +459,9 @@ class Loop:
         run = report.to_run(kind, self.scrub)
         line = self.scrub(verdict.line)
         if d.probe and d.move is Move.PAUSE:
-            line += " (no reset time read: probing again then)"
+            rules = rules_of(self.settings, self.q.settings.backoff_base_seconds)
+            after = probe_after(rules, max(self.guessed, 1))
+            line += f" (no reset time read: a guessed reset, probed again after {after:g}s)"
         parking = None
         if d.park is not None:
             reason = f"provider outage: {line}" if d.park == "outage" else line
