@@ -452,7 +452,8 @@ CREATE TABLE public.afk_workspace (
     made_at timestamp with time zone DEFAULT now() NOT NULL,
     removed_at timestamp with time zone,
     trash_ref text,
-    pinned jsonb
+    pinned jsonb,
+    stacked_on text
 );
 ALTER TABLE ONLY public.afk_account_park ALTER COLUMN id SET DEFAULT nextval('public.afk_account_park_id_seq'::regclass);
 ALTER TABLE ONLY public.afk_question ALTER COLUMN id SET DEFAULT nextval('public.afk_question_id_seq'::regclass);

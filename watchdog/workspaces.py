@@ -350,6 +350,18 @@ def trust(db: Database, task_id: uuid.UUID) -> list[str]:
     return sorted(k for k in {*before, *now} if before.get(k) != now.get(k))
 
 
+def stack_base(db: Database, task_id: uuid.UUID, repo: str) -> str | None:
+    """The branch a new worktree of ``task_id`` starts from: that of a task
+    it depends on with a worktree of the same repository, while the branch
+    is there (None: from its base)."""
+    found = db.one("workspace_stack_base", {"id": task_id, "repo": repo})
+    if found is None:
+        return None
+    branch = str(found["branch"])
+    there = _quiet(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], repo)
+    return branch if there else None
+
+
 def adopt(db: Database, task_id: uuid.UUID, req: Mapping[str, Any]) -> None:
     """A supervisor's default workspace for a task that asked for none."""
     db.one("workspace_adopt", {"id": task_id, "request": json.dumps(dict(req))})
@@ -368,11 +380,14 @@ def prepare(db: Database, task_id: uuid.UUID, title: str, ports: int) -> Workspa
     branch = row["branch"] or req.get("branch") or default_branch(task_id, title)
     path = row["path"] if row["path"] and row["removed_at"] is None else None
     path = path or str(worktree_path(repo, task_id))
-    base_sha = row["base_sha"]
+    base_sha, stacked_on = row["base_sha"], row.get("stacked_on")
     if not (Path(path) / ".git").exists():
         if base_sha is None:
-            base = req.get("base") or "HEAD"
-            base_sha = git(["rev-parse", "--verify", f"{base}^{{commit}}"], repo).strip()
+            base = req.get("base")
+            if base is None:  # on the work of a task it depends on, if any
+                stacked_on = stack_base(db, task_id, repo)
+            start = base or (f"refs/heads/{stacked_on}" if stacked_on else "HEAD")
+            base_sha = git(["rev-parse", "--verify", f"{start}^{{commit}}"], repo).strip()
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         if _quiet(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], repo):
             git(["worktree", "add", path, branch], repo)  # its branch, kept: work again
@@ -390,6 +405,7 @@ def prepare(db: Database, task_id: uuid.UUID, title: str, ports: int) -> Workspa
                 "ports": ports,
                 "first_port": FIRST_PORT,
                 "last_port": LAST_PORT - ports + 1,
+                "stacked_on": stacked_on,
             },
         )
     except Conflict:
@@ -494,6 +510,7 @@ def lineage(row: Mapping[str, Any], *, with_pr: bool = True) -> dict[str, Any]:
         "diffstat": diffstat(where, base, tip),
         "dirty": dirty(path) if live else False,
         "port": row.get("port"),
+        "stacked_on": row.get("stacked_on"),
         "pr": pull_request(str(row["branch"]), where) if with_pr else None,
         "removed": not live,
     }
@@ -560,6 +577,7 @@ def review(row: Mapping[str, Any], *, with_pr: bool = True) -> dict[str, Any]:
         "pr": None,
         "base": row.get("base"),
         "behind_by": None,
+        "stacked_on": row.get("stacked_on"),
         "conflicts": [],
         "changes": False,
     }
@@ -580,6 +598,7 @@ def review(row: Mapping[str, Any], *, with_pr: bool = True) -> dict[str, Any]:
         "pr": seen["pr"],
         "base": name,
         "behind_by": int(behind) if behind and behind.isdigit() else None,
+        "stacked_on": row.get("stacked_on"),
         "conflicts": conflicts(repo, tip, head_sha) if tip and head_sha else [],
         "changes": len(seen["commits"]) > 0 or seen["dirty"],
     }

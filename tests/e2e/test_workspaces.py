@@ -456,6 +456,30 @@ def test_afks_own_git_runs_nothing_the_repository_plants(repo, tmp_path):
     assert sorted(p.name for p in pwned.iterdir()) == []
 
 
+def test_a_dependent_starts_from_the_work_it_depends_on_unless_its_base_says(repo):
+    """Issue 41 item 6: a task --after another with a worktree of the same
+    repository started from the base, without the work it depends on. It
+    starts from that task's branch tip (its base, shown as stacked in the
+    review), unless --base says otherwise."""
+    (first,) = repo.enqueue("first step")
+    (stacked,) = repo.enqueue("second step", after=[first])
+    (based,) = repo.enqueue("from main", after=[first], base="main")
+    code, err = finish(repo.loop())
+    assert code == 0, err
+    one, two, three = (repo.show(t)["workspace"] for t in (first, stacked, based))
+    assert two["base_sha"] == one["head_sha"] != one["base_sha"], (one, two)
+    assert (Path(two["path"]) / "first-step.txt").exists()  # its work is there
+    assert (
+        three["base_sha"] == one["base_sha"]
+        and not (Path(three["path"]) / "first-step.txt").exists()
+    )
+    assert two.get("stacked_on") == one["branch"] and three.get("stacked_on") is None
+    items = {i["id"]: i for i in repo.afk.json("review", "--json", env=repo.env)}
+    assert items[stacked]["stacked_on"] == one["branch"]
+    text = repo.afk("review", env=repo.env).stdout
+    assert f"stacked on {one['branch']}" in text
+
+
 def test_a_branch_that_changes_the_agents_own_config_is_held_until_trusted(repo):
     """Issue 40 item 4: a run whose branch changed .claude/settings.json (a
     hook would run on the host at the next run) does not start: the task is

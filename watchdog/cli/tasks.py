@@ -264,6 +264,8 @@ def review_text(item: dict[str, Any]) -> str:
         draft = ", draft" if pr.get("isDraft") else ""
         state = f"{str(pr.get('state')).lower()}{draft}"
         lines.append(f"  pull request #{pr.get('number')} ({state}): {pr.get('url')}")
+    if item.get("stacked_on"):
+        lines.append(f"  stacked on {item['stacked_on']} (the branch of a task it depends on)")
     if item.get("behind_by"):
         lines.append(f"  {item['base']} has {item['behind_by']} commit(s) since its base")
     if item.get("conflicts"):

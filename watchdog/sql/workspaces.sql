@@ -6,9 +6,19 @@
 -- A task's workspace request, and the worktree it has, if any.
 SELECT t.id AS task_id, t.title, t.workspace AS request, w.repo, w.branch, w.path,
        w.base_sha, w.head_sha, w.port, w.ports, w.made_at, w.removed_at, w.trash_ref,
-       w.pinned
+       w.pinned, w.stacked_on
   FROM afk_task t LEFT JOIN afk_workspace w ON w.task_id = t.id
  WHERE t.id = %(id)s;
+
+-- name: workspace_stack_base :one retry
+-- The branch a task's new worktree starts from when it depends on a task
+-- with a worktree of the same repository: that dependency's, the one made
+-- last (none: it starts from its base).
+SELECT w.branch
+  FROM afk_dependency d JOIN afk_workspace w ON w.task_id = d.dep_id
+ WHERE d.task_id = %(id)s AND w.repo = %(repo)s
+ ORDER BY w.made_at DESC
+ LIMIT 1;
 
 -- name: workspace_pinned :exec
 -- The agent configuration a task's worktree may run with: recorded when its
@@ -39,14 +49,15 @@ SELECT EXISTS (
 -- free one, chosen under a lock by afk_free_ports (migration 0021), so two
 -- makers never pick the same block. A workspace made before keeps its
 -- branch, base and ports.
-INSERT INTO afk_workspace AS w (task_id, repo, branch, path, base_sha, head_sha, port, ports)
+INSERT INTO afk_workspace AS w (task_id, repo, branch, path, base_sha, head_sha, port, ports,
+                                stacked_on)
 SELECT %(id)s, %(repo)s, %(branch)s, %(path)s, %(base_sha)s, %(base_sha)s,
        afk_free_ports(%(id)s, %(first_port)s::int, %(last_port)s::int, %(ports)s::int),
-       %(ports)s
+       %(ports)s, %(stacked_on)s
 ON CONFLICT (task_id) DO UPDATE
    SET path = EXCLUDED.path, removed_at = NULL,
        port = coalesce(w.port, EXCLUDED.port), ports = coalesce(w.ports, EXCLUDED.ports)
-RETURNING task_id, repo, branch, path, base_sha, head_sha, port, ports;
+RETURNING task_id, repo, branch, path, base_sha, head_sha, port, ports, stacked_on;
 
 -- name: workspace_head :exec
 -- A task's worktree head after a run.
@@ -57,7 +68,7 @@ UPDATE afk_workspace SET head_sha = %(head_sha)s WHERE task_id = %(id)s;
 -- the last %(since)s seconds: what the morning reviews. Each with what its
 -- runs cost and its last run's check.
 SELECT t.id, t.agent_id, t.title, t.updated_at AS done_at, w.repo, w.branch, w.path,
-       w.base_sha, w.head_sha, w.port, w.removed_at, w.trash_ref,
+       w.base_sha, w.head_sha, w.port, w.removed_at, w.trash_ref, w.stacked_on,
        t.workspace ->> 'base' AS base, t.workspace ->> 'verify' AS verify,
        (SELECT sum(r.cost_usd) FROM afk_run r WHERE r.task_id = t.id)::float8 AS cost_usd,
        (SELECT jsonb_build_object('status', r.check_status, 'tail', right(r.check_tail, 500))
