@@ -211,8 +211,16 @@ def request(
         ["rev-parse", "--verify", "--quiet", f"{base}^{{commit}}"], top
     ):
         raise BadInput(f"--base {base!r} does not resolve to a commit in {top}")
-    if branch is not None and _quiet(["check-ref-format", "--branch", branch], top) is None:
-        raise BadInput(f"--branch {branch!r} is not a valid branch name")
+    if branch is not None:
+        # (git expands @{-1} and @ to another branch's name: what gc would
+        # delete later is then whatever they name by then, P3)
+        if _quiet(["check-ref-format", "--branch", branch], top) != branch:
+            raise BadInput(f"--branch {branch!r} is not a valid branch name")
+        if _quiet(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], top):
+            raise BadInput(
+                f"--branch {branch!r} exists in {top}: a task works on a branch of its own "
+                "(afk would commit onto yours, and afk gc would remove it)"
+            )
     if verify is not None and not verify.strip():
         raise BadInput("--verify is empty: give the command that checks the work")
     return {
@@ -390,6 +398,11 @@ def prepare(db: Database, task_id: uuid.UUID, title: str, ports: int) -> Workspa
             base_sha = git(["rev-parse", "--verify", f"{start}^{{commit}}"], repo).strip()
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         if _quiet(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], repo):
+            if row["base_sha"] is None:  # (P4: made since the task was enqueued)
+                raise WorkspaceError(
+                    f"branch {branch} of {repo} exists and is not this task's: afk works "
+                    "on a branch of its own"
+                )
             git(["worktree", "add", path, branch], repo)  # its branch, kept: work again
         else:
             git(["worktree", "add", "-b", branch, path, base_sha], repo)
@@ -708,7 +721,48 @@ def save(row: Mapping[str, Any]) -> str:
             repo,
         ).strip()
         git(["update-ref", f"{ref}/work", work], repo)
+    archive(path, archive_path(repo, task))
     return ref
+
+
+def archive_path(repo: str, task: str) -> str:
+    """Where `afk gc --force` keeps a worktree's files byte for byte, beside
+    the repository's trash refs (in its git folder)."""
+    common = common_dir(repo) or os.path.join(repo, ".git")
+    return os.path.join(common, "afk-trash", f"{task}.tar")
+
+
+def archive(path: str, to: str) -> None:
+    """Every file of the worktree at ``path`` (ignored ones too, with their
+    modes, links and empty folders; not its ``.git`` link) into a tar at
+    ``to``: what git's trash commit cannot hold (P1)."""
+    import tarfile
+
+    os.makedirs(os.path.dirname(to), exist_ok=True)
+    partial = f"{to}.partial"
+    with tarfile.open(partial, "w") as tar:
+        for name in sorted(os.listdir(path)):
+            if name != ".git":
+                tar.add(os.path.join(path, name), arcname=name)
+    os.replace(partial, to)
+
+
+def unarchive(frm: str, path: str) -> None:
+    """Put back what :func:`archive` kept, over the worktree at ``path``
+    (nothing outside it: the tar's names are checked)."""
+    import tarfile
+
+    with tarfile.open(frm) as tar:
+        tar.extractall(path, filter="tar")  # (modes kept; no path leaves ``path``)
+
+
+def submodules_inside(path: str) -> bool:
+    """Whether the worktree at ``path`` holds an initialised submodule: its
+    repository lives in the worktree's git folder, which `git worktree
+    remove` deletes (P2)."""
+    own = _quiet(["rev-parse", "--path-format=absolute", "--git-dir"], path)
+    modules = os.path.join(own, "modules") if own else None
+    return bool(modules and os.path.isdir(modules) and os.listdir(modules))
 
 
 def remove(db: Database, row: Mapping[str, Any], *, trash: str | None) -> None:
@@ -755,6 +809,13 @@ def gc(
         if not_ours is not None:
             item.update(action="kept", why=not_ours)
             continue
+        if submodules_inside(str(row["path"])):
+            why = (
+                "it holds an initialised submodule, whose repository removing it would "
+                "delete: remove it by hand"
+            )
+            item.update(action="kept", why=why)
+            continue
         how = merged(row)
         left = dirty(str(row["path"]))
         if how is not None and not left:
@@ -797,6 +858,9 @@ def restore(db: Database, task_id: uuid.UUID) -> dict[str, Any]:
     if _quiet(["rev-parse", "--verify", "--quiet", f"{ref}/work"], repo):
         git(["read-tree", "-u", "--reset", f"{ref}/work"], path)
         git(["reset", "-q"], path)  # uncommitted again, as it was
+    kept = archive_path(repo, str(task_id))
+    if os.path.isfile(kept):  # ignored files, modes, empty folders: as they were
+        unarchive(kept, path)
     db.execute("workspace_restored", {"id": task_id, "path": path, "branch": branch})
     return {"id": str(task_id), "path": path, "branch": branch, "from": ref}
 

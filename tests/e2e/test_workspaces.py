@@ -343,6 +343,10 @@ def test_show_reads_the_pull_request_through_gh(repo, tmp_path):
         (["--repo", "{tmp}"], "is not a git repository"),
         (["--repo", "{repo}", "--base", "no-such-ref"], "does not resolve"),
         (["--repo", "{repo}", "--branch", "bad..name"], "is not a valid branch name"),
+        # P3: names git expands to another branch's (gc would delete that one)
+        (["--repo", "{repo}", "--branch", "@{{-1}}"], "is not a valid branch name"),
+        # P4: the user's own branch (afk would commit onto it, and gc remove it)
+        (["--repo", "{repo}", "--branch", "main"], "exists in"),
         (["--repo", "{repo}", "--verify", " "], "--verify is empty"),
         (["--branch", "x"], "go with --repo"),
     ],
@@ -353,6 +357,19 @@ def test_bad_workspace_input_is_one_line_exit_2_and_creates_nothing(repo, sql, a
     proc = repo.afk("enqueue", "--agent", "w", "--title", "t", *args, env=repo.env)
     assert proc.returncode == 2 and said in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+    assert sql.fingerprint() == before
+
+
+def test_a_branch_name_git_expands_is_refused(repo, sql):
+    """P3: `@{-1}` names the branch checked out before: git expands it, afk
+    kept the literal, and gc later deleted whatever it named by then."""
+    repo.git("checkout", "-q", "-b", "tmpb")
+    repo.git("checkout", "-q", "main")
+    assert repo.git("check-ref-format", "--branch", "@{-1}") == "tmpb"
+    before = sql.fingerprint()
+    proc = repo.afk("enqueue", "--agent", "w", "--title", "t", "--repo", str(repo.path),
+                    "--branch", "@{-1}", env=repo.env)  # fmt: skip
+    assert proc.returncode == 2 and "is not a valid branch name" in proc.stderr, proc.stderr
     assert sql.fingerprint() == before
 
 
@@ -456,6 +473,31 @@ def test_afks_own_git_runs_nothing_the_repository_plants(repo, tmp_path):
     assert sorted(p.name for p in pwned.iterdir()) == []
 
 
+def test_gc_keeps_a_worktree_that_holds_an_initialised_submodule(repo, tmp_path):
+    """P2: a submodule's repository lives in the worktree's git folder, which
+    `git worktree remove` deletes with the agent's commits in it. gc --force
+    keeps such a worktree and says why."""
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    sh("git", "init", "-q", "-b", "main", str(sub), cwd=tmp_path)
+    sh("git", "commit", "-q", "--allow-empty", "-m", "sub first", cwd=sub)
+    sh("git", "-c", "protocol.file.allow=always", "submodule", "-q", "add", str(sub), "sub",
+       cwd=repo.path)  # fmt: skip
+    sh("git", "commit", "-q", "-m", "add sub", cwd=repo.path)
+    (task_id,) = repo.enqueue("with a submodule")
+    code, err = finish(repo.loop(plan={"with a submodule": ["dirty"]}))
+    assert code == 0, err
+    work = Path(repo.show(task_id)["workspace"]["path"])
+    sh("git", "-c", "protocol.file.allow=always", "submodule", "-q", "update", "--init", cwd=work)
+    (work / "sub" / "precious.txt").write_text("the agent's work\n")
+    sh("git", "add", "precious.txt", cwd=work / "sub")
+    sh("git", "commit", "-q", "-m", "work inside the submodule", cwd=work / "sub")
+    report = repo.afk.json("gc", "--force", "--json", env=repo.env)
+    (item,) = [w for w in report["worktrees"] if w["id"] == task_id]
+    assert item["action"] == "kept" and "submodule" in item["why"], item
+    assert (work / "sub" / "precious.txt").exists()
+
+
 def test_a_dependent_starts_from_the_work_it_depends_on_unless_its_base_says(repo):
     """Issue 41 item 6: a task --after another with a worktree of the same
     repository started from the base, without the work it depends on. It
@@ -532,9 +574,17 @@ def test_gc_removes_merged_clean_worktrees_keeps_the_rest_and_restores_byte_for_
     assert not Path(m["path"]).exists() and Path(d["path"]).is_dir()
     assert m["branch"] not in repo.git("branch", "--list")  # deleted with -d: merged
     assert {w["id"] for w in report["worktrees"]} == {merged, dirty}
-    # --force saves the dirty one first, then removes it
+    # --force saves the dirty one first, then removes it: byte for byte, with
+    # what git ignores, the modes and the empty folders (P1)
+    work = Path(d["path"])
+    (work / ".gitignore").write_text("debug.log\n")
+    (work / "debug.log").write_text("an ignored log\n")
+    (work / "key.bin").write_bytes(b"\x00secret")
+    (work / "key.bin").chmod(0o600)
+    (work / "empty-folder").mkdir()
     before = {p.relative_to(d["path"]): p.read_bytes() for p in Path(d["path"]).rglob("*")
               if p.is_file() and ".git" not in p.parts}  # fmt: skip
+    assert Path("debug.log") in before
     forced = repo.afk.json("gc", "--force", "--json", env=repo.env)
     (gone,) = [w for w in forced["worktrees"] if w["id"] == dirty]
     assert gone["action"] == "saved and removed" and not Path(d["path"]).exists()
@@ -545,6 +595,9 @@ def test_gc_removes_merged_clean_worktrees_keeps_the_rest_and_restores_byte_for_
              for p in Path(restored["path"]).rglob("*")
              if p.is_file() and ".git" not in p.parts}  # fmt: skip
     assert after == before
+    back = Path(restored["path"])
+    assert (back / "key.bin").stat().st_mode & 0o777 == 0o600
+    assert (back / "empty-folder").is_dir()
     status = repo.git("status", "--porcelain", cwd=Path(restored["path"]))
     assert "dirty-one.txt" in status  # uncommitted again, as it was
 
