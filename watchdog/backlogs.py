@@ -52,6 +52,8 @@ def read_prd(text: str, file_name: str) -> tuple[dict[str, Any], str]:
         doc = json.loads(text)
     except ValueError as exc:
         raise BadInput(f"{file_name} is not JSON ({exc})") from None
+    except RecursionError:  # (P32)
+        raise BadInput(f"{file_name} is nested too deeply to be a prd.json") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("userStories"), list):
         raise BadInput(f"{file_name} has no userStories list: is it a Ralph prd.json?")
     project = doc.get("project")
@@ -216,6 +218,41 @@ def named_after(branch: str, number: int) -> bool:
 class Issues:
     tasks: list[NewTask]
     skipped: list[dict[str, Any]]  # {"number", "reason"}
+
+
+def gh_shaped(issues: Any, prs: Any) -> None:
+    """BadInput, in one line, unless gh's JSON has the shape afk reads
+    (P33: a number that is no number, labels that are not objects, null)."""
+
+    def number(value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool)
+
+    def text(value: Any, empty: bool = False) -> bool:
+        return isinstance(value, str) or (empty and value is None)
+
+    def objects(value: Any) -> bool:
+        return value is None or (
+            isinstance(value, list) and all(isinstance(v, dict) for v in value)
+        )
+
+    unread = "gh printed JSON afk does not read"
+    if not isinstance(issues, list) or not all(isinstance(i, dict) for i in issues):
+        raise BadInput(f"{unread}: the issues are not a list of objects")
+    for i in issues:
+        shown = i.get("number") if number(i.get("number")) else "?"
+        if not (number(i.get("number")) and text(i.get("title")) and text(i.get("body"), True)
+                and objects(i.get("labels"))
+                and objects(i.get("closedByPullRequestsReferences"))
+                and all(text(lbl.get("name"), True) for lbl in i.get("labels") or [])):  # fmt: skip
+            raise BadInput(
+                f"gh printed JSON afk does not read: issue {shown} is not shaped as gh's"
+            )
+    if not isinstance(prs, list) or not all(
+        isinstance(p, dict) and number(p.get("number")) for p in prs
+    ):
+        raise BadInput(
+            "gh printed JSON afk does not read: the pull requests are not shaped as gh's"
+        )
 
 
 def github_tasks(

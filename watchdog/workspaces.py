@@ -201,6 +201,11 @@ def request(
     """A task's workspace request, checked with git: the repository exists,
     the base resolves, the branch is a valid name. BadInput otherwise,
     before anything is created."""
+    for name, value in (("repo", repo), ("base", base), ("branch", branch), ("verify", verify)):
+        if value is not None and not isinstance(value, str):  # (a --file line's JSON, P31)
+            raise BadInput(f"--{name} must be text, not {type(value).__name__}")
+    if not isinstance(require_changes, bool):
+        raise BadInput(f"--require-changes must be true or false, not {require_changes!r}")
     path = Path(repo).expanduser()
     if not path.is_dir():
         raise BadInput(f"--repo {repo}: no such folder")

@@ -163,7 +163,9 @@ if args[:2] == ["auth", "status"]:
               file=sys.stderr)
         sys.exit(1)
     sys.exit(0)
-if args[:2] == ["issue", "list"]:
+if args[:2] == ["issue", "list"] and "raw_issues" in data:  # what gh printed, as it is
+    print(json.dumps(data["raw_issues"]))
+elif args[:2] == ["issue", "list"]:
     label, state = opt("--label"), opt("--state")
     out = [i for i in data["issues"]
            if (label is None or label in [l["name"] for l in i["labels"]])
@@ -262,3 +264,54 @@ def test_github_without_gh_or_its_login_is_one_line_exit_1(afk, sql, gh, setup, 
     assert proc.returncode == 1, proc.stderr
     assert said in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert sql.fingerprint() == before
+
+
+@pytest.mark.parametrize(
+    "printed",
+    [
+        [{"title": "x"}],
+        [{"number": "abc", "title": "x"}],
+        [{"number": 1, "title": "x", "labels": ["str"]}],
+        None,
+        [{"number": 1, "title": "x", "body": 5}],
+    ],
+    ids=["no number", "number not a number", "labels not objects", "null", "body not text"],
+)
+def test_gh_json_afk_does_not_read_is_one_line_exit_2(afk, sql, gh, printed):
+    """P33: JSON from gh that afk does not expect was an internal error (a
+    KeyError, a TypeError...). One line, exit 2, nothing enqueued."""
+    gh(raw_issues=printed, issues=[])
+    before = sql.fingerprint()
+    proc = afk("import", "github", "--repo", "acme/app", "--agent", "night")
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "gh printed JSON afk does not read" in proc.stderr
+    assert "internal error" not in proc.stderr
+    assert sql.fingerprint() == before
+
+
+def test_a_prd_nested_too_deeply_is_one_line_exit_2(afk, sql, tmp_path):
+    """P32: import prd of a deeply nested file was a RecursionError."""
+    deep = tmp_path / "prd.json"
+    deep.write_text(
+        '{"userStories":[{"id":"I","title":"x","notes":' + "[" * 100000 + "]" * 100000 + "}]}"
+    )
+    before = sql.fingerprint()
+    proc = afk("import", "prd", str(deep), "--agent", "ph")
+    assert proc.returncode == 2 and "nested too deeply" in proc.stderr, proc.stderr
+    assert proc.stderr.count("\n") == 1
+    assert sql.fingerprint() == before
+
+
+def test_a_file_line_whose_workspace_field_is_not_text_is_one_line_exit_2(afk, sql, tmp_path):
+    """P31: a --file line with "verify": 5 was an internal error."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    lines = tmp_path / "tasks.jsonl"
+    for field, value in (("verify", 5), ("base", ["main"]), ("require_changes", "yes")):
+        lines.write_text(json.dumps({"title": "v", "repo": str(repo), field: value}) + "\n")
+        before = sql.fingerprint()
+        proc = afk("enqueue", "--agent", "te", "--file", str(lines))
+        assert proc.returncode == 2 and "internal error" not in proc.stderr, proc.stderr
+        assert proc.stderr.count("\n") == 1 and "nothing was enqueued" in proc.stderr
+        assert sql.fingerprint() == before

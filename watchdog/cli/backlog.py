@@ -337,7 +337,7 @@ def run_gh(args: list[str]) -> Any:
 def github_backlog(repo: str, label: str) -> Any:
     """The open issues of ``repo`` with ``label`` as tasks, read through gh."""
 
-    from ..backlogs import github_tasks, issue_refs
+    from ..backlogs import gh_shaped, github_tasks, issue_refs
 
     if not re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", repo):
         raise BadInput(f"--repo {repo!r} is not OWNER/NAME")
@@ -373,6 +373,7 @@ def github_backlog(repo: str, label: str) -> Any:
             "1000",
         ]
     )
+    gh_shaped(issues, prs)
     mine = {int(i["number"]) for i in issues}
     outside = {n for i in issues for n in issue_refs(i.get("body")) if n not in mine}
     closed = []
