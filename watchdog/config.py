@@ -629,6 +629,8 @@ OTHER_ENV = (
     "AFK_TEST_DSN",
     *credential.NAMES,
     credential.BROKERED,
+    # what afk doctor --live sets for the hooks it fires (P28)
+    "AFK_HOOK_EXPLAIN",
     # what afk gives an agent (credential.GIVEN): read by the afk an agent runs
     *credential.GIVEN,
 )

@@ -601,6 +601,11 @@ def review(row: Mapping[str, Any], *, with_pr: bool = True) -> dict[str, Any]:
     }
     if not os.path.isdir(repo):
         return {**out, "error": f"the repository {repo} is not here"}
+    path = str(row["path"])
+    live = row.get("removed_at") is None and os.path.isdir(path)
+    if live and not os.path.exists(os.path.join(path, ".git")):  # (P23: not "no changes")
+        why = f"its worktree {path} cannot be read by git (its .git link is gone)"
+        return {**out, "error": why}
     seen = lineage(row, with_pr=with_pr)
     name, tip = base_tip(repo, row.get("base"))
     head_sha = seen["head_sha"]
@@ -803,43 +808,64 @@ def gc(
         if not os.path.isdir(str(row["path"])):
             item.update(action="kept", why="its folder is gone (nothing to remove)")
             continue
-        item["bytes"] = folder_size(str(row["path"]))
-        if row["state"] != "done":
-            item.update(action="kept", why=f"its task is {row['state']}")
-            continue
-        if row["age"] < older_than:
-            item.update(action="kept", why="done too recently (--older-than)")
-            continue
-        not_ours = _ours(row)
-        if not_ours is not None:
-            item.update(action="kept", why=not_ours)
-            continue
-        if submodules_inside(str(row["path"])):
-            why = (
-                "it holds an initialised submodule, whose repository removing it would "
-                "delete: remove it by hand"
-            )
-            item.update(action="kept", why=why)
-            continue
-        how = merged(row)
-        left = dirty(str(row["path"]))
-        if how is not None and not left:
-            item.update(action="removed", why=how)
-            if not dry_run:
-                remove(db, row, trash=None)
-            continue
-        why = (
-            "uncommitted changes"
-            if left
-            else f"not merged into {base_tip(str(row['repo']), row.get('base'))[0]}"
-        )
-        if not force:
-            item.update(action="kept", why=why)
-            continue
-        item.update(action="saved and removed", why=why, trash=f"{TRASH}/{row['task_id']}")
-        if not dry_run:
-            remove(db, row, trash=save(row))
+        try:
+            _weigh(db, row, item, older_than=older_than, force=force, dry_run=dry_run)
+        except WorkspaceError as exc:  # (P23: one worktree stops none of the others)
+            item.update(action="kept", why=f"it cannot be read: {exc}")
     return {"worktrees": report, "bytes": sum(i.get("bytes", 0) for i in report)}
+
+
+def _weigh(
+    db: Database,
+    row: Mapping[str, Any],
+    item: dict[str, Any],
+    *,
+    older_than: float,
+    force: bool,
+    dry_run: bool,
+) -> None:
+    """What gc does with one worktree whose folder is there, in ``item``."""
+    path = str(row["path"])
+    if not os.path.exists(os.path.join(path, ".git")) or head(path) is None:
+        # (its .git link broken: git can say nothing of it, and removes nothing)
+        item.update(action="kept", why="it cannot be read as a git worktree")
+        return
+    item["bytes"] = folder_size(path)
+    if row["state"] != "done":
+        item.update(action="kept", why=f"its task is {row['state']}")
+        return
+    if row["age"] < older_than:
+        item.update(action="kept", why="done too recently (--older-than)")
+        return
+    not_ours = _ours(row)
+    if not_ours is not None:
+        item.update(action="kept", why=not_ours)
+        return
+    if submodules_inside(path):
+        why = (
+            "it holds an initialised submodule, whose repository removing it would "
+            "delete: remove it by hand"
+        )
+        item.update(action="kept", why=why)
+        return
+    how = merged(row)
+    left = dirty(path)
+    if how is not None and not left:
+        item.update(action="removed", why=how)
+        if not dry_run:
+            remove(db, row, trash=None)
+        return
+    why = (
+        "uncommitted changes"
+        if left
+        else f"not merged into {base_tip(str(row['repo']), row.get('base'))[0]}"
+    )
+    if not force:
+        item.update(action="kept", why=why)
+        return
+    item.update(action="saved and removed", why=why, trash=f"{TRASH}/{row['task_id']}")
+    if not dry_run:
+        remove(db, row, trash=save(row))
 
 
 def restore(db: Database, task_id: uuid.UUID) -> dict[str, Any]:

@@ -293,3 +293,22 @@ def test_a_bad_not_before_is_one_line_and_enqueues_nothing(afk, sql, value, mess
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert sql.fingerprint() == before
+
+
+def test_the_variables_afk_gives_an_agent_are_no_unknown_settings(afk):
+    """P28 and the house's item 2: an afk command run in a task's worktree
+    (AFK_WORKTREE, AFK_BRANCH, AFK_BASE_SHA, AFK_PORT) or a hook doctor
+    fires (AFK_HOOK_EXPLAIN) warned "unknown setting" for each variable afk
+    itself had set."""
+    given = {
+        "AFK_WORKTREE": "/tmp/w",
+        "AFK_BRANCH": "afk/x",
+        "AFK_BASE_SHA": "0" * 40,
+        "AFK_PORT": "20000",
+        "AFK_HOOK_EXPLAIN": "1",
+        "AFK_ALIVE_FILE": "/tmp/afk-alive-x",
+    }
+    proc = afk("status", env=given)
+    assert proc.returncode == 0 and "unknown setting" not in proc.stderr, proc.stderr
+    typo = afk("status", env={"AFK_LEASE_SECOND": "5"})
+    assert "unknown setting AFK_LEASE_SECOND" in typo.stderr  # (a typo still is)

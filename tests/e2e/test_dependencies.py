@@ -212,3 +212,21 @@ def test_the_digest_lists_a_cancelled_chain_under_its_root_failure(afk):
         "grandchild",
     ]
     assert hook["totals"]["blocked"] == 1
+
+
+def test_a_retried_dependent_waits_blocked_for_its_failed_dependency(afk):
+    """P13: `afk retry` of a dependent cancelled by its failed dependency
+    sent it to todo while the dependency was still failed, and retrying both
+    made both claimable at once. The dependent goes back to blocked, and is
+    claimable once its dependency is done."""
+    parent = enqueue(afk, "--title", "parent", "--key", "p", "--max-attempts", "1")
+    child = enqueue(afk, "--title", "child", "--after", "p")
+    finish(afk, "r1", error="boom")
+    assert afk.json("show", child)["state"] == "failed"
+    afk.json("retry", child)
+    assert afk.json("show", child)["state"] == "blocked"  # its dependency is still failed
+    afk.json("retry", parent)
+    assert afk.json("status", "--agent", "A")["todo"] == 1
+    assert afk("claim", "--agent", "A", "--runner", "two").returncode == 0  # the parent only
+    assert afk("claim", "--agent", "A", "--runner", "three").returncode == 3
+    assert afk.json("show", child)["state"] == "blocked"

@@ -857,3 +857,13 @@ def test_the_loop_waits_for_a_tasks_start_time_and_then_runs_it(night):
     assert status == 0, err
     assert "is due at" in err and "--not-before" in err
     assert night.show(task_id)["state"] == "done"
+
+
+def test_the_loops_check_is_said_not_to_apply_to_a_task_without_a_workspace(night):
+    """P17: `afk loop --verify` applied only to tasks with a worktree, and
+    a task without one was done unchecked in silence. The loop says so."""
+    (task_id,) = night.backlog(1)
+    status, _, err = night.run("--verify", "false", "--require-changes")
+    assert status == 0, err
+    assert f"task {task_id} has no workspace" in err and "do not apply" in err
+    assert night.show(task_id)["state"] == "done"

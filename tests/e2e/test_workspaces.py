@@ -59,6 +59,10 @@ AGENT = textwrap.dedent(
         subprocess.run(["git", "commit", "-q", "-m", "settings"], check=True)
         print("FAILED: it does not work yet", flush=True)
         sys.exit(1)
+    if step == "rmgit":  # it leaves work, and breaks its worktree's link to git
+        with open("precious.txt", "w") as f:
+            f.write("precious uncommitted\\n")
+        os.remove(".git")
     if step == "fail":
         print("FAILED: it does not work yet", flush=True)
         sys.exit(1)
@@ -496,6 +500,47 @@ def test_gc_keeps_a_worktree_that_holds_an_initialised_submodule(repo, tmp_path)
     (item,) = [w for w in report["worktrees"] if w["id"] == task_id]
     assert item["action"] == "kept" and "submodule" in item["why"], item
     assert (work / "sub" / "precious.txt").exists()
+
+
+def test_a_worktree_git_cannot_read_is_kept_and_gc_goes_on(repo):
+    """P23: a worktree whose .git link the agent removed was reviewed as
+    "no changes", listed as merged and clean, and `afk gc` then stopped at
+    git's refusal, for every other worktree too."""
+    broken, other = repo.enqueue("broken link", "other one")
+    code, err = finish(repo.loop(plan={"broken link": ["rmgit"]}))
+    assert code == 0, err
+    (item,) = [i for i in repo.afk.json("review", "--json", env=repo.env) if i["id"] == broken]
+    assert item["error"] and "cannot be read by git" in item["error"], item
+    report = repo.afk.json("gc", "--json", env=repo.env)
+    by_id = {w["id"]: w for w in report["worktrees"]}
+    assert by_id[broken]["action"] == "kept" and "cannot be read" in by_id[broken]["why"]
+    assert other in by_id  # gc went on
+    path = Path(repo.show(broken)["workspace"]["path"])
+    assert (path / "precious.txt").read_text() == "precious uncommitted\n"
+
+
+def test_prune_keeps_a_done_task_whose_worktree_is_still_there(repo, sql):
+    """P20: prune deleted done tasks after the retention with their
+    workspace rows; their worktrees stayed on disk, unseen by gc and review."""
+    (kept,) = repo.enqueue("unreviewed")
+    code, err = finish(repo.loop())
+    assert code == 0, err
+    assert repo.show(kept)["state"] == "done", (repo.show(kept), err)
+    (plain,) = repo.afk.json("enqueue", "--agent", "p", "--title", "no worktree", env=repo.env)[
+        "enqueued"
+    ]
+    task = repo.afk.json("claim", "--agent", "p", env=repo.env)
+    repo.afk.json("done", plain, "--token", str(task["token"]), env=repo.env)
+    env = {**repo.env, "AFK_RETENTION": "1s"}
+
+    def pruned() -> bool:
+        repo.afk("watchdog", "tick", "prune", env=env)
+        return not sql("SELECT 1 FROM afk_task WHERE id = %s", plain)
+
+    poll(pruned, timeout=60, interval=0.5)
+    assert repo.show(kept)["state"] == "done"  # its worktree is there: kept
+    ids = [w["id"] for w in repo.afk.json("gc", "--dry-run", "--json", env=repo.env)["worktrees"]]
+    assert kept in ids
 
 
 def test_a_dependent_starts_from_the_work_it_depends_on_unless_its_base_says(repo):

@@ -257,6 +257,11 @@ class Loop:
             ws = self.workspace(task)
         except WorkspaceError as exc:
             return self.cannot_start(task, str(exc))
+        if ws is None and (self.o.verify or self.o.require_changes):  # (P17: not in silence)
+            self.say(
+                f"task {task.id} has no workspace: the loop's --verify and "
+                "--require-changes do not apply to it"
+            )
         if ws is not None:
             changed = workspaces.pinned_changes(self.q.db, ws)
             if changed:

@@ -40,7 +40,9 @@ SELECT (SELECT id FROM expired ORDER BY id DESC LIMIT 1) AS last_id,
 
 -- name: retry :many
 -- A human's retry of failed tasks: all or nothing. Back to todo with the
--- attempts reset and the checkpoint kept.
+-- attempts reset and the checkpoint kept; a dependent whose dependencies are
+-- not all done (or failed, under --on-dep-failure run) back to blocked, as at
+-- its enqueue (P13), until they are.
 WITH req AS (
     SELECT DISTINCT unnest(%(ids)s::uuid[]) AS id
 ), found AS (
@@ -51,7 +53,13 @@ WITH req AS (
       FROM found
 ), upd AS (
     UPDATE afk_task t
-       SET state = 'todo', attempts = 0, run_after = NULL, lease_until = NULL, updated_at = now(),
+       SET state = CASE WHEN EXISTS (
+                            SELECT 1 FROM afk_dependency x LEFT JOIN afk_task d ON d.id = x.dep_id
+                             WHERE x.task_id = t.id
+                               AND NOT coalesce(d.state = 'done' OR (d.state = 'failed'
+                                                AND t.on_dep_failure = 'run'), false))
+                        THEN 'blocked' ELSE 'todo' END::afk_state,
+           attempts = 0, run_after = NULL, lease_until = NULL, updated_at = now(),
            change_reason = 'retried by a human', change_by = %(who)s
       FROM found f, verdict v
      WHERE t.id = f.id AND v.ok
@@ -99,8 +107,12 @@ SELECT * FROM afk_task
 -- with them (the trigger afk_task_history_forget, 0023), and their runs,
 -- questions, effects and worktree rows (ON DELETE CASCADE).
 WITH old AS (
-    SELECT id FROM afk_task
+    -- (not one whose worktree is still there: its work would be forgotten
+    -- by afk gc and review, and left on disk, P20)
+    SELECT id FROM afk_task t
      WHERE state = 'done' AND updated_at < now() - make_interval(secs => %(retention)s)
+       AND NOT EXISTS (SELECT 1 FROM afk_workspace w
+                        WHERE w.task_id = t.id AND w.removed_at IS NULL)
      ORDER BY updated_at
      LIMIT %(batch)s
        FOR UPDATE SKIP LOCKED
