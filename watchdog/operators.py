@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from .checks import check_id
+from .checks import check_id, check_text
 from .config import QueueSettings
 from .db import Database
 from .errors import BadInput, NotRunning, TaskNotFound
@@ -41,6 +41,30 @@ class Operators:
         if not_failed:
             raise NotRunning(
                 f"only failed tasks can be retried: {', '.join(not_failed)}; nothing was retried"
+            )
+        return list(dict.fromkeys(ids))
+
+    def cancel(
+        self, task_ids: Iterable[TaskRef], *, reason: str | None = None, who: str | None = None
+    ) -> list[uuid.UUID]:
+        """A person's cancel of tasks not yet ended (todo, paused, blocked):
+        failed for good with the reason. All or nothing: if any id is unknown,
+        running or ended, nothing changes."""
+        ids = [task_id_of(t) for t in task_ids]
+        if not ids:
+            raise BadInput("no task ids given")
+        said = check_text("reason", reason) if reason is not None else None
+        error = "cancelled by a person" + (f": {said}" if said else "")
+        rows = self.db.all("cancel", {"ids": ids, "who": who, "error": error})
+        found = {r["id"]: str(r["state"]) for r in rows}
+        missing = [str(i) for i in ids if i not in found]
+        if missing:
+            raise TaskNotFound(f"no task with id {', '.join(missing[:5])}; nothing was cancelled")
+        ended = [f"{i} ({s})" for i, s in found.items() if s not in ("todo", "paused", "blocked")]
+        if ended:
+            raise NotRunning(
+                f"only a task not running and not ended can be cancelled: {', '.join(ended)} "
+                "(a running one: afk pause it first); nothing was cancelled"
             )
         return list(dict.fromkeys(ids))
 

@@ -312,3 +312,30 @@ def test_the_variables_afk_gives_an_agent_are_no_unknown_settings(afk):
     assert proc.returncode == 0 and "unknown setting" not in proc.stderr, proc.stderr
     typo = afk("status", env={"AFK_LEASE_SECOND": "5"})
     assert "unknown setting AFK_LEASE_SECOND" in typo.stderr  # (a typo still is)
+
+
+def test_cancel_ends_tasks_a_person_no_longer_wants_all_or_nothing(afk, sql):
+    """P29: no command cancelled a task: one whose repository was gone made
+    every loop of its agent stop again. `afk cancel` ends tasks not running
+    and not ended, failed with the reason; its cancelling dependents with it."""
+    (gone,) = afk.json("enqueue", "--agent", "c", "--title", "gone", "--key", "g")["enqueued"]
+    (after,) = afk.json("enqueue", "--agent", "c", "--title", "after it", "--after", "g")[
+        "enqueued"
+    ]
+    (other,) = afk.json("enqueue", "--agent", "c", "--title", "other")["enqueued"]
+    task = afk.json("claim", "--agent", "c", "--runner", "r")
+    assert task["id"] == gone
+    before = sql.fingerprint()
+    refused = afk("cancel", gone, other)  # running: nothing changes
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "nothing was cancelled" in refused.stderr and sql.fingerprint() == before
+    afk.json("pause", gone, "--token", str(task["token"]))
+    out = afk.json("cancel", gone, "--reason", "its repository is gone")
+    assert out == {"cancelled": [gone]}
+    shown = afk.json("show", gone)
+    assert shown["state"] == "failed"
+    assert shown["last_error"] == "cancelled by a person: its repository is gone"
+    assert afk.json("show", after)["state"] == "failed"  # (it cancels on a failed dependency)
+    assert afk.json("show", other)["state"] == "todo"
+    again = afk("cancel", gone)
+    assert again.returncode == 2 and "nothing was cancelled" in again.stderr

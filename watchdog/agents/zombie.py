@@ -109,7 +109,8 @@ ZOMBIE_MAY: dict[str, ZombieRule | None] = {
     "loop": None,
     "retry": None,
     "answer": None,
-    "trust": None,  # lets a worktree's changed config run
+    "trust": None,
+    "cancel": None,  # ends other tasks  # lets a worktree's changed config run
     "reclaim": None,
     "demo": None,
     "once": None,

@@ -65,6 +65,7 @@ from .setup import (
 from .tasks import (
     cmd_answer,
     cmd_ask,
+    cmd_cancel,
     cmd_checkpoint,
     cmd_claim,
     cmd_dead,
@@ -85,6 +86,7 @@ from .tasks import (
     cmd_trust,
     configure_answer,
     configure_ask,
+    configure_cancel,
     configure_checkpoint,
     configure_claim,
     configure_dead,
@@ -232,6 +234,11 @@ COMMANDS: dict[str, Command] = {
         cmd_answer,
         "answer a task's question: it goes back to todo",
         configure_answer,
+    ),
+    "cancel": Command(
+        cmd_cancel,
+        "end tasks a person no longer wants (todo, paused or blocked): failed, with --reason",
+        configure_cancel,
     ),
     "trust": Command(
         cmd_trust,

@@ -352,6 +352,19 @@ def cmd_retry(args: argparse.Namespace, res: Resources) -> int:
     return EXIT_OK
 
 
+def configure_cancel(p: Parser) -> None:
+    p.add_argument("ids", nargs="+", metavar="ID")
+    p.add_argument("--reason", help="why, as the digest and the task's history will say")
+
+
+def cmd_cancel(args: argparse.Namespace, res: Resources) -> int:
+    """`afk cancel ID... [--reason TEXT]`: tasks a person no longer wants
+    (a repository gone, say) end failed, all or nothing."""
+    ids = res.queue.cancel(args.ids, reason=args.reason, who=os.environ.get("USER") or None)
+    emit({"cancelled": [str(i) for i in ids]})
+    return EXIT_OK
+
+
 def configure_ask(p: Parser) -> None:
     p.add_argument("question", help="the question, as a person will read it")
     p.add_argument("id", nargs="?", help="task id (env AFK_TASK_ID)")

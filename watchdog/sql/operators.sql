@@ -67,6 +67,30 @@ WITH req AS (
 )
 SELECT f.id, f.state, (SELECT ok FROM verdict) AS ok FROM found f;
 
+-- name: cancel :many
+-- A person's cancel of tasks not yet ended (todo, paused, blocked): all or
+-- nothing. Failed for good, the reason kept; their dependents that cancel on
+-- a failed dependency fail with them (the trigger afk_dependency_finished).
+-- A running task is not cancelled here: its holder would not know.
+WITH req AS (
+    SELECT DISTINCT unnest(%(ids)s::uuid[]) AS id
+), found AS (
+    SELECT t.id, t.state FROM afk_task t JOIN req USING (id) FOR UPDATE OF t
+), verdict AS (
+    SELECT (SELECT count(*) FROM found) = (SELECT count(*) FROM req)
+           AND coalesce(bool_and(state IN ('todo', 'paused', 'blocked')), false) AS ok
+      FROM found
+), upd AS (
+    UPDATE afk_task t
+       SET state = 'failed', run_after = NULL, lease_until = NULL, updated_at = now(),
+           last_error = %(error)s, change_reason = 'cancelled by a person',
+           change_error = %(error)s, change_by = %(who)s
+      FROM found f, verdict v
+     WHERE t.id = f.id AND v.ok
+    RETURNING t.id
+)
+SELECT f.id, f.state, (SELECT ok FROM verdict) AS ok FROM found f;
+
 -- name: status :many retry
 SELECT s.state::text AS state, count(t.id) AS n
   FROM unnest(enum_range(NULL::afk_state)) AS s(state)
