@@ -32,6 +32,7 @@ from .agents.harnesses import (
     is_our_entry,
     is_ours,
     read_settings,
+    written_by_afk,
 )
 from .config import Settings
 from .errors import AfkError, BadInput
@@ -459,7 +460,7 @@ def run(
         check_sandbox(settings, env),
         *harness,
         *([check_hook_service(hook_argv or [], env)] if hooked else []),
-        *(check_live(project, home, env) if live else []),
+        *(check_live(project, home, env, settings.service.hook_http or None) if live else []),
     ]
 
 
@@ -689,7 +690,9 @@ def live_payload(kind: str, event: str, project: Path) -> dict[str, Any]:
     return {**common, "tool_name": tool, "tool_input": {"command": "true"}}
 
 
-def check_live(project: Path, home: Path, env: Mapping[str, str]) -> list[Check]:
+def check_live(
+    project: Path, home: Path, env: Mapping[str, str], hook_http: str | None = None
+) -> list[Check]:
     """Fire each hook installed in each settings file that holds afk's, as its
     harness would: the command with a payload on stdin, or the HTTP request
     with its headers, for a task that does not exist. Each must answer in its
@@ -716,12 +719,43 @@ def check_live(project: Path, home: Path, env: Mapping[str, str]) -> list[Check]
                 if not is_our_entry(entry):
                     continue
                 payload = live_payload(kind, event, project)
+                name = f"live {kind} {event} ({path.name})"
+                fix = f"afk hooks {kind} --install {path}"
                 if entry.get("type") == "http":
+                    # (P8: the token goes to the service's own address, or nowhere)
+                    if not _posts_to_service(entry.get("url"), hook_http):
+                        why = f"not fired: it posts to {entry.get('url')!r}, not AFK_HOOK_HTTP"
+                        out.append(Check(name, False, why, fix))
+                        continue
                     out.append(_fire_http(kind, path, event, entry, payload, fire_env))
-                else:
-                    command = str(entry.get("command", entry.get("bash")))
-                    out.append(_fire_command(kind, path, event, command, payload, fire_env))
+                    continue
+                command = entry.get("command", entry.get("bash"))
+                if not written_by_afk(command):  # (P8: no other command is run)
+                    why = "not fired: its command is not exactly as `afk hooks` writes it"
+                    out.append(Check(name, False, why, fix))
+                    continue
+                out.append(_fire_command(kind, path, event, str(command), payload, fire_env))
     return out
+
+
+def _posts_to_service(url: Any, hook_http: str | None) -> bool:
+    """Whether an HTTP hook's URL is the service's hook address (AFK_HOOK_HTTP)."""
+    from urllib.parse import urlsplit
+
+    if not isinstance(url, str) or not hook_http:
+        return False
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return False
+    host, _, wanted = hook_http.rpartition(":")
+    return (
+        parts.scheme == "http"
+        and (parts.hostname or "") == host.strip("[]")
+        and str(port) == wanted
+        and parts.path.startswith("/hooks/")
+    )
 
 
 def _entries(groups: Any) -> list[Any]:

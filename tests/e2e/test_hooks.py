@@ -393,8 +393,11 @@ def test_stop_failure_rate_limit_parks_the_sessions_account_until_the_reset_it_n
 
 
 def test_stop_failure_without_a_reset_probes_after_the_probe_interval(afk, sql):
+    """With no reset read, a guess: the first probe's interval (issue 41
+    item 7; a hook knows of no guess before its own)."""
     text = "API Error: Request rejected (429) · This request would exceed your rate limit."
-    hook(afk, stop_failure("rate_limit", text), {"AFK_LIMIT_PROBE_SECONDS": "600"})
+    probe = {"AFK_LIMIT_PROBE_FIRST_SECONDS": "600", "AFK_LIMIT_PROBE_SECONDS": "900"}
+    hook(afk, stop_failure("rate_limit", text), probe)
     (parked,) = poll(lambda: sql("SELECT account, until - parked_at AS wait FROM afk_account_park"))
     assert parked["account"] == "default"
     assert 590 <= parked["wait"].total_seconds() <= 610

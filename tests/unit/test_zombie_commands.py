@@ -76,6 +76,9 @@ def test_a_zombie_may_read_and_finish_its_own_task(command):
         "afk demo",
         "afk watchdog run",
         "afk hook",
+        # P8: it runs a project's hook commands, and posts to its URLs
+        "afk doctor --live --project /tmp/p",
+        "afk doctor --sandbox",
         # they claim, enqueue, retry, answer or reclaim
         "afk claim --agent zx",
         "afk enqueue --agent zx --title t",

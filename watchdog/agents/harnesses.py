@@ -196,6 +196,33 @@ def is_our_entry(entry: Any) -> bool:
     return is_ours(entry.get("command", entry.get("bash")))
 
 
+def written_by_afk(command: Any) -> bool:
+    """Whether a hook command is exactly one :func:`hook_command` writes: the
+    interpreter by its absolute path, afk's entry point, and only afk hook's
+    own options, nothing a shell would run besides (``afk doctor --live``
+    fires no other, P8)."""
+    if not isinstance(command, str):
+        return False
+    body = command.removeprefix(SURVIVE_EXIT)
+    try:
+        words = shlex.split(body)
+    except ValueError:
+        return False
+    if " ".join(shlex.quote(w) for w in words) != body or len(words) < 5:
+        return False
+    if not os.path.isabs(words[0]) or words[1:5] != ["-I", "-c", HOOK_CODE, "hook"]:
+        return False
+    rest = words[5:]
+    while rest:
+        if rest[0] in ("--gate", "stop"):
+            rest = rest[1:]
+        elif rest[0] in ("--harness", "--config", "--dsn") and len(rest) > 1:
+            rest = rest[2:]
+        else:
+            return False
+    return True
+
+
 def gemini_settings(afk: str, gate: bool = False, extra: tuple[str, ...] = ()) -> dict[str, Any]:
     """Gemini CLI's settings.json hooks: its own event names, timeouts in
     milliseconds, each command told it runs for Gemini (`--harness gemini`:

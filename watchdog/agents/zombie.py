@@ -89,7 +89,8 @@ ZOMBIE_MAY: dict[str, ZombieRule | None] = {
     "dead": _READS,
     "questions": _READS,
     "resume-brief": _READS,
-    "doctor": _READS,
+    # (not --live: it runs the project's hook commands; not --sandbox, P8)
+    "doctor": ZombieRule(frozenset({"--json", "--project", *_COMMON}), ()),
     "review": _READS,
     "limit": ZombieRule(frozenset({"--account", *_COMMON}), ()),  # the list, not a park
     "hooks": ZombieRule(frozenset({"--gate", *_COMMON}), (None,)),  # printed, not installed
