@@ -33,6 +33,7 @@ def test_two_makers_racing_for_a_port_block_never_share_one(queue, dsn, sql):
             "ports": 10,
             "first_port": 20000,
             "last_port": 59990,
+            "stacked_on": None,
         }
 
     holder = psycopg.connect(dsn, row_factory=dict_row)  # a transaction left open

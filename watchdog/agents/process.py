@@ -88,6 +88,7 @@ def run_agent(
     if signs is not None:
         signs.reader, signs.alive = reader, alive
     try:
+        guardian = Guardian(limits.grace)
         try:
             proc = subprocess.Popen(
                 command,
@@ -99,10 +100,11 @@ def run_agent(
                 start_new_session=True,
             )
         except OSError as exc:
+            guardian.release()
             report = reader.report(127)
             report.cannot_start = _cannot_start(command, cwd, exc)
             return report
-        guardian = Guardian(proc.pid, limits.grace)
+        guardian.watch(proc.pid)
         try:
             status, stopped_for, after, signalled = _supervise(
                 proc, reader, alive, stop, lost, limits
@@ -191,6 +193,7 @@ def run_check(
     by a guardian if this process dies; only the last ``keep`` bytes of what
     it prints are held. Its exit status (124 when it was stopped) and that
     tail, decoded."""
+    guardian = Guardian(grace)
     try:
         proc = subprocess.Popen(
             command,
@@ -202,7 +205,9 @@ def run_check(
             start_new_session=True,
         )
     except OSError as exc:
+        guardian.release()
         return 127, f"the check cannot run: {exc.strerror or exc}"
+    guardian.watch(proc.pid)
     tail = bytearray()
 
     def read(out: IO[bytes]) -> None:
@@ -213,7 +218,6 @@ def run_check(
 
     reader = threading.Thread(target=read, args=(proc.stdout,), daemon=True)
     reader.start()
-    guardian = Guardian(proc.pid, grace)
     deadline = time.monotonic() + timeout
     why, kill_at = "", 0.0
     try:
@@ -334,15 +338,24 @@ def _signal_group(pgid: int, signum: int) -> None:
 #: the agent's group is stopped as a stop would stop it
 GUARDIAN = """
 import os, signal, sys, time
-pgid, grace = int(sys.argv[1]), float(sys.argv[2])
+grace = float(sys.argv[1])
 signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is the supervisor's
 signal.signal(signal.SIGHUP, signal.SIG_IGN)
 signal.signal(signal.SIGTERM, lambda *_: None)  # stopped with its supervisor: stop the group
-try:
-    said = os.read(0, 1)
-except OSError:
-    said = b""
-if said:
+def read(n):
+    try:
+        return os.read(0, n)
+    except OSError:
+        return b""
+line = b""
+while b"\\n" not in line:  # the group to guard, once the run has one
+    got = read(32)
+    if not got:
+        sys.exit(0)  # no run began: nothing to guard
+    line += got
+given, _, said = line.partition(b"\\n")
+pgid = int(given)
+if said or read(1):
     sys.exit(0)
 def signal_group(signum):
     try:
@@ -359,14 +372,16 @@ signal_group(signal.SIGKILL)
 
 
 class Guardian:
-    """Stops the agent's process group ``pgid`` if this process dies before
-    :meth:`release`."""
+    """Stops the process group it is told of (:meth:`watch`) if this
+    process dies before :meth:`release`. It is started before the agent: an
+    agent that kills its supervisor at once (a crash of its own making) finds
+    it there already, told of its group as soon as the agent is."""
 
-    def __init__(self, pgid: int, grace: float) -> None:
+    def __init__(self, grace: float) -> None:
         read, self._write = os.pipe()
         try:
             self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", GUARDIAN, str(pgid), str(grace)],
+                [sys.executable, "-I", "-S", "-c", GUARDIAN, str(grace)],
                 stdin=read,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -376,6 +391,11 @@ class Guardian:
             self._proc = None  # no guardian: the run goes on, unguarded
         finally:
             os.close(read)
+
+    def watch(self, pgid: int) -> None:
+        """The group to stop should this process die: the run's."""
+        with contextlib.suppress(OSError):
+            os.write(self._write, f"{pgid}\n".encode())
 
     def release(self) -> None:
         """The run is over (its group stopped): the guardian leaves it be."""
