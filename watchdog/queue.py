@@ -734,6 +734,12 @@ class Queue(People, Operators):
             )
         return [r["id"] for r in rows]
 
+    def adopt_workspace(self, task: TaskRef, request: Mapping[str, Any]) -> None:
+        """A supervisor's default workspace (``afk loop --repo``) for a task
+        that asked for none: written once, never over a task's own."""
+        given = json_param(dict(request))
+        self.db.one("workspace_adopt", {"id": task_id_of(task), "request": given})
+
     @contextmanager
     def leased(
         self,

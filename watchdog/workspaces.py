@@ -375,11 +375,6 @@ def stack_base(db: Database, task_id: uuid.UUID, repo: str) -> str | None:
     return branch if there else None
 
 
-def adopt(db: Database, task_id: uuid.UUID, req: Mapping[str, Any]) -> None:
-    """A supervisor's default workspace for a task that asked for none."""
-    db.one("workspace_adopt", {"id": task_id, "request": json.dumps(dict(req))})
-
-
 def prepare(db: Database, task_id: uuid.UUID, title: str, ports: int) -> Workspace | None:
     """The task's worktree, made at its first claim and found again after:
     locked while its lease holds. None for a task without a workspace."""

@@ -185,3 +185,28 @@ def test_the_step_returns_the_task_as_task_from_row_reads_it():
     listed = set(re.findall(r"\br\.(\w+)", text[text.rindex("db_now") :]))
     assert listed == read
     assert "r.*" not in text
+
+
+#: the one family of files whose statements write afk_task (CONTRIBUTING's
+#: "Where things go" names it): the queue's, its operators', the people's,
+#: and the effect ledger's begin, which refreshes a lease
+TASK_WRITERS = ("tasks.sql", "operators.sql", "people.sql", "effects.sql")
+WRITES_TASK = re.compile(r"\b(?:UPDATE|INSERT\s+INTO|DELETE\s+FROM)\s+afk_task\b(?!_)", re.I)
+
+
+def test_only_the_writer_family_writes_afk_task():
+    """House round four, item 3: writers of afk_task were in five files,
+    stated four ways. One family; a writer anywhere else fails here."""
+    elsewhere = [
+        f"{path.name}: {name}"
+        for path in sorted((PACKAGE / "sql").glob("*.sql"))
+        if path.name not in TASK_WRITERS
+        for name, statement in sql.parse(path.read_text()).items()
+        if WRITES_TASK.search(statement.text)
+    ]
+    assert elsewhere == [], "move it to the family, or the family's file it belongs with"
+    # the check finds a writer where there is one
+    planted = "-- name: sneaky :exec\nUPDATE afk_task SET title = 'x' WHERE id = %(id)s;\n"
+    assert WRITES_TASK.search(sql.parse(planted)["sneaky"].text)
+    assert not WRITES_TASK.search(sql.parse(
+        "-- name: ok :exec\nUPDATE afk_task_effect SET done = true;\n")["ok"].text)  # fmt: skip

@@ -162,3 +162,15 @@ def test_without_its_own_token_known_a_zombie_names_none():
 )
 def test_afk_words_parse_as_the_shell_would(command, words):
     assert afk_words(command, path="/nonexistent") == words
+
+
+def test_the_deny_text_names_what_a_zombie_may_run_and_nothing_else():
+    """House round four: the deny text said "commands that start with afk are
+    still allowed" while the table denied loop, enqueue, claim and once. It
+    is written from the table."""
+    from watchdog.agents.zombie import may_text
+
+    text = may_text()
+    said = set(text.replace(",", " ").replace("afk ", " ").split())
+    for command, rule in ZOMBIE_MAY.items():
+        assert (command in said) == (rule is not None), command

@@ -60,7 +60,7 @@ from ..checks import check_token
 from ..errors import AfkError, BadInput, redact
 from ..states import FINISHED
 from ..text import one_line
-from . import credential
+from . import credential, zombie
 from .harnesses import BY_EVENT, EVENTS, READERS
 from .hooklink import MAX_PAYLOAD, Untrusted, hook_folder, open_private
 from .zombie import afk_words, zombie_may_run
@@ -384,7 +384,7 @@ class Hook:
         return (
             f"afk: task {found.task_id} is no longer yours: {found.why_lost()}. "
             "Stop working on it now: do not edit files, run commands or post anything "
-            "for it; end your turn. (Commands that start with `afk` are still allowed.)"
+            f"for it; end your turn. (Still allowed: {zombie.may_text()}.)"
         )
 
     def check(self, files: list[str] | None = None) -> str | None:

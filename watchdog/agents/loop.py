@@ -346,7 +346,7 @@ class Loop:
         """The task's worktree (made at its first claim; ``--repo`` gives one
         to a task that asked for none)."""
         if task.workspace is None and self.o.workspace is not None:
-            workspaces.adopt(self.q.db, task.id, self.o.workspace)
+            self.q.adopt_workspace(task, self.o.workspace)
         return workspaces.prepare(self.q.db, task.id, task.title, self.settings.ports_per_task)
 
     def cannot_start(self, task: Task, why: str) -> int:

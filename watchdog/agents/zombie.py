@@ -189,3 +189,14 @@ def _split(args: list[str]) -> tuple[dict[str, str] | None, list[str] | None]:
             return None, None
         options[name] = value
     return options, positionals
+
+
+def may_text() -> str:
+    """What a zombie may still run, as its deny reason tells it: the
+    commands of :data:`ZOMBIE_MAY` that it may run at all."""
+    reads = sorted(c for c, r in ZOMBIE_MAY.items() if r is not None and not r.own_task)
+    own = sorted(c for c, r in ZOMBIE_MAY.items() if r is not None and r.own_task)
+    return (
+        f"afk {', '.join(reads)} (to read), and afk {', '.join(own)} of this task with its "
+        "own token"
+    )

@@ -1,8 +1,8 @@
 -- owner: watchdog/queue.py
--- The queue's statements, the only ones that write afk_task (with the effect
--- ledger's begin, which refreshes a lease): enqueue, claim, the fenced writes
--- of a worker and of an agent's hooks, pauses, reclaim, retry, prune, the demo's
--- clean-up, and the reads.
+-- The queue's statements: enqueue, claim, the fenced writes of a worker and
+-- of an agent's hooks, pauses, a worktree's request, the demo's clean-up, and
+-- the reads. With operators.sql, people.sql and effects.sql, the one family
+-- of files that writes afk_task (tests/unit/test_sql.py holds it).
 -- Parameters are psycopg's %(name)s; times are always the database's now().
 -- History: a write that changes a task's state or lease token names the change
 -- in change_reason (with change_error, change_by where it has them); the
@@ -531,3 +531,10 @@ SELECT g.id, g.token, t.state::text AS cur_state, t.lease_token AS cur_token,
        -- then runs out a little sooner), never a task's state or token
        set_config('synchronous_commit', 'off', true) AS commit_mode
   FROM target g JOIN afk_task t ON t.id = g.id;
+
+-- name: workspace_adopt :one
+-- A supervisor's default (afk loop --repo) for a task that asked for none:
+-- written once, never over a task's own request.
+UPDATE afk_task SET workspace = %(request)s::jsonb
+ WHERE id = %(id)s AND workspace IS NULL
+RETURNING workspace AS request;

@@ -25,13 +25,6 @@ SELECT w.branch
 -- worktree is first looked at, and again when a person trusts what changed.
 UPDATE afk_workspace SET pinned = %(pinned)s::jsonb WHERE task_id = %(id)s;
 
--- name: workspace_adopt :one
--- A supervisor's default (afk loop --repo) for a task that asked for none:
--- written once, never over a task's own request.
-UPDATE afk_task SET workspace = %(request)s::jsonb
- WHERE id = %(id)s AND workspace IS NULL
-RETURNING workspace AS request;
-
 -- name: workspace_branch_taken :one retry
 -- Whether another task's workspace uses (or asked for) %(branch)s of %(repo)s.
 SELECT EXISTS (
