@@ -16,7 +16,7 @@ from typing import Any
 
 from .checks import check_id
 from .errors import BadInput
-from .models import NewTask
+from .models import MAX_AFTER, NewTask
 
 #: a prd.json larger than this is not a backlog (and would be read whole)
 MAX_PRD_BYTES = 16 * 1024 * 1024
@@ -294,6 +294,9 @@ def github_tasks(
         after = [gh_key(repo, n) for n in issue_refs(issue.get("body")) if n not in done]
         if gh_key(repo, number) in after:
             after.remove(gh_key(repo, number))  # "blocked by" itself: nothing to wait for
+        if len(after) > MAX_AFTER:  # (anyone who can open an issue writes its body)
+            skipped.append({"number": number, "reason": f"it names more than {MAX_AFTER} blockers"})
+            continue
         tasks.append(
             NewTask(
                 title=str(issue["title"]),
@@ -306,4 +309,50 @@ def github_tasks(
                 after=after or None,
             )
         )
-    return Issues(tasks, skipped)
+    return _without_cycles(tasks, skipped)
+
+
+def _without_cycles(tasks: list[NewTask], skipped: list[dict[str, Any]]) -> Issues:
+    """The issues whose "Blocked by" lines go round in a circle (P24: one
+    issue's body refused the whole import) skipped with the circle named, and
+    those that wait on a skipped one with it; the rest as they were."""
+    by_key = {str(t.key): t for t in tasks}  # (each has its gh: key)
+    number = {k: int(k.rsplit("#", 1)[1]) for k in by_key}
+    out: dict[str, str] = {}  # key -> why it is skipped
+
+    def circle_from(start: str) -> list[str] | None:
+        path, seen = [start], {start}
+        stack = [iter(by_key[start].after or [])]
+        while stack:
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                stack.pop()
+                path.pop()
+                continue
+            if nxt == start:
+                return path
+            if nxt in by_key and nxt not in seen:
+                seen.add(nxt)
+                path.append(nxt)
+                stack.append(iter(by_key[nxt].after or []))
+        return None
+
+    for key in by_key:
+        if key in out:
+            continue
+        circle = circle_from(key)
+        if circle:
+            shown = " -> ".join(f"#{number[k]}" for k in [*circle, key])
+            for k in circle:
+                out.setdefault(k, f"its blockers go round in a circle: {shown}")
+    changed = True
+    while changed:  # what waits on a skipped issue waits for nothing that comes
+        changed = False
+        for key, task in by_key.items():
+            gone = [a for a in task.after or [] if a in out]
+            if key not in out and gone:
+                out[key] = f"it is blocked by #{number[gone[0]]}, which is skipped"
+                changed = True
+    kept = [t for t in tasks if str(t.key) not in out]
+    more = [{"number": number[k], "reason": why} for k, why in out.items()]
+    return Issues(kept, sorted([*skipped, *more], key=lambda s: int(s["number"])))

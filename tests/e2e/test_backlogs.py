@@ -315,3 +315,35 @@ def test_a_file_line_whose_workspace_field_is_not_text_is_one_line_exit_2(afk, s
         assert proc.returncode == 2 and "internal error" not in proc.stderr, proc.stderr
         assert proc.stderr.count("\n") == 1 and "nothing was enqueued" in proc.stderr
         assert sql.fingerprint() == before
+
+
+def test_one_issue_does_not_block_the_import_of_the_others(afk, sql, gh):
+    """P24: issues whose "Blocked by" lines go round in a circle refused the
+    whole import, and a body naming hundreds of blockers cost a gh call each
+    and then refused it too. Those issues are skipped with the reason (with
+    what waits on them), the others enqueued, and the blockers outside the
+    list looked up in one call."""
+    many = " ".join(f"#{n}" for n in range(1000, 1300))
+    gh(
+        issues=[
+            issue(1, "one", "Blocked by #2"),
+            issue(2, "two", "Depends on #1"),
+            issue(3, "waits on one", "Blocked by #1"),
+            issue(4, "fine"),
+            issue(5, "greedy", f"Blocked by {many}"),
+            issue(6, "closed blocker", "Blocked by #7"),
+            issue(7, "done already", state="CLOSED", labels=()),
+        ]
+    )
+    out = afk.json("import", "github", "--repo", "acme/app", "--agent", "night")
+    reasons = {s["number"]: s["reason"] for s in out["skipped"]}
+    assert "circle: #1 -> #2 -> #1" in reasons[1] and "circle" in reasons[2], reasons
+    assert reasons[3] == "it is blocked by #1, which is skipped"
+    assert reasons[5] == "it names more than 100 blockers"
+    rows = sql("SELECT idem_key, state::text AS state FROM afk_task ORDER BY ordinal")
+    assert [(r["idem_key"], r["state"]) for r in rows] == [
+        ("gh:acme/app#4", "todo"),
+        ("gh:acme/app#6", "todo"),  # its blocker is closed: done
+    ]
+    calls = [json.loads(line) for line in Path(afk.env["GH_STUB_LOG"]).read_text().splitlines()]
+    assert not [c for c in calls if c[:2] == ["issue", "view"]]

@@ -376,11 +376,14 @@ def github_backlog(repo: str, label: str) -> Any:
     gh_shaped(issues, prs)
     mine = {int(i["number"]) for i in issues}
     outside = {n for i in issues for n in issue_refs(i.get("body")) if n not in mine}
-    closed = []
-    for n in sorted(outside):  # a blocker not in the list: closed ones are done
-        seen = run_gh(["issue", "view", str(n), "--repo", repo, "--json", "state"])
-        if str(seen.get("state", "")).upper() != "OPEN":
-            closed.append(n)
+    closed: list[int] = []
+    if outside:  # a blocker not in the list: closed ones are done (one call, P24)
+        listed = run_gh(
+            ["issue", "list", "--repo", repo, "--state", "closed", "--json", "number",
+             "--limit", "1000"]
+        )  # fmt: skip
+        gh_shaped([], listed)  # (numbered objects, as pull requests are)
+        closed = sorted(int(i["number"]) for i in listed if int(i["number"]) in outside)
     return github_tasks(repo, issues, prs, closed)
 
 
