@@ -33,6 +33,9 @@ from .db import Database
 from .errors import AfkError, BadInput, Conflict
 from .text import one_line
 
+#: the longest branch name a task may ask for (a ref is a file: its name
+#: must fit the file system's, with room for its folders)
+MAX_BRANCH = 200
 #: seconds a git command may take (a worktree of a large repository is made
 #: in seconds; a hung one must not hold the night)
 GIT_TIMEOUT = 120
@@ -216,6 +219,12 @@ def request(
         ["rev-parse", "--verify", "--quiet", f"{base}^{{commit}}"], top
     ):
         raise BadInput(f"--base {base!r} does not resolve to a commit in {top}")
+    if base is None and not _quiet(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], top):
+        raise BadInput(  # (P22: else the night stopped at its claim)
+            f"--repo {repo} has no commit to start from: commit first, or give --base"
+        )
+    if branch is not None and len(branch.encode()) > MAX_BRANCH:
+        raise BadInput(f"--branch is longer than {MAX_BRANCH} bytes")
     if branch is not None:
         # (git expands @{-1} and @ to another branch's name: what gc would
         # delete later is then whatever they name by then, P3)
@@ -397,6 +406,9 @@ def prepare(db: Database, task_id: uuid.UUID, title: str, ports: int) -> Workspa
             start = base or (f"refs/heads/{stacked_on}" if stacked_on else "HEAD")
             base_sha = git(["rev-parse", "--verify", f"{start}^{{commit}}"], repo).strip()
         Path(path).parent.mkdir(parents=True, exist_ok=True)
+        # a worktree deleted by hand is still registered: forget it, and make
+        # it again from its branch, which holds its committed work (P22)
+        _quiet(["worktree", "prune"], repo)
         if _quiet(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], repo):
             if row["base_sha"] is None:  # (P4: made since the task was enqueued)
                 raise WorkspaceError(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -65,6 +66,12 @@ AGENT = textwrap.dedent(
         os.remove(".git")
     if step == "fail":
         print("FAILED: it does not work yet", flush=True)
+        sys.exit(1)
+    if step == "commitfail":  # it commits its work, then fails
+        with open(name, "a") as f:
+            f.write(f"run {runs} of {title}\\n")
+        subprocess.run(["git", "add", "-A"], check=True)
+        subprocess.run(["git", "commit", "-q", "-m", f"{title}: run {runs}"], check=True)
         sys.exit(1)
     if step in ("commit", "dirty", "fix"):
         with open(name if step != "fix" else "check.ok", "a") as f:
@@ -349,6 +356,9 @@ def test_show_reads_the_pull_request_through_gh(repo, tmp_path):
         (["--repo", "{repo}", "--branch", "bad..name"], "is not a valid branch name"),
         # P3: names git expands to another branch's (gc would delete that one)
         (["--repo", "{repo}", "--branch", "@{{-1}}"], "is not a valid branch name"),
+        # P22: what could never be made stopped the night at its claim
+        (["--repo", "{repo}", "--branch", "b" * 300], "longer than 200 bytes"),
+        (["--repo", "{empty}"], "has no commit to start from"),
         # P4: the user's own branch (afk would commit onto it, and gc remove it)
         (["--repo", "{repo}", "--branch", "main"], "exists in"),
         (["--repo", "{repo}", "--verify", " "], "--verify is empty"),
@@ -357,7 +367,10 @@ def test_show_reads_the_pull_request_through_gh(repo, tmp_path):
 )
 def test_bad_workspace_input_is_one_line_exit_2_and_creates_nothing(repo, sql, args, said):
     before = sql.fingerprint()
-    args = [a.format(repo=repo.path, tmp=repo.tmp) for a in args]
+    empty = repo.tmp / "empty"
+    empty.mkdir(exist_ok=True)
+    sh("git", "init", "-q", str(empty), cwd=repo.tmp)
+    args = [a.format(repo=repo.path, tmp=repo.tmp, empty=empty) for a in args]
     proc = repo.afk("enqueue", "--agent", "w", "--title", "t", *args, env=repo.env)
     assert proc.returncode == 2 and said in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
@@ -541,6 +554,22 @@ def test_prune_keeps_a_done_task_whose_worktree_is_still_there(repo, sql):
     assert repo.show(kept)["state"] == "done"  # its worktree is there: kept
     ids = [w["id"] for w in repo.afk.json("gc", "--dry-run", "--json", env=repo.env)["worktrees"]]
     assert kept in ids
+
+
+def test_a_worktree_deleted_by_hand_is_made_again_from_its_branch(repo):
+    """P22: a worktree deleted by hand stayed registered with git, and the
+    next run could not start ("use 'add -f' to override, or 'prune'"). It
+    is made again from its branch, which holds its committed work."""
+    (task_id,) = repo.enqueue("deleted under it", max_attempts=2)
+    code, err = finish(repo.loop("--max-tasks", "1", plan={"deleted under it": ["commitfail"]}))
+    assert code == 0, err
+    path = Path(repo.show(task_id)["workspace"]["path"])
+    shutil.rmtree(path)
+    code, err = finish(repo.loop(plan={"deleted under it": ["commitfail", "commit"]}))
+    assert code == 0, err
+    task = repo.show(task_id)
+    assert task["state"] == "done", (task, err)
+    assert len(task["workspace"]["commits"]) == 2  # the first run's work was there
 
 
 def test_a_dependent_starts_from_the_work_it_depends_on_unless_its_base_says(repo):
