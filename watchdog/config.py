@@ -262,6 +262,10 @@ class ServiceSettings:
                 problems.append(
                     "hook_http is set: AFK_HOOK_TOKEN must be set too, 16 characters or more"
                 )
+            elif not all(33 <= ord(c) <= 126 for c in self.hook_token):
+                # (an HTTP header is read as latin-1: a token of other characters,
+                # or with a space or a newline, never matches, P25)
+                problems.append("hook_token (AFK_HOOK_TOKEN) must be printable ASCII, no spaces")
         if problems:
             raise BadInput("invalid settings: " + "; ".join(problems))
 

@@ -286,8 +286,11 @@ def _bad_interpreter(tmp: Path) -> list[str]:
         (_not_executable, "cannot run: Permission denied"),
         (_bad_interpreter, "cannot run: No such file or directory"),
         (lambda tmp: ["sh", "-c", 'cluade -p "$@"', "sh"], "'sh' cannot run"),
+        # P15: the README's own pattern, the prompt (many lines) as $0: the
+        # shell's line starts with the whole prompt
+        (lambda tmp: ["sh", "-c", 'cluade -p "$0"'], "'sh' cannot run"),
     ],
-    ids=["missing", "not-executable", "bad-interpreter", "missing-in-a-shell"],
+    ids=["missing", "not-executable", "bad-interpreter", "missing-in-a-shell", "prompt-as-$0"],
 )
 def test_a_command_that_cannot_run_stops_the_loop_at_once(guarded, command, said):
     ids = guarded.enqueue(3)

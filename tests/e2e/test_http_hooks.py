@@ -391,3 +391,32 @@ def test_doctor_live_fires_only_afks_own_entries_and_posts_only_to_the_service(a
         catcher.server_close()
     assert code == 1 and not pwned.exists() and heard == [], (checks, heard)
     assert len(checks) == 2 and all("not fired" in c["detail"] for c in checks), checks
+
+
+def test_hooks_are_answered_on_an_ipv6_loopback_address(dsn):
+    """P25: `[::1]:PORT` passed validation (and `afk hooks` wrote it into
+    the settings), then the service could not listen on it and ran on
+    without HTTP hooks. It listens there."""
+    port = free_port()
+    service = Service(dsn, AFK_HOOK_HTTP=f"[::1]:{port}", AFK_HOOK_TOKEN=TOKEN)
+    try:
+        poll(lambda: "answering HTTP hooks on" in service.log(), timeout=60)
+        status, _ = post(f"http://[::1]:{port}/hooks/claude", {"hook_event_name": "Notification"})
+        assert status == 200
+    finally:
+        service.cleanup()
+
+
+@pytest.mark.parametrize(
+    "token", ["ünïcödé-tökén-123456789", "a-token-with a space-1", "tab\tin-the-token-1"]
+)
+def test_a_hook_token_that_no_header_can_carry_is_refused_at_start(afk, token):
+    """P25: a token of non-ASCII characters (headers are read as latin-1),
+    or with a space, passed validation and then matched no request: 401,
+    every time. Refused with one line, as AFK_WEB_TOKEN is."""
+    env = {"AFK_HOOK_HTTP": f"127.0.0.1:{free_port()}", "AFK_HOOK_TOKEN": token,
+           "AFK_METRICS_ADDR": "127.0.0.1:0"}  # fmt: skip
+    proc = afk("watchdog", "run", env=env)
+    assert proc.returncode == 2, proc.stderr
+    assert "AFK_HOOK_TOKEN" in proc.stderr and "printable ASCII" in proc.stderr
+    assert token not in proc.stderr

@@ -326,6 +326,12 @@ class BoundedHTTPServer(ThreadingHTTPServer):
             self.places.release()
 
 
+class BoundedHTTPServer6(BoundedHTTPServer):
+    """The same on an IPv6 loopback address (``[::1]:PORT``)."""
+
+    address_family = socket.AF_INET6
+
+
 class HttpHooks:
     """Claude Code's HTTP hooks (``"type": "http"``), answered on a loopback
     port with the same code as the socket: the bearer token is checked before
@@ -340,8 +346,9 @@ class HttpHooks:
     def start(self) -> str | None:
         """Listen; None, or why it cannot (the port is taken, say)."""
         handler = self._handler()
+        kind = BoundedHTTPServer6 if ":" in self.address[0] else BoundedHTTPServer  # (P25)
         try:
-            server = BoundedHTTPServer(self.address, handler)
+            server = kind(self.address, handler)
         except OSError as exc:
             return str(exc.strerror or exc)
         self._server = server

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -119,7 +120,11 @@ def run_agent(
     report = reader.report(status)
     report.stopped_for, report.stopped_after = stopped_for, after
     report.signalled = signalled
-    if stopped_for is None and status in (126, 127) and _said_little(report):
+    if (
+        stopped_for is None
+        and status in (126, 127)
+        and (_said_little(report) or _says_it_cannot_run(report))
+    ):
         said = report.lines[-1].strip() if report.lines else f"exit {status}"
         report.cannot_start = f"the agent command {command[0]!r} cannot run: {said}"
     return report
@@ -256,6 +261,20 @@ def _silent_for(reader: OutputReader, alive: str, now: float) -> float:
     except OSError:
         return silent
     return min(silent, max(hooked, 0.0))
+
+
+#: a shell's last word on a command it could not run (its `$0` first, which
+#: may be a whole prompt: `sh -c '... "$0"'`, P15)
+CANNOT_RUN = re.compile(
+    r"(?::|^) ?(?:command )?not found$|: Permission denied$|: No such file or directory$"
+)
+
+
+def _says_it_cannot_run(report: Report) -> bool:
+    """Whether the run's last line is a shell's "not found" or "Permission
+    denied" for its command, whatever came before it."""
+    lines = [line.strip() for line in report.lines if line.strip()]
+    return bool(lines) and report.session_id is None and bool(CANNOT_RUN.search(lines[-1]))
 
 
 def _said_little(report: Report) -> bool:
