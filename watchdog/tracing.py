@@ -49,6 +49,10 @@ def enabled(env: Mapping[str, str] | None = None) -> bool:
     )
 
 
+#: seconds an export may take, at most (a CLI command waits for it at exit)
+EXPORT_TIMEOUT = 2
+
+
 def tracer() -> Any:
     """The process's tracer (set up once, flushed at exit), or None: not
     configured, or the extra is not installed."""
@@ -68,7 +72,16 @@ def tracer() -> Any:
         {"service.name": os.environ.get("OTEL_SERVICE_NAME") or "afk-watchdog"}
     )
     _provider = TracerProvider(resource=resource)
-    _provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    # (a collector that accepts and never answers cost each command and each
+    # direct hook the exporter's 10 s, at its exit: bounded unless set, P14)
+    named = any(
+        os.environ.get(v)
+        for v in ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT")
+    )
+    exporter = OTLPSpanExporter() if named else OTLPSpanExporter(timeout=EXPORT_TIMEOUT)
+    _provider.add_span_processor(
+        BatchSpanProcessor(exporter, export_timeout_millis=EXPORT_TIMEOUT * 1000)
+    )
     atexit.register(shutdown)
     _tracer = _provider.get_tracer(package)
     return _tracer
