@@ -49,7 +49,7 @@ def prd_key(name: str, story_id: str) -> str:
 def read_prd(text: str, file_name: str) -> tuple[dict[str, Any], str]:
     """The document and its name, or BadInput naming what is wrong."""
     try:
-        doc = json.loads(text)
+        doc = json.loads(text.removeprefix("\ufeff"))  # (a BOM, as the hook accepts, P30)
     except ValueError as exc:
         raise BadInput(f"{file_name} is not JSON ({exc})") from None
     except RecursionError:  # (P32)
@@ -86,7 +86,10 @@ def prd_tasks(text: str, file_name: str) -> Prd:
     order: list[tuple[float, int, NewTask]] = []
     passing: list[str] = []
     for n, (sid, story) in enumerate(zip(ids, doc["userStories"], strict=True)):
-        if story.get("passes") is True:
+        passes = story.get("passes", False)
+        if not isinstance(passes, bool):  # ("true" was not passing, without a word, P30)
+            raise BadInput(f"{file_name}: story {sid!r} has passes {passes!r}: true or false")
+        if passes:
             passing.append(sid)
             continue
         title = story.get("title")

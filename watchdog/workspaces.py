@@ -210,10 +210,14 @@ def request(
     if not isinstance(require_changes, bool):
         raise BadInput(f"--require-changes must be true or false, not {require_changes!r}")
     path = Path(repo).expanduser()
+    if path.exists() and not path.is_dir():
+        raise BadInput(f"--repo {repo} is a file, not a folder")
     if not path.is_dir():
         raise BadInput(f"--repo {repo}: no such folder")
     top = _quiet(["rev-parse", "--show-toplevel"], str(path))
     if not top:
+        if _quiet(["rev-parse", "--is-bare-repository"], str(path)) == "true":
+            raise BadInput(f"--repo {repo} is a bare repository: a task needs one with a checkout")
         raise BadInput(f"--repo {repo} is not a git repository")
     if base is not None and not _quiet(
         ["rev-parse", "--verify", "--quiet", f"{base}^{{commit}}"], top

@@ -347,3 +347,18 @@ def test_one_issue_does_not_block_the_import_of_the_others(afk, sql, gh):
     ]
     calls = [json.loads(line) for line in Path(afk.env["GH_STUB_LOG"]).read_text().splitlines()]
     assert not [c for c in calls if c[:2] == ["issue", "view"]]
+
+
+def test_a_prd_with_a_bom_is_read_and_a_passes_that_is_no_boolean_is_refused(afk, sql, tmp_path):
+    """P30: a prd.json saved with a BOM was "not JSON"; `"passes": "true"`
+    (a string) was enqueued as not passing, without a word."""
+    prd = {"project": "bom", "userStories": [{"id": "US-1", "title": "one", "passes": False}]}
+    path = tmp_path / "prd.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(prd).encode())
+    assert len(afk.json("import", "prd", str(path), "--agent", "b")["enqueued"]) == 1
+    prd["userStories"][0]["passes"] = "true"
+    path.write_text(json.dumps(prd))
+    before = sql.fingerprint()
+    proc = afk("import", "prd", str(path), "--agent", "b2")
+    assert proc.returncode == 2 and "true or false" in proc.stderr, proc.stderr
+    assert sql.fingerprint() == before

@@ -283,7 +283,7 @@ def test_not_before_takes_an_iso_time_and_a_file_line(afk, sql, tmp_path):
         ("tomorrow", "not an ISO 8601 time or +DURATION"),
         ("+forever", "is not +DURATION"),
         ("", "must be an ISO 8601 time"),
-        ("+400d", "up to a year"),
+        ("+400d", "more than a year ahead"),
         ("9999-12-31T23:00Z", "too far ahead"),
     ],
 )
@@ -339,3 +339,12 @@ def test_cancel_ends_tasks_a_person_no_longer_wants_all_or_nothing(afk, sql):
     assert afk.json("show", other)["state"] == "todo"
     again = afk("cancel", gone)
     assert again.returncode == 2 and "nothing was cancelled" in again.stderr
+
+
+def test_not_before_past_a_year_is_said_with_the_flags_name(afk, sql):
+    """P30: `--not-before +400d` said "not_before must be ..." (the flag is
+    --not-before)."""
+    before = sql.fingerprint()
+    proc = afk("enqueue", "--agent", "n", "--title", "t", "--not-before", "+400d")
+    assert proc.returncode == 2 and "--not-before '+400d' is more than a year" in proc.stderr
+    assert sql.fingerprint() == before

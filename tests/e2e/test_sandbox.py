@@ -272,3 +272,22 @@ def test_doctor_proves_the_boundary_with_probes_run_through_it(afk, srt, outside
     assert f"sandbox: read {home / '.ssh'}" in through and f"sandbox: read {afk_home}" in through
     escaped = [n for n in through if seen[n]["detail"] == "got through the boundary"]
     assert len(escaped) >= 3 and f"sandbox: reach {allow}" not in escaped, seen
+
+
+def test_the_sandbox_bench_runs_and_reports_what_the_boundary_adds(srt, tmp_path):
+    """The bench of the boundary's cost (bench.sandbox), tiny, so that it
+    cannot rot: it reports the bare and the sandboxed start, and the
+    difference (measured, never asserted here: bench/reports holds it)."""
+    out = tmp_path / "report.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.sandbox", "--runs", "2", "--out", str(out)],
+        cwd=Path(__file__).parents[2],
+        env={**os.environ, "AFK_SRT": srt},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(out.read_text())
+    assert report["engine"].startswith("srt ") and report["runs"] == 2
+    assert report["sandboxed_ms"] > report["bare_ms"] > 0

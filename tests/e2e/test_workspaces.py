@@ -358,6 +358,9 @@ def test_show_reads_the_pull_request_through_gh(repo, tmp_path):
         (["--repo", "{repo}", "--branch", "@{{-1}}"], "is not a valid branch name"),
         # P22: what could never be made stopped the night at its claim
         (["--repo", "{repo}", "--branch", "b" * 300], "longer than 200 bytes"),
+        # P30: said as what they are
+        (["--repo", "{repo}/README.md"], "is a file, not a folder"),
+        (["--repo", "{bare}"], "is a bare repository"),
         (["--repo", "{empty}"], "has no commit to start from"),
         # P4: the user's own branch (afk would commit onto it, and gc remove it)
         (["--repo", "{repo}", "--branch", "main"], "exists in"),
@@ -370,7 +373,7 @@ def test_bad_workspace_input_is_one_line_exit_2_and_creates_nothing(repo, sql, a
     empty = repo.tmp / "empty"
     empty.mkdir(exist_ok=True)
     sh("git", "init", "-q", str(empty), cwd=repo.tmp)
-    args = [a.format(repo=repo.path, tmp=repo.tmp, empty=empty) for a in args]
+    args = [a.format(repo=repo.path, tmp=repo.tmp, empty=empty, bare=repo.origin) for a in args]
     proc = repo.afk("enqueue", "--agent", "w", "--title", "t", *args, env=repo.env)
     assert proc.returncode == 2 and said in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1

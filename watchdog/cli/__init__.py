@@ -195,7 +195,8 @@ COMMANDS: dict[str, Command] = {
     ),
     "import": Command(
         cmd_import,
-        "import a backlog written elsewhere: afk import prd PATH (a Ralph prd.json)",
+        "import a backlog written elsewhere: afk import prd PATH (a Ralph prd.json), "
+        "afk import github --repo OWNER/NAME (its open issues)",
         configure_import,
     ),
     "export": Command(

@@ -109,9 +109,15 @@ def not_before_of(when: Any, what: str) -> dict[str, Any]:
     text = when.strip()
     if text.startswith("+"):
         try:
-            return {"not_before": parse_duration(text[1:])}
+            seconds = parse_duration(text[1:])
         except BadInput:
             raise BadInput(f"{what} {text!r} is not +DURATION (+90s, +30m, +2h, +1d)") from None
+        from ..models import MAX_START
+
+        if seconds > MAX_START:  # (said with the flag's name, P30)
+            days = MAX_START // 86400
+            raise BadInput(f"{what} {text!r} is more than a year ahead (+{days}d at most)")
+        return {"not_before": seconds}
     try:
         return {"not_before": parse_when(text)}
     except BadInput:
