@@ -338,3 +338,32 @@ def test_a_run_whose_lease_is_lost_ends_with_what_it_cost(guarded, sql):
     run = guarded.afk.json("show", task_id)["runs"][0]  # (the loop may claim it again)
     assert (run["outcome"], run["attempt_spent"]) == ("lease_lost", True), run
     assert run["cost_usd"] == 0.42 and run["session_id"] == "s-lost" and run["ended_at"]
+
+
+def test_a_process_the_agent_detaches_is_stopped_after_its_run(guarded, tmp_path):
+    """P27: a process an agent started with setsid (a dev server, say) left
+    the run's group and outlived the run. The loop is its agents'
+    subreaper: what a run left behind is stopped after it, and said."""
+    (task_id,) = guarded.enqueue()
+    pids = tmp_path / "pids"
+    script = (
+        f'setsid sh -c "echo \\$\\$ >> {pids}; exec sleep 300" & '
+        f'nohup sh -c "echo \\$\\$ >> {pids}; exec sleep 301" >/dev/null 2>&1 & '
+        f"while [ $(wc -l < {pids} 2>/dev/null || echo 0) -lt 2 ]; do sleep 0.05; done"
+    )
+    proc = guarded.loop("--max-tasks", "1", command=["sh", "-c", script])
+    assert proc.wait(timeout=120) == 0, guarded.said()
+    left = [int(p) for p in pids.read_text().split()]
+    assert len(left) == 2
+
+    def gone(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        with open(f"/proc/{pid}/stat") as f:  # (a zombie of init's, not yet reaped)
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+
+    poll(lambda: all(gone(p) for p in left), timeout=30)
+    assert "left outside its group" in guarded.said()
+    assert guarded.afk.json("show", task_id)["state"] == "done"

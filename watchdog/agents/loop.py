@@ -60,7 +60,7 @@ from .outcome import (
     describe_tool,
     failure_text,
 )
-from .process import Limits, Signs, run_agent, run_check
+from .process import Limits, Signs, run_agent, run_check, sweep_orphans
 from .sandbox import Boundary
 
 EXIT_OK, EXIT_ERROR = 0, 1
@@ -130,6 +130,9 @@ class Loop:
         self.q, self.accounts, self.settings, self.o = queue, accounts, settings, options
         self.start = start
         self.broker = broker
+        #: this process is its agents' subreaper (`afk loop`'s own process,
+        #: never a test's): what a run left outside its group is stopped after it
+        self.subreaper = False
         self.tz, self.scrub, self.alert = tz, scrub, alert
         self.out = out or sys.stderr
         self.runner = options.runner or default_runner()
@@ -291,6 +294,13 @@ class Loop:
         finally:
             if ws is not None:
                 workspaces.unlock(ws)
+            if self.subreaper:
+                left = sweep_orphans(self.settings.agent_grace_seconds)
+                if left:
+                    self.say(
+                        f"task {task.id}: stopped {len(left)} process(es) its run left "
+                        "outside its group (setsid, nohup)"
+                    )
 
     def _work(self, task: Task, ws: Workspace | None, trace_id: str | None) -> int | None:
         spent, budget = self.q.cost(task) if task.budget_usd is not None else (None, None)

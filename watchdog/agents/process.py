@@ -252,6 +252,75 @@ def run_check(
     return (124, f"{said}\n{why}") if why else (status, said)
 
 
+#: prctl's PR_SET_CHILD_SUBREAPER (Linux 3.4)
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> bool:
+    """Make this process the one an agent's orphans are handed to (not
+    init): a process an agent started with `setsid` or `nohup` leaves its
+    group, and outlived the run (P27). False where the system has no such
+    thing; the group is still stopped as before."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
+def sweep_orphans(grace: float) -> list[int]:
+    """Stop what a run left behind outside its group: the processes handed
+    to this process (a subreaper) since, SIGTERM then SIGKILL after
+    ``grace``, and reaped. Called between runs, when this process has no
+    child of its own left running. The pids it stopped."""
+    found = _children(os.getpid())
+    for pid in found:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    left = found
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = [pid for pid in left if not _reaped(pid)]
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+    return found
+
+
+def _children(parent: int) -> list[int]:
+    """The processes whose parent is ``parent`` (from /proc; [] without it)."""
+    out = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 1 and int(fields[1]) == parent:
+            out.append(int(entry))
+    return out
+
+
+def _reaped(pid: int) -> bool:
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return done == pid
+
+
 def _silent_for(reader: OutputReader, alive: str, now: float) -> float:
     """Seconds since the agent's last sign of life: a line of output, or a
     hook that touched its alive file."""

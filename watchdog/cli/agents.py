@@ -319,6 +319,7 @@ def cmd_loop(args: argparse.Namespace, res: Resources) -> int:
     from ..agents.broker import Broker
     from ..agents.loop import Loop, LoopOptions, agent_variables
     from ..agents.outcome import reading_zone
+    from ..agents.process import become_subreaper
 
     if not args.command:
         raise BadInput("no agent command given: afk loop --agent A -- CMD [ARG...]")
@@ -378,6 +379,9 @@ def cmd_loop(args: argparse.Namespace, res: Resources) -> int:
             alert=account_alert(queue.db, settings),
             broker=broker,
         )
+        # what an agent starts with setsid or nohup is handed to this process,
+        # which stops it after the run (P27)
+        loop.subreaper = become_subreaper()
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, loop.request_stop)
         return loop.run()
