@@ -155,6 +155,10 @@ def check_harness(project: Path, home: Path) -> list[Check]:
         if "hooks" in data and not isinstance(data["hooks"], dict):
             out.append(Check(name, False, "'hooks' is not an object of events", "fix the file"))
             continue
+        odd = sorted(e for e, v in (data.get("hooks") or {}).items() if not isinstance(v, list))
+        if odd:  # (the harness reads no hook of such an event, afk's included)
+            why = f"the hooks of {', '.join(odd)} are not a list: none of them runs"
+            out.append(Check(name, False, why, "fix the file"))
         if data.get("disableAllHooks") is True:
             out.append(
                 Check(name, False, "disableAllHooks is on: no hook runs", "remove disableAllHooks")

@@ -107,6 +107,12 @@ def test_cursor_hooks_are_read_in_its_flat_format(afk, project):
     (found,) = [c for c in checks if c["check"] == f"cursor {path}"]
     assert not found["ok"] and "missing for preToolUse" in found["detail"]
     assert found["fix"] == f"afk hooks cursor --install {path}"
+    # an event whose hooks are not a list: named (Cursor runs none of them)
+    settings["hooks"]["stop"] = {"command": "afk hook"}
+    path.write_text(json.dumps(settings))
+    _, _, checks = doctor(afk, project)
+    said = [c for c in checks if c["check"] == f"cursor {path}" and not c["ok"]]
+    assert any("the hooks of stop are not a list" in c["detail"] for c in said), checks
 
 
 def test_copilot_hooks_files_are_read_from_github_hooks(afk, project):

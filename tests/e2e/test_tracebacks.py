@@ -167,3 +167,22 @@ def test_a_closed_pipe_ends_a_command_quietly(afk):
         timeout=60,
     )
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["enqueue", "--agent", "z", "--title", "t", "--spec", "@/dev/zero"],
+        ["enqueue", "--agent", "z", "--file", "/dev/zero"],
+        ["import", "prd", "/dev/zero", "--agent", "z"],
+    ],
+    ids=["--spec @", "--file", "import prd"],
+)
+def test_an_endless_input_is_refused_in_bounded_time_and_memory(afk, sql, args):
+    """Sweep round five, also measured: /dev/zero given to an option that
+    reads a file was a MemoryError. One line, exit 2, nothing created."""
+    before = sql.fingerprint()
+    proc = afk(*args)
+    assert proc.returncode == 2, proc.stderr[-500:]
+    assert proc.stderr.count("\n") == 1 and "internal error" not in proc.stderr, proc.stderr
+    assert sql.fingerprint() == before

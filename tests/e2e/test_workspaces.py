@@ -60,6 +60,9 @@ AGENT = textwrap.dedent(
         subprocess.run(["git", "commit", "-q", "-m", "settings"], check=True)
         print("FAILED: it does not work yet", flush=True)
         sys.exit(1)
+    if step == "rmtree":  # it deletes its own worktree
+        import shutil
+        shutil.rmtree(os.getcwd())
     if step == "rmgit":  # it leaves work, and breaks its worktree's link to git
         with open("precious.txt", "w") as f:
             f.write("precious uncommitted\\n")
@@ -557,6 +560,19 @@ def test_prune_keeps_a_done_task_whose_worktree_is_still_there(repo, sql):
     assert repo.show(kept)["state"] == "done"  # its worktree is there: kept
     ids = [w["id"] for w in repo.afk.json("gc", "--dry-run", "--json", env=repo.env)["worktrees"]]
     assert kept in ids
+
+
+def test_a_run_whose_worktree_is_deleted_under_it_fails_naming_the_path(repo):
+    """Sweep round five, also measured: a worktree deleted during the run
+    (by the agent, or a person) left a run that ended 0 done. It fails, with
+    one line naming the path."""
+    (task_id,) = repo.enqueue("deleted during", max_attempts=1)
+    code, err = finish(repo.loop(plan={"deleted during": ["rmtree"]}))
+    assert code == 0, err
+    task = repo.show(task_id)
+    path = task["workspace"]["path"]
+    assert task["state"] == "failed", task
+    assert task["last_error"] == f"the task's worktree {path} was deleted during the run"
 
 
 def test_a_worktree_deleted_by_hand_is_made_again_from_its_branch(repo):

@@ -383,6 +383,11 @@ class Loop:
         """What the run left in its worktree, recorded on the run; and before
         done, the check: a run that would end done is a task failure when
         it changed nothing and changes are required, or when its check fails."""
+        if not os.path.isdir(ws.path) and verdict.outcome is Outcome.DONE:
+            # (deleted under the run: nothing of its work is there to be done)
+            line = f"the task's worktree {ws.path} was deleted during the run"
+            report.failure = line
+            return Verdict(Outcome.TASK_FAILURE, line)
         after = workspaces.head(ws.path)
         workspaces.record_head(self.q.db, ws, after)
         added = len(workspaces.commits(ws.path, before, after)) if before and after else 0

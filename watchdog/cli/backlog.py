@@ -35,6 +35,10 @@ from .common import (
 )
 
 MAX_LINE = 4 << 20
+#: a --file at most: bytes and lines (an endless input is refused in
+#: bounded time and memory)
+MAX_FILE = 64 << 20
+MAX_LINES = 1_000_000
 
 
 def read_lines(path: str) -> list[str]:
@@ -42,10 +46,17 @@ def read_lines(path: str) -> list[str]:
     try:
         source = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
         with source:
+            total = 0
             while line := source.readline(MAX_LINE + 1):
                 if len(line) > MAX_LINE:
                     raise BadInput(
                         f"{path}: line {len(lines) + 1} is longer than {MAX_LINE} bytes; "
+                        "nothing was enqueued"
+                    )
+                total += len(line)
+                if total > MAX_FILE or len(lines) >= MAX_LINES:  # (an endless input)
+                    raise BadInput(
+                        f"{path} is longer than {MAX_FILE} bytes or {MAX_LINES} lines; "
                         "nothing was enqueued"
                     )
                 lines.append(line.decode("utf-8"))

@@ -9,7 +9,6 @@ import logging
 import os
 import sys
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from ..agents import credential
@@ -109,17 +108,29 @@ def emit(data: Any) -> None:
     sys.stdout.write(json.dumps(data, ensure_ascii=False, default=_json_default) + "\n")
 
 
+#: bytes of JSON an option reads from a file or standard input, at most (a
+#: spec, a patch, a result: the database keeps a megabyte of each)
+MAX_JSON_INPUT = 16 << 20
+
+
 def parse_json(text: str, what: str) -> Any:
     """JSON from an argument, from a file named as ``@PATH`` (for large values),
     or from standard input as ``@-``."""
     if text == "@-":
+        data = sys.stdin.buffer.read(MAX_JSON_INPUT + 1)
+        if len(data) > MAX_JSON_INPUT:  # (/dev/zero: a bounded read, not a MemoryError)
+            raise BadInput(f"{what}: standard input is larger than {MAX_JSON_INPUT} bytes")
         try:
-            text = sys.stdin.buffer.read().decode("utf-8")
+            text = data.decode("utf-8")
         except UnicodeDecodeError:
             raise BadInput(f"{what}: standard input is not UTF-8") from None
     elif text.startswith("@"):
         try:
-            text = Path(text[1:]).read_text("utf-8")
+            with open(text[1:], "rb") as f:
+                data = f.read(MAX_JSON_INPUT + 1)
+            if len(data) > MAX_JSON_INPUT:
+                raise BadInput(f"{what}: {text[1:]} is larger than {MAX_JSON_INPUT} bytes")
+            text = data.decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise BadInput(f"{what}: cannot read {text[1:]}: {exc}") from None
 
