@@ -18,7 +18,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import IO
 
@@ -152,34 +152,46 @@ def _supervise(
     for t in pipes:
         t.start()
     started = time.monotonic()
-    kill_at: float | None = None  # once the agent was asked to stop: SIGKILL then
-    stopped_for: str | None = None
-    after: float | None = None
-    while True:
-        try:
-            status = proc.wait(timeout=TICK)
-            break
-        except subprocess.TimeoutExpired:
-            pass
-        now = time.monotonic()
-        if kill_at is not None:
-            if now >= kill_at:
-                _signal_group(proc.pid, signal.SIGKILL)
-            continue
+
+    def why_stop(now: float) -> str | None:
         if stop.is_set() or (lost is not None and lost.is_set()):
-            pass
-        elif limits.max_run is not None and now - started >= limits.max_run:
-            stopped_for, after = "timed_out", limits.max_run
-        elif limits.stall is not None and _silent_for(reader, alive, now) >= limits.stall:
-            stopped_for, after = "stalled", limits.stall
-        else:
-            continue
-        _signal_group(proc.pid, signal.SIGTERM)
-        kill_at = now + limits.grace
+            return ""  # (asked to: not the supervisor's own reason)
+        if limits.max_run is not None and now - started >= limits.max_run:
+            return "timed_out"
+        if limits.stall is not None and _silent_for(reader, alive, now) >= limits.stall:
+            return "stalled"
+        return None
+
+    status, reason = _wait_stopping(proc, why_stop, limits.grace)
+    stopped_for = reason or None
+    after = {"timed_out": limits.max_run, "stalled": limits.stall}.get(reason or "")
     _signal_group(proc.pid, signal.SIGKILL)  # what it left behind in its group
     for t in pipes:
         t.join(5)
-    return status, stopped_for, after, kill_at is not None
+    return status, stopped_for, after, reason is not None
+
+
+def _wait_stopping(
+    proc: subprocess.Popen[bytes], why_stop: Callable[[float], str | None], grace: float
+) -> tuple[int, str | None]:
+    """Wait for ``proc``; once ``why_stop(now)`` names a reason, stop its
+    whole group (SIGTERM, then SIGKILL after ``grace``, by the clock). Its
+    exit status, and the reason (None: it ended by itself)."""
+    kill_at, reason = 0.0, None
+    while True:
+        try:
+            return proc.wait(timeout=TICK), reason
+        except subprocess.TimeoutExpired:
+            pass
+        now = time.monotonic()
+        if reason is not None:  # asked to stop: SIGKILL after the grace
+            if now >= kill_at:
+                _signal_group(proc.pid, signal.SIGKILL)
+            continue
+        reason = why_stop(now)
+        if reason is not None:
+            _signal_group(proc.pid, signal.SIGTERM)
+            kill_at = now + grace
 
 
 def run_check(
@@ -224,26 +236,16 @@ def run_check(
     reader = threading.Thread(target=read, args=(proc.stdout,), daemon=True)
     reader.start()
     deadline = time.monotonic() + timeout
-    why, kill_at = "", 0.0
+
+    def why_stop(now: float) -> str | None:
+        if lost.is_set():
+            return "(the check was stopped: the task's lease was lost)"
+        if now >= deadline:
+            return f"(the check was stopped after {timeout:g}s)"
+        return None
+
     try:
-        while True:
-            try:
-                status = proc.wait(timeout=TICK)
-                break
-            except subprocess.TimeoutExpired:
-                pass
-            if why:  # asked to stop: SIGKILL after the grace
-                if time.monotonic() >= kill_at:
-                    _signal_group(proc.pid, signal.SIGKILL)
-                continue
-            if lost.is_set():
-                why = "(the check was stopped: the task's lease was lost)"
-            elif time.monotonic() >= deadline:
-                why = f"(the check was stopped after {timeout:g}s)"
-            else:
-                continue
-            _signal_group(proc.pid, signal.SIGTERM)
-            kill_at = time.monotonic() + grace
+        status, why = _wait_stopping(proc, why_stop, grace)
         _signal_group(proc.pid, signal.SIGKILL)  # what it left behind in its group
     finally:
         guardian.release()

@@ -28,6 +28,7 @@ from .common import (
     account_option,
     agent_of,
     agent_option,
+    boundary_options,
     checked_verify,
     duration_arg,
     emit,
@@ -278,23 +279,7 @@ def configure_loop(p: Parser) -> None:
         "in its worktree, no read of afk's home or your keys, the network only to its "
         "model API and --allow-host (env AFK_SANDBOX)",
     )
-    p.add_argument(
-        "--allow-host",
-        action="append",
-        default=[],
-        dest="allow_host",
-        metavar="HOST[:PORT]",
-        help="a host a sandboxed run may reach besides its model API (repeatable; "
-        "env AFK_ALLOW_HOSTS, comma-separated)",
-    )
-    p.add_argument(
-        "--deny-read",
-        action="append",
-        default=[],
-        dest="deny_read",
-        metavar="PATH",
-        help="a path a sandboxed run may not read (repeatable)",
-    )
+    boundary_options(p)
     p.add_argument(
         "--unsandboxed",
         action="store_true",

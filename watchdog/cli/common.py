@@ -291,6 +291,33 @@ def task_of(args: argparse.Namespace) -> tuple[str, int]:
     return task_id, token
 
 
+def boundary_options(p: Parser, *, probed: bool = False) -> None:
+    """--allow-host and --deny-read: what `afk loop --sandbox` allows and
+    denies besides its own list (``probed``: as `afk doctor --sandbox`
+    proves them)."""
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        dest="allow_host",
+        metavar="HOST[:PORT]",
+        help="with --sandbox: a host the loop allows (probed instead of the model API's)"
+        if probed
+        else "a host a sandboxed run may reach besides its model API (repeatable; "
+        "env AFK_ALLOW_HOSTS, comma-separated)",
+    )
+    p.add_argument(
+        "--deny-read",
+        action="append",
+        default=[],
+        dest="deny_read",
+        metavar="PATH",
+        help="with --sandbox: a path the loop denies (probed as well)"
+        if probed
+        else "a path a sandboxed run may not read (repeatable)",
+    )
+
+
 def workspace_options(p: Parser, *, branch: bool) -> None:
     """A git worktree per task (watchdog.workspaces)."""
     p.add_argument(

@@ -24,7 +24,16 @@ from ..jobs import JOBS
 
 if TYPE_CHECKING:
     pass
-from .common import EXIT_ERROR, EXIT_OK, Parser, Resources, common_options, emit, newer_schema
+from .common import (
+    EXIT_ERROR,
+    EXIT_OK,
+    Parser,
+    Resources,
+    boundary_options,
+    common_options,
+    emit,
+    newer_schema,
+)
 
 
 def cmd_migrate(args: argparse.Namespace, res: Resources) -> int:
@@ -145,18 +154,7 @@ def configure_doctor(p: Parser) -> None:
         "home, the database's address and a host not on the list must fail; each allowed "
         "host (the model API's, or --allow-host) must be reached",
     )
-    p.add_argument(
-        "--allow-host",
-        action="append",
-        default=[],
-        dest="allow_host",
-        metavar="HOST[:PORT]",
-        help="with --sandbox: a host the loop allows (probed instead of the model API's)",
-    )
-    p.add_argument(
-        "--deny-read", action="append", default=[], dest="deny_read", metavar="PATH",
-        help="with --sandbox: a path the loop denies (probed as well)",
-    )  # fmt: skip
+    boundary_options(p, probed=True)
 
 
 def cmd_doctor(args: argparse.Namespace, res: Resources) -> int:
