@@ -46,6 +46,7 @@ from .common import (
     Needs,
     Parser,
     Resources,
+    command_word,
     common_options,
     logger,
     package_version,
@@ -333,18 +334,6 @@ def build_parser() -> argparse.ArgumentParser:
         if command.configure is not None:
             command.configure(p)
     return parser
-
-
-def command_word(argv: Sequence[str]) -> str | None:
-    """The subcommand of an argument list: its first word that is neither an
-    option nor the value of --dsn or --config."""
-    words = iter(argv)
-    for word in words:
-        if word in ("--dsn", "--config"):
-            next(words, None)
-        elif not word.startswith("-"):
-            return word
-    return None
 
 
 def main(argv: Sequence[str] | None = None, payload: bytes | None = None) -> int:

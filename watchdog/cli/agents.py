@@ -30,6 +30,8 @@ from .common import (
     agent_option,
     boundary_options,
     checked_verify,
+    command_word,
+    common_options,
     duration_arg,
     emit,
     lease_option,
@@ -39,6 +41,18 @@ from .common import (
     say,
     workspace_options,
     workspace_request,
+)
+from .tasks import (
+    configure_ask,
+    configure_checkpoint,
+    configure_done,
+    configure_fail,
+    configure_heartbeat,
+    configure_once,
+    configure_pause,
+    configure_resume_brief,
+    configure_show,
+    configure_status,
 )
 
 
@@ -412,15 +426,33 @@ def boundary_of(args: argparse.Namespace, res: Resources) -> Any:
 
 def parse_command(argv: list[str]) -> tuple[str | None, argparse.Namespace | None]:
     """An agent's command line as afk reads it (for its broker): its command
-    word, and its arguments (None: a usage error)."""
-    from .. import cli
-
+    word, and its arguments by that command's own options (None: a usage
+    error, or a command an agent does not run)."""
+    word = command_word(argv)
+    configure = {
+        "done": configure_done,
+        "fail": configure_fail,
+        "checkpoint": configure_checkpoint,
+        "heartbeat": configure_heartbeat,
+        "ask": configure_ask,
+        "once": configure_once,
+        "status": configure_status,
+        "show": configure_show,
+        "resume-brief": configure_resume_brief,
+        "pause": configure_pause,
+    }.get(word or "")
+    if word is None or configure is None:
+        return word, None
+    common = common_options()
+    parser = Parser(prog="afk", parents=[common], add_help=False)
+    sub = parser.add_subparsers(dest="subcommand", parser_class=Parser)
+    configure(sub.add_parser(word, parents=[common]))
     try:
         with contextlib.redirect_stderr(io.StringIO()):  # (the command says it)
-            args, _ = cli.build_parser().parse_known_args(argv)
+            args, _ = parser.parse_known_args(argv)
     except SystemExit:
-        return cli.command_word(argv), None
-    return cli.command_word(argv), args
+        return word, None
+    return word, args
 
 
 def account_alert(db: Any, settings: Any) -> Any:

@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
@@ -416,3 +417,15 @@ def common_options() -> Parser:
         "--config", default=argparse.SUPPRESS, help="TOML file of settings (env AFK_CONFIG)"
     )
     return common
+
+
+def command_word(argv: Sequence[str]) -> str | None:
+    """The subcommand of an argument list: its first word that is neither an
+    option nor the value of --dsn or --config."""
+    words = iter(argv)
+    for word in words:
+        if word in ("--dsn", "--config"):
+            next(words, None)
+        elif not word.startswith("-"):
+            return word
+    return None
