@@ -201,14 +201,9 @@ def written_by_afk(command: Any) -> bool:
     interpreter by its absolute path, afk's entry point, and only afk hook's
     own options, nothing a shell would run besides (``afk doctor --live``
     fires no other, P8)."""
-    if not isinstance(command, str):
-        return False
-    body = command.removeprefix(SURVIVE_EXIT)
-    try:
-        words = shlex.split(body)
-    except ValueError:
-        return False
-    if " ".join(shlex.quote(w) for w in words) != body or len(words) < 5:
+    words = _command_words(command)
+    body = command.removeprefix(SURVIVE_EXIT) if words is not None else ""
+    if words is None or " ".join(shlex.quote(w) for w in words) != body or len(words) < 5:
         return False
     if not os.path.isabs(words[0]) or words[1:5] != ["-I", "-c", HOOK_CODE, "hook"]:
         return False
@@ -283,16 +278,24 @@ def codex_settings(afk: str, gate: bool = False, extra: tuple[str, ...] = ()) ->
 
 def is_ours(command: Any) -> bool:
     """An ``afk hook`` command written by any version of `afk hooks`."""
-    if not isinstance(command, str):
-        return False
-    command = command.removeprefix(SURVIVE_EXIT)
-    try:
-        words = shlex.split(command)
-    except ValueError:
+    words = _command_words(command)
+    if words is None:
         return False
     if len(words) >= 2 and Path(words[0]).name == "afk" and words[1] == "hook":
         return True  # (as `afk hooks` wrote it before: the console script)
     return len(words) >= 5 and words[1:5] == ["-I", "-c", HOOK_CODE, "hook"]
+
+
+def _command_words(command: Any) -> list[str] | None:
+    """A hook entry's command as the shell splits it (less the prefix that
+    keeps a hook through its agent's exit); None for no command or one the
+    shell could not split."""
+    if not isinstance(command, str):
+        return None
+    try:
+        return shlex.split(command.removeprefix(SURVIVE_EXIT))
+    except ValueError:
+        return None
 
 
 def hook_words(command: str) -> list[str]:
