@@ -148,6 +148,28 @@ CREATE FUNCTION public.afk_next_token() RETURNS bigint
             << 40)
            | (nextval('afk_lease_token_seq') & ((1::bigint << 40) - 1))
 $$;
+CREATE FUNCTION public.afk_one_task_per_branch() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    want_repo text := NEW.workspace ->> 'repo';
+    want_branch text := NEW.workspace ->> 'branch';
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended('afk branch' || E'\n' || want_repo || E'\n' || want_branch, 0));
+    IF EXISTS (
+        SELECT 1 FROM afk_workspace w
+         WHERE w.repo = want_repo AND w.branch = want_branch AND w.removed_at IS NULL
+           AND w.task_id <> NEW.id
+        UNION ALL
+        SELECT 1 FROM afk_task t
+         WHERE t.workspace ->> 'repo' = want_repo AND t.workspace ->> 'branch' = want_branch
+           AND t.state <> 'done' AND t.id <> NEW.id
+    ) AND NOT EXISTS (SELECT 1 FROM afk_task k WHERE k.idem_key = NEW.idem_key) THEN
+        RAISE EXCEPTION '--branch % is another task''s workspace; nothing was enqueued', want_branch
+            USING ERRCODE = 'AFK22';
+    END IF;
+    RETURN NEW;
+END $$;
 CREATE TABLE public.afk_account_park (
     id bigint NOT NULL,
     account text NOT NULL,
@@ -505,6 +527,7 @@ CREATE UNIQUE INDEX afk_workspace_branch ON public.afk_workspace USING btree (re
 CREATE INDEX afk_workspace_port ON public.afk_workspace USING btree (port) WHERE (removed_at IS NULL);
 CREATE TRIGGER afk_concurrency_delete AFTER DELETE ON public.afk_task FOR EACH ROW WHEN (((old.concurrency_key IS NOT NULL) AND (old.state = 'running'::public.afk_state))) EXECUTE FUNCTION public.afk_concurrency_count();
 CREATE TRIGGER afk_dependency_resolve AFTER INSERT ON public.afk_task REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.afk_dependency_resolve();
+CREATE TRIGGER afk_one_task_per_branch BEFORE INSERT ON public.afk_task FOR EACH ROW WHEN (((new.workspace ->> 'branch'::text) IS NOT NULL)) EXECUTE FUNCTION public.afk_one_task_per_branch();
 CREATE TRIGGER afk_task_event_no_update BEFORE UPDATE ON public.afk_task_event FOR EACH ROW EXECUTE FUNCTION public.afk_task_event_append_only();
 CREATE TRIGGER afk_task_history BEFORE UPDATE ON public.afk_task FOR EACH ROW WHEN (((new.state IS DISTINCT FROM old.state) OR (new.lease_token IS DISTINCT FROM old.lease_token) OR (new.change_reason IS NOT NULL) OR (new.change_error IS NOT NULL) OR (new.change_by IS NOT NULL))) EXECUTE FUNCTION public.afk_task_history();
 CREATE TRIGGER afk_task_history_forget AFTER DELETE ON public.afk_task REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION public.afk_task_history_forget();

@@ -33,6 +33,9 @@ Connection = psycopg.Connection[Any]
 MIGRATION_LOCK_KEY = 0x61666B5F6D696772  # "afk_migr"
 #: what PgBouncer says when it refuses a startup parameter
 REFUSED_OPTIONS = "unsupported startup parameter"
+#: the SQLSTATE afk's own triggers raise for input they refuse (migration
+#: 0030: a --branch another task holds); its message is the user's line
+REFUSED_INPUT = "AFK22"
 
 
 def json_param(value: Any) -> Jsonb:
@@ -60,6 +63,8 @@ def translate_errors(conninfo: str | None = None) -> Iterator[None]:
     except psycopg.OperationalError as exc:
         raise DatabaseError(f"database unreachable: {first_line(exc, conninfo)}") from exc
     except psycopg.Error as exc:
+        if exc.sqlstate == REFUSED_INPUT:
+            raise BadInput(first_line(exc, conninfo)) from exc
         raise DatabaseError(f"database error: {first_line(exc, conninfo)}") from exc
 
 

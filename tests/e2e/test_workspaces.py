@@ -740,3 +740,38 @@ def test_review_shows_uncommitted_work_and_its_path_and_no_terminal_escapes(repo
     for fmt in ("text", "slack", "html"):
         digest = repo.afk("digest", "--dry-run", "--format", fmt, env=repo.env).stdout
         assert "uncommitted changes in" in digest and item["path"] in digest, fmt
+
+
+def test_two_enqueues_racing_for_one_branch_leave_one_task(repo, queue, sql):
+    """P22: the check came before the insert, each in its own statement, so
+    two enqueues of one --branch both passed it. Here one holds its insert
+    open in a transaction while a real `afk enqueue` runs: the second must
+    wait for it, then be refused, and write nothing."""
+    from watchdog.models import NewTask
+
+    request = {"repo": os.path.realpath(repo.path), "base": None, "branch": "shared",
+               "verify": None, "require_changes": False}  # fmt: skip
+    with queue.db.transaction() as held:
+        queue.enqueue("w", [NewTask("first", workspace=request)], conn=held)
+        racer = subprocess.Popen(
+            Afk.command("enqueue", "--agent", "w", "--title", "second", "--repo",
+                        str(repo.path), "--branch", "shared"),
+            env=repo.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+
+        def racer_waits() -> bool:
+            if racer.poll() is not None:
+                return True  # it did not wait: the assertions below say so
+            return bool(
+                sql.one(
+                    "SELECT count(*) FROM pg_stat_activity"
+                    " WHERE wait_event_type = 'Lock' AND datname = current_database()"
+                )
+            )
+
+        poll(racer_waits, timeout=60)
+    out, err = racer.communicate(timeout=60)
+    assert racer.returncode == 2, (out, err)
+    assert "another task's workspace" in err and "Traceback" not in err, err
+    titles = [r["title"] for r in sql("SELECT title FROM afk_task")]
+    assert titles == ["first"]
