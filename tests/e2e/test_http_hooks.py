@@ -6,6 +6,8 @@ or idle request costs the service nothing lasting."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import socket
 import threading
 import time
@@ -422,3 +424,72 @@ def test_a_hook_token_that_no_header_can_carry_is_refused_at_start(afk, token):
     assert proc.returncode == 2, proc.stderr
     assert "AFK_HOOK_TOKEN" in proc.stderr and "printable ASCII" in proc.stderr
     assert token not in proc.stderr
+
+
+LORIS = """
+import socket, sys, threading, time
+host, port, stop_at = sys.argv[1], int(sys.argv[2]), time.monotonic() + float(sys.argv[3])
+opened = []
+def loris():
+    while time.monotonic() < stop_at:  # cut off, it comes back at once
+        try:
+            with socket.create_connection((host, port), timeout=30) as s:
+                opened.append(1)
+                s.sendall(b"POST /hooks/claude HTTP/1.1\\r\\n")
+                while time.monotonic() < stop_at:
+                    s.sendall(b"X-a: b\\r\\n")
+                    time.sleep(0.5)
+        except OSError:
+            time.sleep(0.01)
+threads = [threading.Thread(target=loris, daemon=True) for _ in range(70)]
+for t in threads: t.start()
+while time.monotonic() < stop_at:
+    print(len(opened), flush=True)
+    time.sleep(0.2)
+"""
+
+
+def test_another_user_cannot_take_the_places_of_the_services_own(http_service):
+    """P6, its second half: a deadline per request cuts a slow connection,
+    but one that comes back at once, 70 times over, still held the 64 places
+    most of the time, and a hook of the service's own user found none. Places
+    are counted per peer: another local user (here `nobody`) gets a few, and
+    every hook of the service's user gets through meanwhile."""
+    if os.getuid() != 0:
+        if os.environ.get("CI"):
+            pytest.fail("CI runs as root: this test runs its attacker as another user")
+        pytest.skip("needs root to run the attacker as another user")
+    host, port = "127.0.0.1", int(http_service.hook_url.split(":")[2].split("/")[0])
+    attacker = subprocess.Popen(
+        ["/usr/bin/python3", "-c", LORIS, host, str(port), "60"],
+        user="nobody", stdout=subprocess.PIPE, text=True, cwd="/",
+    )  # fmt: skip
+    try:
+        assert attacker.stdout is not None
+        # it has connected more times than there are places
+        assert any(int(line) > 80 for line in attacker.stdout)
+        answers = []
+        for _ in range(20):
+            try:
+                answers.append(post(http_service.hook_url, {"hook_event_name": "Notification"})[0])
+            except OSError as exc:  # (no place: closed at once)
+                answers.append(type(exc).__name__)
+        assert answers == [200] * 20, answers
+        assert attacker.poll() is None  # (it was attacking all along)
+    finally:
+        attacker.kill()
+        attacker.communicate()
+
+
+@pytest.mark.parametrize("family, host", [(socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")])
+def test_the_user_of_a_loopback_peer_is_read_from_the_kernel(family, host):
+    from watchdog.agents.hookserver import peer_uid
+
+    with socket.socket(family) as server:
+        server.bind((host, 0))
+        server.listen()
+        with socket.create_connection(server.getsockname()[:2]) as client:
+            conn, _ = server.accept()
+            with conn:
+                assert peer_uid(conn) == os.getuid()
+            assert client.getsockname()  # (still open while read)

@@ -17,6 +17,7 @@ import logging
 import os
 import socket
 import socketserver
+import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -268,6 +269,43 @@ def _answers(path: str) -> bool:
 HTTP_READ_WAIT = 5.0
 #: connections served at once; one more is closed at once (no thread for it)
 HTTP_CONNECTIONS = 64
+#: of those, what the connections of one other local user may hold together
+#: (P6: the hooks come from the service's own user, whose agents and their
+#: sandboxes' proxies connect as it; a user who has no token must not fill
+#: every place with slow connections that come back as soon as they are cut)
+HTTP_PLACES_PER_PEER = 8
+
+
+def peer_uid(conn: socket.socket) -> int | None:
+    """The user who owns the other end of a loopback TCP connection, read
+    from the kernel's table of sockets (/proc/net/tcp, /proc/net/tcp6): the
+    row whose local address is the peer's and remote address is ours. None:
+    not found (it is gone already, or not on this machine)."""
+    try:
+        theirs, ours = conn.getpeername(), conn.getsockname()
+    except OSError:
+        return None
+    six = conn.family == socket.AF_INET6
+
+    def hexed(address: tuple[Any, ...]) -> str:
+        raw = socket.inet_pton(conn.family, address[0])
+        # the kernel prints each 32-bit word of the address in the machine's order
+        words = [raw[i : i + 4] for i in range(0, len(raw), 4)]
+        return "".join(f"{int.from_bytes(w, sys.byteorder):08X}" for w in words) + (
+            f":{address[1]:04X}"
+        )
+
+    want = (hexed(theirs), hexed(ours))
+    try:
+        with open("/proc/net/tcp6" if six else "/proc/net/tcp", encoding="ascii") as table:
+            next(table, None)  # (its header)
+            for row in table:
+                fields = row.split()
+                if len(fields) > 7 and (fields[1], fields[2]) == want:
+                    return int(fields[7])
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 class BoundedHTTPServer(ThreadingHTTPServer):
@@ -278,6 +316,9 @@ class BoundedHTTPServer(ThreadingHTTPServer):
 
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
         self.places = threading.BoundedSemaphore(HTTP_CONNECTIONS)
+        #: the places each other user's connections hold (see peer_uid)
+        self._peers: dict[int, int] = {}
+        self._own_uid = os.getuid()
         #: each connection's deadline for the request it is sending (P6: a
         #: socket's timeout is per read, and a header line every 2 s never
         #: trips it); a reaper cuts off the ones past it
@@ -310,20 +351,37 @@ class BoundedHTTPServer(ThreadingHTTPServer):
                     conn.shutdown(socket.SHUT_RDWR)
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        if not self.places.acquire(blocking=False):
+        uid = peer_uid(request)
+        # another user's, or one whose user is not known (-1), is counted
+        peer = None if uid == self._own_uid else (-1 if uid is None else uid)
+        with self._lock:
+            full = peer is not None and self._peers.get(peer, 0) >= HTTP_PLACES_PER_PEER
+            room = not full and self.places.acquire(blocking=False)
+            if room and peer is not None:
+                self._peers[peer] = self._peers.get(peer, 0) + 1
+        if not room:
             self.shutdown_request(request)
             return
         try:
-            super().process_request(request, client_address)
+            super().process_request(request, (client_address, peer))
         except BaseException:
-            self.places.release()
+            self._release(peer)
             raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
+        address, peer = client_address
         try:
-            super().process_request_thread(request, client_address)
+            super().process_request_thread(request, address)
         finally:
-            self.places.release()
+            self._release(peer)
+
+    def _release(self, peer: int | None) -> None:
+        with self._lock:
+            if peer is not None:
+                left = self._peers.pop(peer, 1) - 1
+                if left:
+                    self._peers[peer] = left
+        self.places.release()
 
 
 class BoundedHTTPServer6(BoundedHTTPServer):
