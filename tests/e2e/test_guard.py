@@ -41,6 +41,10 @@ AGENT = textwrap.dedent(
     end = time.monotonic() + lasts
     payload = json.dumps({"session_id": "s", "hook_event_name": "PostToolUse",
                           "tool_name": "Bash", "tool_input": {"command": "ls"}})
+    if does == "hangs":  # says what it does, on both streams, then hangs
+        print("cloning the fixtures", flush=True)
+        print("waiting for the lock on build/", file=sys.stderr, flush=True)
+        time.sleep(300)
     if does == "silent":
         time.sleep(300)
     if does == "http":  # PostToolUse as Claude Code posts it, by the installed settings
@@ -167,6 +171,20 @@ def test_a_silent_agent_is_stopped_as_stalled_then_spends_an_attempt_the_second_
     night = digest.split("The night:", 1)[1].split("\n\n", 1)[0]
     (line,) = [x for x in night.splitlines() if x.startswith("  - g:")]
     assert "2 hung run(s) stopped (" in line, digest
+
+
+def test_a_stalled_run_keeps_its_last_lines_on_both_streams_as_its_error(guarded):
+    (task_id,) = guarded.enqueue(max_attempts=1)
+    proc = guarded.loop("--stall-after", "2s", does="hangs")
+    assert proc.wait(timeout=120) == 0, guarded.said()
+    task = guarded.afk.json("show", task_id)
+    assert task["state"] == "failed", task
+    for run in task["runs"]:
+        assert run["outcome"] == "stalled"
+        for said in ("cloning the fixtures", "waiting for the lock on build/"):
+            assert said in run["output_tail"], run
+    for said in ("cloning the fixtures", "waiting for the lock on build/"):
+        assert said in task["last_error"], task["last_error"]
 
 
 def test_the_status_page_shows_a_running_tasks_last_sign_of_life(guarded, dsn):
