@@ -427,6 +427,7 @@ CREATE TABLE public.afk_task (
     on_dep_failure text,
     has_dependents boolean DEFAULT false NOT NULL,
     had_run boolean DEFAULT false NOT NULL,
+    claimed_at timestamp with time zone,
     CONSTRAINT afk_task_on_dep_failure_check CHECK ((on_dep_failure = ANY (ARRAY['cancel'::text, 'run'::text, 'hold'::text]))),
     CONSTRAINT afk_task_running_has_lease CHECK (((state <> 'running'::public.afk_state) OR (lease_until IS NOT NULL)))
 );

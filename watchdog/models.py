@@ -57,6 +57,8 @@ class Task:
     concurrency_key: str | None = None
     #: what it does when a task it waits for fails (0020; None: it waits for none)
     on_dep_failure: str | None = None
+    #: when its current (or last) attempt was claimed (0031)
+    claimed_at: datetime | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> Task:
@@ -85,6 +87,7 @@ class Task:
             trace_parent=row.get("trace_parent"),
             concurrency_key=row.get("concurrency_key"),
             on_dep_failure=row.get("on_dep_failure"),
+            claimed_at=row.get("claimed_at"),
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
+from . import tracing
 from .checks import check_id, check_text
 from .config import QueueSettings
 from .db import Database
@@ -90,6 +91,8 @@ class Operators:
             statements += 1
             paused += row["paused"]
             failed += row["failed"]
+            for lost in row["traced"] or []:
+                tracing.attempt_ended(lost["id"], lost, row["db_now"], "lease_lost", always=True)
             if row["scanned"] < size or row["last_id"] is None:
                 return ReclaimResult(paused, failed, statements)
             after = row["last_id"]

@@ -697,6 +697,9 @@ class Queue(People, Operators):
                 held = self.db.one("held", {"agent_id": was.agent_id, "runner": was.lease_owner})
                 return Task.from_row(held) if held is not None else None
             explain_fence(row, task_id, token, timeline=self._timeline)
+        if row.get("fin_trace") is not None:
+            failed = None if error is None else "task_failure"
+            tracing.attempt_ended(task_id, row["fin_trace"], row["db_now"], failed)
         if row.get("parked_account") is not None:  # finished; the next claim was refused
             raise AccountParked(row["parked_account"], row["parked_until"], row["parked_reason"])
         return Task.from_row(row) if row["id"] is not None else None

@@ -26,6 +26,7 @@ import atexit
 import contextlib
 import os
 from collections.abc import Iterator, Mapping
+from datetime import datetime
 from typing import Any
 
 #: the span of a task's first attempt is a child of its enqueue span, whose
@@ -226,6 +227,64 @@ def record(
     for event in events or []:
         s.add_event(event, timestamp=end_ns)
     s.end(end_time=end_ns)
+
+
+def attempt_attributes(agent: str, task_id: Any, attempt: int) -> dict[str, Any]:
+    """An attempt's span (``process AGENT``), as a messaging consumer's."""
+    return {
+        "messaging.system": SYSTEM,
+        "messaging.operation.name": "process",
+        "messaging.operation.type": "process",
+        "messaging.destination.name": agent,
+        "messaging.message.id": str(task_id),
+        "afk.agent": agent,
+        "afk.attempt": attempt,
+    }
+
+
+def attempt_ended(
+    task_id: Any,
+    attempt: Mapping[str, Any],
+    end: datetime,
+    failed: str | None = None,
+    *,
+    always: bool = False,
+) -> None:
+    """The span of an attempt that ended outside a process that traced it
+    (claimed and finished by `afk claim` and `afk done`, the Python API, a
+    reclaim): from its claim to ``end``, in the enqueue's trace for a first
+    attempt, a trace of its own linked to it for a retry, as `afk loop`
+    makes it. ``attempt``: agent, attempts, parent (the enqueue's
+    traceparent) and since (its claim), as the queue's statements give it.
+    Not ``always``: none while a span is current (`afk loop`'s own)."""
+    t = tracer()
+    since = attempt.get("since")
+    if t is None or not attempt.get("parent") or since is None:
+        return
+    from opentelemetry import trace
+
+    if not always and trace.get_current_span().get_span_context().is_valid:
+        return  # (a process that traced the attempt made its span)
+    if isinstance(since, str):
+        since = datetime.fromisoformat(since)
+    first = int(attempt["attempts"]) <= 1
+    parent = attempt["parent"]
+    links = []
+    if not first:
+        linked = trace.get_current_span(context_of(parent)).get_span_context()
+        if linked.is_valid:
+            links.append(trace.Link(linked))
+    s = t.start_span(
+        f"process {attempt['agent']}",
+        context=context_of(parent) if first else None,
+        kind=trace.SpanKind.CONSUMER,
+        links=links,
+        start_time=int(since.timestamp() * 1e9),
+        attributes=attempt_attributes(attempt["agent"], task_id, int(attempt["attempts"])),
+    )
+    if failed is not None:
+        error(s, failed)
+    s.end(end_time=max(int(end.timestamp() * 1e9), int(since.timestamp() * 1e9)))
 
 
 def flat(values: Mapping[str, Any], prefix: str) -> dict[str, Any]:

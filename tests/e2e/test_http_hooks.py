@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import socket
+import subprocess
 import threading
 import time
 import urllib.error

@@ -156,10 +156,40 @@ def test_a_retry_after_a_reclaim_is_a_trace_of_its_own_linked_to_the_enqueue(
     assert afk("reclaim", env=env).returncode == 0
     loop(afk, env, tmp_path)
     (enqueue,) = poll(lambda: otlp.named("enqueue traced"), timeout=30)
-    (process,) = poll(lambda: otlp.named("process traced"), timeout=30)
+    spans = poll(lambda: len(otlp.named("process traced")) == 2 and otlp.named("process traced"))
+    lost, process = sorted(spans, key=lambda s: s.attributes["afk.attempt"])
+    # the dead worker's attempt, ended by the reclaim, in the enqueue's trace
+    assert lost.attributes["afk.attempt"] == 1 and lost.parent_id == enqueue.span_id
+    assert lost.trace_id == enqueue.trace_id and lost.attributes["error.type"] == "lease_lost"
     assert process.attributes["afk.attempt"] == 2
     assert process.trace_id != enqueue.trace_id and process.parent_id == ""
     assert process.links == [(enqueue.trace_id, enqueue.span_id)]
+
+
+def test_a_task_claimed_and_finished_through_the_cli_is_an_attempt_span_in_its_trace(afk, otlp):
+    """Issue 41, also measured: only `afk loop` made an attempt's span; a
+    task claimed by `afk claim` and finished by `afk done` or `afk fail` (or
+    the Python API under them) left its enqueue alone in its trace."""
+    env = {**otlp.env(), "AFK_BACKOFF_BASE_SECONDS": "1", "AFK_BACKOFF_CAP_SECONDS": "1"}
+    afk.json("enqueue", "--agent", "traced", "--title", "t", "--max-attempts", "2", env=env)
+    first = afk.json("claim", "--agent", "traced", env=env)
+    token = str(first["token"])
+    failed = afk("fail", first["id"], "--token", token, "--error", "flaky", env=env)
+    assert failed.returncode == 0, failed.stderr
+    second = poll(lambda: afk.json("claim", "--agent", "traced", env=env), timeout=30)
+    assert second["id"] == first["id"]
+    done = afk("done", second["id"], "--token", str(second["token"]), env=env)
+    assert done.returncode == 0, done.stderr
+    (enqueue,) = poll(lambda: otlp.named("enqueue traced"), timeout=30)
+    spans = poll(lambda: len(otlp.named("process traced")) == 2 and otlp.named("process traced"))
+    one, two = sorted(spans, key=lambda s: s.attributes["afk.attempt"])
+    assert (one.trace_id, one.parent_id) == (enqueue.trace_id, enqueue.span_id)
+    assert one.kind == CONSUMER and one.attributes["error.type"] == "task_failure"
+    assert one.attributes["messaging.message.id"] == first["id"]
+    assert two.trace_id != enqueue.trace_id and two.parent_id == ""
+    assert two.links == [(enqueue.trace_id, enqueue.span_id)]
+    assert "error.type" not in two.attributes and two.attributes["afk.attempt"] == 2
+    assert one.end_ns >= one.start_ns > enqueue.start_ns and two.start_ns >= one.end_ns
 
 
 def test_a_callers_traceparent_is_the_enqueues_parent(afk, otlp):

@@ -23,6 +23,8 @@ class Span:
     links: list[tuple[str, str]]
     resource: dict[str, Any]
     status: int
+    start_ns: int = 0
+    end_ns: int = 0
     raw: bytes = field(repr=False, default=b"")
 
 
@@ -67,6 +69,8 @@ class OTLPReceiver:
                                         ],
                                         resource=resource,
                                         status=s.status.code,
+                                        start_ns=s.start_time_unix_nano,
+                                        end_ns=s.end_time_unix_nano,
                                         raw=s.SerializeToString(),
                                     )
                                 )

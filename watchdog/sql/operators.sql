@@ -26,7 +26,7 @@ WITH expired AS (
      -- no second look at the lease here: the row lock taken above already
      -- re-checked it against the row's latest version, and holds it
      WHERE t.id = e.id
-    RETURNING t.id, t.state, t.lease_token
+    RETURNING t.id, t.state, t.lease_token, t.agent_id, t.attempts, t.trace_parent, t.claimed_at
 ), ended AS (
     -- the runs of the dead: lease lost, their attempt spent
     SELECT afk_end_run(id, lease_token, 'lease_lost', NULL, true) FROM upd
@@ -35,7 +35,11 @@ SELECT (SELECT id FROM expired ORDER BY id DESC LIMIT 1) AS last_id,
        (SELECT count(*) FROM expired) AS scanned,
        (SELECT count(*) FROM ended) AS runs_ended,
        count(*) FILTER (WHERE state = 'paused') AS paused,
-       count(*) FILTER (WHERE state = 'failed') AS failed
+       count(*) FILTER (WHERE state = 'failed') AS failed,
+       -- the attempts lost, for their spans when their tasks are traced (0031)
+       jsonb_agg(jsonb_build_object('agent', agent_id, 'id', id, 'attempts', attempts,
+                                    'parent', trace_parent, 'since', claimed_at))
+           FILTER (WHERE trace_parent IS NOT NULL) AS traced, now() AS db_now
   FROM upd;
 
 -- name: retry :many

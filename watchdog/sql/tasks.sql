@@ -258,6 +258,7 @@ WITH fin AS (
            lease_until = now() + make_interval(secs => %(lease_seconds)s),
            run_after = NULL,
            checkpoint_at = now(),
+           claimed_at = CASE WHEN p.resumed THEN coalesce(t.claimed_at, now()) ELSE now() END,
            updated_at = now(),
            change_reason = CASE WHEN p.resumed THEN 'resumed' ELSE 'claimed' END,
            had_run = t.had_run OR %(account)s::text IS NOT NULL
@@ -283,6 +284,10 @@ SELECT
             THEN afk_end_run(%(id)s::uuid, %(token)s, CASE WHEN %(error)s::text IS NULL
                              THEN 'done' ELSE 'task_failure' END,
                              %(run)s::jsonb, EXISTS (SELECT 1 FROM fin)) END AS run_ended,
+       -- the finished attempt, for its span when its task is traced (0031)
+       (SELECT jsonb_build_object('agent', agent_id, 'attempts', attempts,
+                                  'parent', trace_parent, 'since', claimed_at)
+          FROM fin WHERE trace_parent IS NOT NULL) AS fin_trace,
        -- end without id
        -- without account:
        p.account AS parked_account, p.until AS parked_until, p.reason AS parked_reason,
@@ -302,7 +307,7 @@ SELECT
        r.id, r.agent_id, r.ordinal, r.title, r.spec, r.state, r.checkpoint, r.idem_key,
        r.attempts, r.max_attempts, r.lease_until, r.lease_owner, r.lease_token, r.last_error,
        r.run_after, r.result, r.created_at, r.updated_at, r.lease_seconds, r.budget_usd,
-       r.workspace, r.trace_parent, r.concurrency_key, r.on_dep_failure
+       r.workspace, r.trace_parent, r.concurrency_key, r.on_dep_failure, r.claimed_at
   FROM (VALUES (1)) AS one
   -- without id:
   LEFT JOIN afk_task t ON t.id = %(id)s::uuid
@@ -413,7 +418,7 @@ WITH next AS (
        SET state = 'running', attempts = t.attempts + 1, lease_owner = %(runner)s,
            lease_token = afk_next_token(), lease_seconds = %(lease_seconds)s,
            lease_until = now() + make_interval(secs => %(lease_seconds)s),
-           run_after = NULL, checkpoint_at = now(), updated_at = now(),
+           run_after = NULL, checkpoint_at = now(), claimed_at = now(), updated_at = now(),
            change_reason = 'claimed'
       FROM next n
      WHERE t.id = n.id
