@@ -434,6 +434,16 @@ def check_hook_service(argv: list[str], env: Mapping[str, str]) -> Check:
     ping = json.dumps({"session_id": "afk-doctor", "hook_event_name": "afk-doctor"}).encode()
     said = hooklink.exchange(argv, ping, env)
     if said is None:
+        if "did not answer" in (hooklink.why_not or ""):  # (P30: connected, no answer)
+            return Check(
+                name,
+                False,
+                f"a service holds {path} but does not answer within "
+                f"{hooklink.ANSWER_WAIT:g} s: stopped (SIGSTOP, a debugger) or wedged; "
+                "each hook waits that long, then goes to the database itself",
+                "look at the service (`systemctl --user status afk-watchdog`; "
+                "`kill -CONT` a stopped one), or restart it",
+            )
         return Check(name, False, f"no service answers on {path} (a dead one's socket)", fix)
     if said.get("fallback") is not None:
         return Check(
@@ -711,6 +721,7 @@ def check_live(
         "AFK_TASK_TOKEN": "1",
         "AFK_HOOK_EXPLAIN": "1",
     }
+    silent: set[str] = set()  # URLs that timed out once: not waited for again
     for kind, path in settings_files(project, home):
         if not path.is_file():
             continue
@@ -731,7 +742,15 @@ def check_live(
                         why = f"not fired: it posts to {entry.get('url')!r}, not AFK_HOOK_HTTP"
                         out.append(Check(name, False, why, fix))
                         continue
-                    out.append(_fire_http(kind, path, event, entry, payload, fire_env))
+                    url = str(entry.get("url"))
+                    if url in silent:
+                        why = f"not fired: {url} did not answer the hook before it"
+                        out.append(Check(f"{name[:-1]}, http)", False, why, fix))
+                        continue
+                    fired = _fire_http(kind, path, event, entry, payload, fire_env)
+                    if "timed out" in fired.detail:
+                        silent.add(url)
+                    out.append(fired)
                     continue
                 command = entry.get("command", entry.get("bash"))
                 if not written_by_afk(command):  # (P8: no other command is run)
@@ -859,6 +878,15 @@ def _fire_http(
         return Check(name, False, f"{url} answered {exc.code}{hint}", "afk doctor --live again")
     except (OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
+        if isinstance(reason, TimeoutError):  # (P30: a stopped or wedged service)
+            wait = float(entry.get("timeout") or LIVE_TIMEOUT)
+            return Check(
+                name,
+                False,
+                f"{url} timed out after {wait:g} s: the service holds the port but does "
+                "not answer (stopped or wedged)",
+                "look at the service, or restart it",
+            )
         return Check(
             name,
             False,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import threading
@@ -493,3 +494,41 @@ def test_the_user_of_a_loopback_peer_is_read_from_the_kernel(family, host):
             with conn:
                 assert peer_uid(conn) == os.getuid()
             assert client.getsockname()  # (still open while read)
+
+
+def test_doctor_live_names_a_stopped_service_and_waits_for_it_once(afk, dsn, tmp_path):
+    """P30: with the service SIGSTOPped, `afk doctor --live` called it "a
+    dead one's socket" (it is alive, stopped), and each of its HTTP hooks
+    then waited out its own 10 s. It says the service holds its socket and
+    does not answer, and the first HTTP hook that times out stands for the
+    rest."""
+    project = tmp_path / "project"
+    env = {
+        "AFK_HOOK_SOCKET": str(tmp_path / "hook.sock"),
+        "AFK_HOOK_HTTP": f"127.0.0.1:{free_port()}",
+        "AFK_HOOK_TOKEN": TOKEN,
+        "HOME": str(tmp_path / "home"),
+    }
+    settings = str(project / ".claude/settings.json")
+    assert afk("hooks", "claude", "--install", settings, env=env).returncode == 0
+    both = ["hooks", "claude", "--transport", "http", "--install", settings]
+    assert afk(*both, env=env).returncode == 0
+    service = Service(dsn, **env)
+    try:
+        poll(lambda: "answering HTTP hooks on" in service.log(), timeout=60)
+        os.kill(service.proc.pid, signal.SIGSTOP)
+        proc = afk("doctor", "--live", "--json", "--project", str(project), env=env)
+        checks = json.loads(proc.stdout)
+    finally:
+        os.kill(service.proc.pid, signal.SIGCONT)
+        service.cleanup()
+    assert proc.returncode == 1
+    (hooked,) = [c for c in checks if c["check"] == "hook-service"]
+    assert not hooked["ok"] and "dead" not in hooked["detail"], hooked
+    assert "does not answer" in hooked["detail"], hooked
+    http = [c for c in checks if c["check"].startswith("live ") and "http" in c["check"]]
+    assert len(http) > 2 and not any(c["ok"] for c in http), http
+    timed_out = [c for c in http if "timed out" in c["detail"]]
+    assert len(timed_out) == 1, http
+    rest = [c for c in http if c not in timed_out]
+    assert all("did not answer the hook before it" in c["detail"] for c in rest), rest
