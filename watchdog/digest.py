@@ -178,6 +178,8 @@ class Digest:
     #: runs stopped as hung (stalled or timed out) in the window, per agent:
     #: {"runs": n, "seconds": the time they took}
     hung: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: hosts a sandbox denied to the runs in the window, per agent: {host: times}
+    denied_hosts: dict[str, dict[str, int]] = field(default_factory=dict)
     #: the done tasks with a workspace, as `afk review` gives them: what the
     #: person reads first after the night's story
     to_review: list[dict[str, Any]] = field(default_factory=list)
@@ -217,6 +219,7 @@ class Digest:
                     "cost": None,
                     "hung": 0,
                     "hung_seconds": 0.0,
+                    "denied_hosts": [],
                 },
             )
 
@@ -231,6 +234,9 @@ class Digest:
             of(agent)["cost"] = cost
         for agent, hung in self.hung.items():
             of(agent)["hung"], of(agent)["hung_seconds"] = int(hung["runs"]), hung["seconds"]
+        for agent, hosts in self.denied_hosts.items():
+            most = sorted(hosts.items(), key=lambda h: (-h[1], h[0]))
+            of(agent)["denied_hosts"] = [f"{host} ({n})" for host, n in most[:DENIED_HOSTS]]
         return [agents[k] for k in sorted(agents)]
 
     @property
@@ -377,12 +383,15 @@ def build(
         costs={str(k): float(v) for k, v in row["costs"].items()},
         runs_done=None if count_done else {str(k): int(n) for k, n in row["runs_done"].items()},
         hung={str(k): dict(v) for k, v in row["hung"].items()},
+        denied_hosts={str(k): dict(v) for k, v in row["denied_hosts"].items()},
         to_review=_to_review(db, start, end) if review else [],
     )
 
 
 #: tasks the digest lists to review at most
 REVIEW_ROWS = 20
+#: hosts denied to an agent's runs the night's story names at most (the most tried)
+DENIED_HOSTS = 5
 
 
 def _to_review(db: Database, start: datetime, end: datetime) -> list[dict[str, Any]]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import Afk, require_cli, require_tool
+from helpers import Afk, poll, require_cli, require_tool
 from helpers.sandbox_runtime import VERSION, binary
 
 #: the stand-in agent: tries each thing, and prints what happened as one
@@ -212,6 +212,28 @@ def test_a_sandboxed_run_reaches_only_its_worktree_its_hosts_and_its_own_task(
     assert len(task["workspace"]["commits"]) == 1
     (run,) = task["runs"]
     assert run["sandbox"]["engine"] == "srt" and allow in run["sandbox"]["hosts_allowed"], run
+    # every host it tried, as the engine's proxy decided, with a count; the
+    # engine's own log is not passed on as the agent's output
+    tried = {(h["host"], h["allowed"]): h["count"] for h in run["sandbox"]["hosts_tried"]}
+    assert tried.get((allow, True), 0) >= 1, tried
+    assert tried.get((f"127.0.0.1:{refused.server_port}", False), 0) >= 1, tried
+    assert not [h for h in tried if h[1] and h[0] != allow and "127.0.0.1" in h[0]], tried
+    assert "[SandboxDebug]" not in proc.stdout + proc.stderr + json.dumps(task["runs"])
+    # the denied host in the morning's story
+    digest = afk("digest", "--dry-run", "--format", "text", env=env).stdout
+    assert f"127.0.0.1:{refused.server_port}" in digest.split("The night:", 1)[1], digest
+    # and on the task's page
+    from helpers.service import Service
+
+    service = Service(afk.env["AFK_DSN"])
+    try:
+        poll(lambda: service.health() == 200, timeout=60)
+        page = service.get(f"/tasks/{task_id}")
+        assert page is not None and page.status_code == 200
+        denied = page.text.split("the sandbox denied:", 1)[1].split("</tr>", 1)[0]
+        assert f"127.0.0.1:{refused.server_port}" in denied and allow not in denied, denied
+    finally:
+        service.cleanup()
 
 
 def test_a_sandbox_engine_that_is_missing_is_said_before_anything_is_claimed(afk, tmp_path):

@@ -680,21 +680,25 @@ class Loop:
         argv = prompt_argv(self.o.command, prompt)
         if ws is not None:  # (a worktree holds only committed settings)
             argv = with_hooks(argv, os.path.abspath(sys.executable))
-        with self._inside(argv, env, ws) as argv:
+        engine_log = sandbox.EngineLog() if self.o.boundary is not None else None
+        with self._inside(argv, env, ws, log=engine_log is not None) as argv:
             if self.o.boundary is not None:
                 report_extra = {"sandbox": self.o.boundary.record(self.o.command, env)}
             else:
                 report_extra = {}
-            report = self._start(argv, env, lost, signs, ws)
+            report = self._start(argv, env, lost, signs, ws, engine_log)
+        if engine_log is not None:
+            report_extra["sandbox"]["hosts_tried"] = engine_log.record()
         report.extra.update(report_extra)
         return report
 
     @contextlib.contextmanager
     def _inside(
-        self, argv: list[str], env: dict[str, str], ws: Workspace | None
+        self, argv: list[str], env: dict[str, str], ws: Workspace | None, log: bool = False
     ) -> Iterator[list[str]]:
         """``argv`` inside the loop's boundary (as given without one): the
-        run's own folder, its temporary folder in ``env``, removed after."""
+        run's own folder, its temporary folder in ``env``, removed after.
+        ``log``: the engine's log on its stderr (an agent's run)."""
         boundary = self.o.boundary
         if boundary is None:
             yield argv
@@ -705,7 +709,7 @@ class Loop:
             env["TMPDIR"] = os.path.join(run_dir, "tmp")
             work = ws.path if ws is not None else os.getcwd()
             git_dir = workspaces.common_dir(ws.path) if ws is not None else None
-            yield boundary.wrap(argv, env, work, run_dir, git_dir)
+            yield boundary.wrap(argv, env, work, run_dir, git_dir, log)
         finally:
             shutil.rmtree(run_dir, ignore_errors=True)
 
@@ -716,10 +720,13 @@ class Loop:
         lost: threading.Event,
         signs: Signs | None,
         ws: Workspace | None,
+        engine_log: sandbox.EngineLog | None = None,
     ) -> Report:
+        extra = {"engine_log": engine_log} if engine_log is not None else {}
         return self.start(
             argv,
             env,
+            **extra,
             stop=self.stopped,
             lost=lost,
             limits=Limits(

@@ -24,6 +24,7 @@ from typing import IO
 
 from .hooklink import ALIVE_PREFIX
 from .outcome import MAX_JSON_LINE, OutputReader, Report
+from .sandbox import EngineLog
 
 #: how often the supervisor looks at its agent (a stop, a stall, the cap)
 TICK = 0.2
@@ -77,12 +78,14 @@ def run_agent(
     limits: Limits | None = None,
     cwd: str | None = None,
     signs: Signs | None = None,
+    engine_log: EngineLog | None = None,
 ) -> Report:
     """Run an agent until it exits; stop its whole process group once
     ``stop`` or ``lost`` is set, or when it stalls or runs past its cap
     (``Report.stopped_for``). Its hooks touch ``AFK_ALIVE_FILE`` (given in
     its environment here) as a sign of life. A command that cannot run at
-    all is ``Report.cannot_start``."""
+    all is ``Report.cannot_start``. ``engine_log``: a sandbox engine's log is
+    on its stderr, taken out there."""
     limits = limits or Limits()
     reader = OutputReader()
     alive = _alive_file()
@@ -108,7 +111,7 @@ def run_agent(
         guardian.watch(proc.pid)
         try:
             status, stopped_for, after, signalled = _supervise(
-                proc, reader, alive, stop, lost, limits
+                proc, reader, alive, stop, lost, limits, engine_log
             )
         finally:
             guardian.release()
@@ -137,6 +140,7 @@ def _supervise(
     stop: threading.Event,
     lost: threading.Event | None,
     limits: Limits,
+    engine_log: EngineLog | None = None,
 ) -> tuple[int, str | None, float | None, bool]:
     """Wait for the agent, pumping its output; its exit status, why the
     supervisor stopped it itself (None: it ended, or was asked to stop), and
@@ -146,7 +150,9 @@ def _supervise(
             target=_pump, args=(proc.stdout, sys.stdout.buffer, reader, "stdout"), daemon=True
         ),
         threading.Thread(
-            target=_pump, args=(proc.stderr, sys.stderr.buffer, reader, "stderr"), daemon=True
+            target=_pump,
+            args=(proc.stderr, sys.stderr.buffer, reader, "stderr", engine_log),
+            daemon=True,
         ),
     ]
     for t in pipes:
@@ -369,12 +375,19 @@ def _alive_file() -> str:
     return path
 
 
-def _pump(source: IO[bytes] | None, sink: IO[bytes], reader: OutputReader, stream: str) -> None:
+def _pump(
+    source: IO[bytes] | None,
+    sink: IO[bytes],
+    reader: OutputReader,
+    stream: str,
+    engine_log: EngineLog | None = None,
+) -> None:
     """Copy the agent's output through as it comes and read it line by line,
     until the agent closes it: an agent whose pipe is not drained blocks for
     the night. Any byte is a sign of life (a progress bar redraws one line
     and never ends it). No more than :data:`MAX_JSON_LINE` bytes of a line
-    are held at a time; the rest of a longer line passes through unread."""
+    are held at a time; the rest of a longer line passes through unread. A
+    sandbox engine's log (``engine_log``) is taken out first."""
     if source is None:
         return
     read = getattr(source, "read1", None) or source.read  # (as it comes, not a whole buffer)
@@ -387,6 +400,10 @@ def _pump(source: IO[bytes] | None, sink: IO[bytes], reader: OutputReader, strea
             break
         if not chunk:
             break
+        if engine_log is not None:
+            chunk = engine_log.take(chunk)
+            if not chunk:
+                continue
         reader.last_at = time.monotonic()
         try:
             sink.write(chunk)

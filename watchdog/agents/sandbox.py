@@ -159,15 +159,80 @@ def home_paths(home: str, harness: str | None) -> tuple[list[str], list[str]]:
     return denied, state
 
 
-def wrap(argv: Sequence[str], engine: str, settings_path: str, tmp: str) -> list[str]:
+def wrap(
+    argv: Sequence[str], engine: str, settings_path: str, tmp: str, log: bool = False
+) -> list[str]:
     """``argv`` run by the engine under ``settings_path``, with ``tmp`` its
     temporary folder (the engine would name one of its own). The engine tells
     the command to reach loopback hosts directly (NO_PROXY), which inside
     has no network: every host, a local gateway's included, goes through its
-    proxy, which lets through only the hosts allowed."""
+    proxy, which lets through only the hosts allowed. ``log``: the engine
+    writes its log to the run's stderr (SRT_DEBUG; see :class:`EngineLog`);
+    the command inside does not inherit the variable."""
     # (the engine's own TMPDIR as well: it makes its proxies' sockets there)
-    return ["env", f"TMPDIR={tmp}", engine, "--settings", settings_path, "--",
-            "env", "-u", "NO_PROXY", "-u", "no_proxy", f"TMPDIR={tmp}", *argv]  # fmt: skip
+    debug = ["SRT_DEBUG=1"] if log else []
+    return ["env", f"TMPDIR={tmp}", *debug, engine, "--settings", settings_path, "--",
+            "env", "-u", "NO_PROXY", "-u", "no_proxy", "-u", "SRT_DEBUG", f"TMPDIR={tmp}",
+            *argv]  # fmt: skip
+
+
+#: how the engine begins each line of its log on the run's stderr
+LOG_PREFIX = b"[SandboxDebug] "
+#: the engine's proxy's word for each host a run tried: allowed or not
+DECIDED = (
+    (b"Allowed by config rule: ", True),
+    (b"No matching config rule, denying: ", False),
+    (b"Denied by config rule: ", False),
+)
+#: distinct hosts a run's record keeps (the rest are counted as "(others)")
+MAX_HOSTS = 100
+
+
+class EngineLog:
+    """The engine's log, taken out of a sandboxed run's stderr as it streams:
+    what its proxy decided for each host the run tried (``runs[].sandbox
+    .hosts_tried``), and none of its lines passed on as the agent's output.
+    (The agent writes to the same stream: it could add lines of its own that
+    look like the engine's, which only makes its own record worse.)"""
+
+    def __init__(self) -> None:
+        #: (host, allowed) -> how many times
+        self.tried: dict[tuple[str, bool], int] = {}
+        self._block = False  # inside a multi-line value the engine logged
+
+    def take(self, chunk: bytes) -> bytes:
+        """``chunk`` without the engine's lines (read as they go)."""
+        if LOG_PREFIX not in chunk and not self._block:
+            return chunk
+        kept = bytearray()
+        for piece in chunk.splitlines(keepends=True):
+            if self._block:
+                self._block = piece.rstrip() not in (b"}", b"]")
+                continue
+            at = piece.find(LOG_PREFIX)
+            if at < 0:
+                kept += piece
+                continue
+            kept += piece[:at]  # (the agent's unfinished line before it)
+            said = piece[at + len(LOG_PREFIX) :].rstrip()
+            self._block = said in (b"{", b"[")
+            for words, allowed in DECIDED:
+                if said.startswith(words):
+                    self._count(said[len(words) :].decode("utf-8", "replace"), allowed)
+        return bytes(kept)
+
+    def _count(self, host: str, allowed: bool) -> None:
+        host = host.strip()[:300] or "(none)"
+        if (host, allowed) not in self.tried and len(self.tried) >= MAX_HOSTS:
+            host = "(others)"
+        self.tried[(host, allowed)] = self.tried.get((host, allowed), 0) + 1
+
+    def record(self) -> list[dict[str, object]]:
+        """Each host tried, allowed or not, and how often: denied first."""
+        return [
+            {"host": host, "allowed": allowed, "count": n}
+            for (host, allowed), n in sorted(self.tried.items(), key=lambda x: (x[0][1], x[0][0]))
+        ]
 
 
 def run_folder(prefix: str = "afk-run-") -> str:
@@ -229,15 +294,17 @@ class Boundary:
 
     def wrap(
         self, argv: Sequence[str], env: Mapping[str, str], work: str, run_dir: str,
-        git_dir: str | None,
+        git_dir: str | None, log: bool = False,
     ) -> list[str]:  # fmt: skip
         """``argv`` inside the boundary: its settings written in ``run_dir``
-        (the run's own folder, whose ``tmp`` is the run's temporary folder)."""
+        (the run's own folder, whose ``tmp`` is the run's temporary folder).
+        ``log``: the engine's log on its stderr (an agent's run, read by an
+        :class:`EngineLog`)."""
         path, tmp = os.path.join(run_dir, "srt-settings.json"), os.path.join(run_dir, "tmp")
         given = self.settings_for(argv, env, work, tmp, git_dir)
         with open(path, "w", encoding="utf-8") as out:
             json.dump(given, out, indent=1)
-        return wrap(argv, self.engine, path, tmp)
+        return wrap(argv, self.engine, path, tmp, log)
 
     def record(self, command: Sequence[str], env: Mapping[str, str]) -> dict[str, object]:
         """What a run records of its boundary (``runs[].sandbox``)."""

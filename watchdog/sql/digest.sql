@@ -118,4 +118,18 @@ SELECT
          WHERE ended_at >= %(start)s AND ended_at < %(end)s AND outcome = 'done'
          GROUP BY agent_id) d)
         AS runs_done,
+    -- the hosts a sandbox denied to the runs that ended in the window, per
+    -- agent: {agent: {host: times}} (runs[].sandbox.hosts_tried, issue 40)
+    (SELECT coalesce(jsonb_object_agg(agent_id, hosts), '{}'::jsonb) FROM (
+        SELECT agent_id, jsonb_object_agg(host, n) AS hosts FROM (
+            SELECT r.agent_id, h ->> 'host' AS host, sum((h ->> 'count')::bigint) AS n
+              FROM afk_run r
+                   CROSS JOIN LATERAL jsonb_array_elements(
+                       CASE WHEN jsonb_typeof(r.sandbox -> 'hosts_tried') = 'array'
+                            THEN r.sandbox -> 'hosts_tried' ELSE '[]'::jsonb END) h
+             WHERE r.ended_at >= %(start)s AND r.ended_at < %(end)s
+               AND r.sandbox IS NOT NULL AND (h ->> 'allowed') = 'false'
+             GROUP BY 1, 2) x
+         GROUP BY agent_id) y)
+        AS denied_hosts,
     now() AS now;
