@@ -621,3 +621,75 @@ def test_a_real_session_under_the_sandbox_keeps_to_its_worktree_and_its_hosts(
         server.shutdown()
         server.server_close()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_real_zombie_under_the_sandbox_is_still_denied_by_the_hooks(
+    afk, sql, claude, api, tmp_path
+):
+    """Issue 40: inside the boundary the hooks still fence the session. Its
+    task is reclaimed while its Bash call waits; before its loop notices (a
+    long lease: its next heartbeat is minutes away), its next Bash call goes
+    through the PreToolUse hook, which the broker answers with a deny: the
+    call never runs and the model hears why."""
+    import shutil
+    import tempfile
+    import time
+
+    from helpers.sandbox_runtime import VERSION as SRT_VERSION
+    from helpers.sandbox_runtime import binary as srt_binary
+
+    from watchdog.agents.hooks import CHECK_TTL
+    from watchdog.workspaces import worktree_path
+
+    srt = require_cli("the sandbox runtime", SRT_VERSION, srt_binary(), "sandbox_runtime")
+    base = tmp_path if not str(tmp_path).startswith("/dev/") else None
+    folder = Path(tempfile.mkdtemp(prefix="afk-real-zombie-", dir=base or "/tmp"))
+    loop = None
+    try:
+        project = folder / "project"
+        project.mkdir()
+        git = {**os.environ, "GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+               "GIT_COMMITTER_NAME": "T", "GIT_COMMITTER_EMAIL": "t@example.invalid"}  # fmt: skip
+        for args in (["init", "-q", "-b", "main"], ["commit", "-q", "--allow-empty", "-m", "a"]):
+            subprocess.run(["git", *args], cwd=project, env=git, check=True)
+        env = {**tool_env(afk, tmp_path, api.url), "HOME": str(folder / "home"), "AFK_SRT": srt,
+               "AFK_HOME": str(folder / "afk-home")}  # fmt: skip
+        enqueued = afk("enqueue", "--agent", "real", "--title", "zombie", "--repo", str(project))
+        (task_id,) = json.loads(enqueued.stdout)["enqueued"]
+        os.environ["AFK_HOME"], before = env["AFK_HOME"], os.environ.get("AFK_HOME")
+        try:
+            work = worktree_path(str(project.resolve()), task_id)
+        finally:
+            os.environ.pop("AFK_HOME") if before is None else os.environ.update(AFK_HOME=before)
+        api.script = [
+            "bash:touch waiting; while [ ! -f go ]; do sleep 0.1; done; echo woke",
+            "bash:touch zombie.txt; echo zombie-rc=$?",
+            "text:stopped",
+        ]
+        agent = [claude, "-p", "--output-format", "json", "--allowedTools", "Bash", "--"]
+        command = Afk.command(
+            "loop", "--agent", "real", "--max-tasks", "1", "--sandbox", "--lease", "600", "--"
+        )
+        loop = subprocess.Popen(
+            [*command, *agent], env=env, cwd=project, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        poll(lambda: (work / "waiting").exists() or loop.poll() is not None, timeout=120)
+        assert loop.poll() is None, loop.communicate()
+        sql.expire(task_id)
+        assert afk("reclaim").returncode == 0
+        # a verdict is reused for CHECK_TTL seconds by design (the hooks' one
+        # shortcut): a zombie's window, which the next call is past
+        time.sleep(CHECK_TTL + 0.5)
+        (work / "go").write_text("")
+        _, err = loop.communicate(timeout=180)
+        said = json.dumps([json.loads(r["body"]) for r in api.requests])
+        assert not (work / "zombie.txt").exists() and "zombie-rc=0" not in said, err[-3000:]
+        assert "is no longer yours" in said, err[-2000:]  # the deny reached the model
+        task = afk.json("show", task_id)
+        assert task["state"] == "paused" and task["runs"][0]["outcome"] == "lease_lost", task
+    finally:
+        if loop is not None and loop.poll() is None:
+            loop.kill()
+            loop.communicate()
+        shutil.rmtree(folder, ignore_errors=True)
