@@ -12,7 +12,13 @@
    command hooks and no service; the time each hook pair adds to a tool call.
    Skipped (and said) when the client is not fetched.
 
-    python -m bench.hooks [--dsn DSN] [--runs 40] [--sessions 5] [--calls 20] [--out FILE]
+3. With ``--sandbox``: the same hook commands run by a driver inside one
+   session of the sandbox engine (``afk loop --sandbox``'s boundary, the real
+   srt), as a sandboxed agent's harness runs them, against the same driver
+   outside, round after round: what the boundary adds to each tool call.
+
+    python -m bench.hooks [--dsn DSN] [--runs 40] [--sessions 5] [--calls 20] [--sandbox]
+                          [--out FILE]
 
 With no DSN it starts a private embedded server in a temporary folder.
 """
@@ -92,6 +98,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=40)
     parser.add_argument("--sessions", type=int, default=5)
     parser.add_argument("--calls", type=int, default=20)
+    parser.add_argument("--sandbox", action="store_true", help="also inside the sandbox")
     parser.add_argument("--out")
     args = parser.parse_args()
     home = None
@@ -102,7 +109,7 @@ def main() -> None:
         home = Path(tempfile.mkdtemp(prefix="afk-bench-hooks-"))
         dsn = embedded.ensure_running(home).dsn()
     try:
-        report = run(dsn, args.runs, args.sessions, args.calls)
+        report = run(dsn, args.runs, args.sessions, args.calls, args.sandbox)
     finally:
         if home is not None:
             from watchdog import embedded
@@ -112,6 +119,67 @@ def main() -> None:
     print(report)
     if args.out:
         Path(args.out).write_text(report)
+
+
+#: times a hook command ``N`` times, each with a payload of a new session
+#: (PreToolUse asks the database) and then of one session (PostToolUse), as
+#: a harness runs it; prints the milliseconds (JSON)
+DRIVER = """
+import json, subprocess, sys, time, uuid
+hook, n = json.loads(sys.argv[1]), int(sys.argv[2])
+out = {"PreToolUse": [], "PostToolUse": []}
+for _ in range(n):
+    for event in out:
+        body = json.dumps({"session_id": str(uuid.uuid4()) if event == "PreToolUse" else "s",
+                           "cwd": "/w", "hook_event_name": event, "tool_name": "Write",
+                           "tool_input": {"file_path": "/w/a.py"}}).encode()
+        began = time.perf_counter()
+        subprocess.run(hook, input=body, capture_output=True, check=True)
+        out[event].append((time.perf_counter() - began) * 1000)
+print(json.dumps(out))
+"""
+
+
+def sandboxed(hook: list[str], env: dict[str, str], runs: int) -> str:
+    """The hook commands inside one session of the sandbox and outside it,
+    by the same driver, rounds taking turns: the p50 of each and the difference."""
+    from watchdog.agents import sandbox
+
+    engine = sandbox.locate(os.environ.get("AFK_SRT", ""), os.environ)
+    boundary = sandbox.Boundary(engine=engine, version=sandbox.version(engine))
+    work = tempfile.mkdtemp(prefix="afk-bench-hooks-box-", dir="/tmp")
+    driver = [sys.executable, "-c", DRIVER, json.dumps(hook), "5"]
+    got: dict[str, dict[str, list[float]]] = {"outside": {}, "inside": {}}
+    try:
+        for _ in range(max(runs // 5, 1)):
+            run_dir = sandbox.run_folder()
+            try:
+                os.mkdir(os.path.join(run_dir, "tmp"))
+                for where, argv in (
+                    ("outside", driver),
+                    ("inside", boundary.wrap(driver, env, work, run_dir, None)),
+                ):
+                    done = subprocess.run(
+                        argv, env=env, cwd=work, capture_output=True, text=True, check=True
+                    )
+                    for event, ms in json.loads(done.stdout.splitlines()[-1]).items():
+                        got[where].setdefault(event, []).extend(ms)
+            finally:
+                shutil.rmtree(run_dir, ignore_errors=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    lines = [
+        f"Inside the sandbox ({sandbox.ENGINE} {boundary.version}): the hook command, as "
+        "`afk hooks` installs it, run by one driver inside one sandbox session and by the "
+        "same driver outside, through the service, rounds taking turns "
+        f"({len(got['inside']['PreToolUse'])} calls of each):\n",
+        "| hook | outside p50 ms | inside p50 ms | added ms |",
+        "|---|---|---|---|",
+    ]
+    for event in ("PreToolUse", "PostToolUse"):
+        out, inside = (statistics.median(got[w][event]) for w in ("outside", "inside"))
+        lines.append(f"| {event} | {out:.1f} | {inside:.1f} | {inside - out:+.1f} |")
+    return "\n\n" + "\n".join(lines) + "\n"
 
 
 #: the HTTP hooks' token in the benchmark (the service's and the client's)
@@ -147,7 +215,7 @@ def service(dsn: str, folder: Path, http_port: int) -> Iterator[str]:
         log.close()
 
 
-def run(dsn: str, runs: int, sessions: int, calls: int) -> str:
+def run(dsn: str, runs: int, sessions: int, calls: int, boxed: bool = False) -> str:
     db = Database(dsn)
     db.migrate()
     q = Queue(db)
@@ -224,6 +292,8 @@ def run(dsn: str, runs: int, sessions: int, calls: int) -> str:
             runs,
         )
         sessions_table = claude_sessions(base_env, path, http_port, folder, sessions, calls)
+        if boxed:
+            sessions_table += sandboxed(hook, env, runs)
     env = {**base_env, "AFK_HOOK_SOCKET": "off"}
     results |= together(
         {
