@@ -300,6 +300,36 @@ CREATE TABLE public.afk_agent (
     agent_id text NOT NULL,
     next_ordinal bigint NOT NULL
 );
+CREATE TABLE public.afk_approval (
+    id bigint NOT NULL,
+    task_id uuid NOT NULL,
+    session_id text,
+    transcript text,
+    harness text NOT NULL,
+    tool_name text NOT NULL,
+    tool_input jsonb NOT NULL,
+    call_hash text NOT NULL,
+    rule text NOT NULL,
+    asked_token bigint,
+    asked_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    on_timeout text DEFAULT 'deny'::text NOT NULL,
+    decision text,
+    decided_at timestamp with time zone,
+    decided_by text,
+    decided_via text,
+    note text,
+    used_at timestamp with time zone,
+    CONSTRAINT afk_approval_decision_check CHECK ((decision = ANY (ARRAY['approved'::text, 'denied'::text, 'expired'::text]))),
+    CONSTRAINT afk_approval_on_timeout_check CHECK ((on_timeout = ANY (ARRAY['deny'::text, 'hold'::text])))
+);
+CREATE SEQUENCE public.afk_approval_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+ALTER SEQUENCE public.afk_approval_id_seq OWNED BY public.afk_approval.id;
 CREATE TABLE public.afk_concurrency (
     key text NOT NULL,
     lim integer NOT NULL,
@@ -428,6 +458,7 @@ CREATE TABLE public.afk_task (
     has_dependents boolean DEFAULT false NOT NULL,
     had_run boolean DEFAULT false NOT NULL,
     claimed_at timestamp with time zone,
+    ask_for text[],
     CONSTRAINT afk_task_on_dep_failure_check CHECK ((on_dep_failure = ANY (ARRAY['cancel'::text, 'run'::text, 'hold'::text]))),
     CONSTRAINT afk_task_running_has_lease CHECK (((state <> 'running'::public.afk_state) OR (lease_until IS NOT NULL)))
 );
@@ -479,12 +510,15 @@ CREATE TABLE public.afk_workspace (
     stacked_on text
 );
 ALTER TABLE ONLY public.afk_account_park ALTER COLUMN id SET DEFAULT nextval('public.afk_account_park_id_seq'::regclass);
+ALTER TABLE ONLY public.afk_approval ALTER COLUMN id SET DEFAULT nextval('public.afk_approval_id_seq'::regclass);
 ALTER TABLE ONLY public.afk_question ALTER COLUMN id SET DEFAULT nextval('public.afk_question_id_seq'::regclass);
 ALTER TABLE ONLY public.afk_run ALTER COLUMN id SET DEFAULT nextval('public.afk_run_id_seq'::regclass);
 ALTER TABLE ONLY public.afk_account_park
     ADD CONSTRAINT afk_account_park_pkey PRIMARY KEY (id);
 ALTER TABLE ONLY public.afk_agent
     ADD CONSTRAINT afk_agent_pkey PRIMARY KEY (agent_id);
+ALTER TABLE ONLY public.afk_approval
+    ADD CONSTRAINT afk_approval_pkey PRIMARY KEY (id);
 ALTER TABLE ONLY public.afk_concurrency
     ADD CONSTRAINT afk_concurrency_pkey PRIMARY KEY (key);
 ALTER TABLE ONLY public.afk_dependency
@@ -511,6 +545,8 @@ ALTER TABLE ONLY public.afk_workspace
     ADD CONSTRAINT afk_workspace_pkey PRIMARY KEY (task_id);
 CREATE UNIQUE INDEX afk_account_park_open ON public.afk_account_park USING btree (account) WHERE (cleared_at IS NULL);
 CREATE INDEX afk_account_park_parked_at ON public.afk_account_park USING btree (parked_at);
+CREATE INDEX afk_approval_open ON public.afk_approval USING btree (asked_at) WHERE (decision IS NULL);
+CREATE INDEX afk_approval_task ON public.afk_approval USING btree (task_id, call_hash);
 CREATE INDEX afk_dependency_dep ON public.afk_dependency USING btree (dep_id);
 CREATE INDEX afk_dependency_forward ON public.afk_dependency USING btree (ref) WHERE (dep_id IS NULL);
 CREATE INDEX afk_digest_delivery_recent_idx ON public.afk_digest_delivery USING btree (updated_at);
@@ -533,6 +569,8 @@ CREATE TRIGGER afk_task_event_no_update BEFORE UPDATE ON public.afk_task_event F
 CREATE TRIGGER afk_task_history BEFORE UPDATE ON public.afk_task FOR EACH ROW WHEN (((new.state IS DISTINCT FROM old.state) OR (new.lease_token IS DISTINCT FROM old.lease_token) OR (new.change_reason IS NOT NULL) OR (new.change_error IS NOT NULL) OR (new.change_by IS NOT NULL))) EXECUTE FUNCTION public.afk_task_history();
 CREATE TRIGGER afk_task_history_forget AFTER DELETE ON public.afk_task REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION public.afk_task_history_forget();
 CREATE TRIGGER afk_task_state_changed AFTER UPDATE OF state ON public.afk_task FOR EACH ROW WHEN ((((new.concurrency_key IS NOT NULL) OR new.has_dependents) AND (old.state IS DISTINCT FROM new.state))) EXECUTE FUNCTION public.afk_task_state_changed();
+ALTER TABLE ONLY public.afk_approval
+    ADD CONSTRAINT afk_approval_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.afk_task(id) ON DELETE CASCADE;
 ALTER TABLE ONLY public.afk_dependency
     ADD CONSTRAINT afk_dependency_dep_id_fkey FOREIGN KEY (dep_id) REFERENCES public.afk_task(id) ON DELETE SET NULL;
 ALTER TABLE ONLY public.afk_dependency

@@ -330,6 +330,17 @@ class LoopSettings:
         "", "hosts a sandboxed run may reach besides its model API, comma-separated"
     )
     srt: str = _field("", "the sandbox runtime's command (default: srt on PATH)")
+    ask_for: str = _field(
+        "",
+        "tool calls a person must approve (afk loop --ask-for), one permission rule a line: "
+        "Bash(git push:*), WebFetch, mcp__deploy__*",
+    )
+    approval_ttl_seconds: float = _field(
+        43200.0, "how long an approval request waits for a person (afk loop --approval-ttl)", True
+    )
+    on_approval_timeout: str = _field(
+        "deny", "what a request no one decided in time becomes: deny or hold"
+    )
     limit_patterns: str = _field(
         "",
         "more patterns, one a line: [usage_limit|outage|needs_human:]REGEX, "

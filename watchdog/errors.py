@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import re
 from datetime import datetime
+from typing import Any
 
 logging.getLogger("watchdog").addHandler(logging.NullHandler())
 
@@ -143,6 +144,18 @@ def redact(text: str) -> str:
         return m.group(3) + "***" + m.group(5)
 
     return _SECRETS.sub(_hide_secret, _PASSWORD.sub(hide, text))
+
+
+def redact_json(value: Any) -> Any:
+    """A JSON value with :func:`redact` applied to each of its strings (a
+    tool call's input, kept to be shown to a person)."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, list):
+        return [redact_json(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): redact_json(v) for k, v in value.items()}
+    return value
 
 
 class AccountParked(AfkError):

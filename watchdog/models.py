@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from .agents.approvals import parse as parse_rule
 from .checks import (
     MAX_ATTEMPTS,
     check_budget,
@@ -59,6 +60,8 @@ class Task:
     on_dep_failure: str | None = None
     #: when its current (or last) attempt was claimed (0031)
     claimed_at: datetime | None = None
+    #: calls of its runs a person must approve (afk enqueue --ask-for, 0032)
+    ask_for: list[str] | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> Task:
@@ -88,6 +91,7 @@ class Task:
             concurrency_key=row.get("concurrency_key"),
             on_dep_failure=row.get("on_dep_failure"),
             claimed_at=row.get("claimed_at"),
+            ask_for=row.get("ask_for"),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -116,6 +120,7 @@ NEW_TASK_FIELDS = frozenset(
         "concurrency_limit",
         "after",
         "on_dep_failure",
+        "ask_for",
     }
 )
 
@@ -144,6 +149,9 @@ class NewTask:
     #: when one of them fails: "cancel" (the default: it fails too), "run"
     #: (it runs anyway), or "hold" (it waits until a person retries it)
     on_dep_failure: str | None = None
+    #: calls of its runs a person must approve (permission rules, issue 43),
+    #: besides its loop's --ask-for
+    ask_for: Sequence[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -228,6 +236,8 @@ def task_ref(task: TaskRef, token: int | None) -> tuple[uuid.UUID, int]:
 
 #: how many tasks one task may wait for
 MAX_AFTER = 100
+#: --ask-for rules one task may carry
+MAX_ASK_FOR = 50
 #: what a dependent does when a task it waits for fails
 ON_DEP_FAILURE = ("cancel", "run", "hold")
 #: the furthest ahead a task may be made to start (a year)
@@ -253,7 +263,18 @@ def checked_new_task(task: NewTask | Mapping[str, Any]) -> NewTask:
             concurrency_limit=task.get("concurrency_limit"),
             after=task.get("after"),
             on_dep_failure=task.get("on_dep_failure"),
+            ask_for=task.get("ask_for"),
         )
+    if task.ask_for is not None:
+        given = task.ask_for
+        if isinstance(given, str) or not isinstance(given, list | tuple):
+            raise BadInput("ask_for must be a list of permission rules (Bash(git push:*))")
+        if len(given) > MAX_ASK_FOR:
+            raise BadInput(f"ask_for names more than {MAX_ASK_FOR} rules")
+        for rule in given:
+            if not isinstance(rule, str):
+                raise BadInput("ask_for must be a list of permission rules (Bash(git push:*))")
+            parse_rule(rule)
     if task.workspace is not None:
         check_workspace(task.workspace)
     if task.concurrency_key is not None:

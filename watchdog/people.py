@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from .checks import check_budget, check_id, check_text
 from .db import Database, json_param
-from .errors import BadInput, NotRunning, TaskNotFound, redact
+from .errors import BadInput, NotRunning, TaskNotFound, redact, redact_json
 from .fence import explain_fence
 from .models import Task, TaskRef, task_id_of, task_ref
 
@@ -77,6 +77,92 @@ class People:
     def task_questions(self, task: TaskRef) -> list[dict[str, Any]]:
         """A task's questions with their answers, in order."""
         return self.db.all("task_questions", {"id": task_id_of(task)})
+
+    # -- approvals (issue 43) -------------------------------------------------
+
+    def approval_for_call(
+        self,
+        task: TaskRef,
+        token: int,
+        *,
+        harness: str,
+        session: str | None,
+        transcript: str | None,
+        tool: str,
+        tool_input: Any,
+        call_hash: str,
+        rule: str,
+        ttl_seconds: float,
+        on_timeout: str,
+    ) -> dict[str, Any]:
+        """What a run's PreToolUse answers a call an --ask-for rule names (see
+        ``approval_for_call`` in people.sql): its action (lost, allow, deny,
+        defer) and the request's decision, note and who decided."""
+        row = self.db.row(
+            "approval_for_call",
+            {
+                "id": task_id_of(task),
+                "token": token,
+                "harness": harness,
+                "session": session,
+                "transcript": transcript,
+                "tool": tool[:200],
+                "input": json_param(redact_json(tool_input)),
+                "hash": call_hash,
+                "rule": rule,
+                "ttl": ttl_seconds,
+                "on_timeout": on_timeout,
+            },
+        )
+        return dict(row)
+
+    def approvals(
+        self, agent_id: str | None = None, *, everything: bool = False
+    ) -> list[dict[str, Any]]:
+        """The approval requests waiting for a person (all of them with
+        ``everything``), oldest first."""
+        if agent_id is not None:
+            agent_id = check_id("agent id", agent_id)
+        return self.db.all("approvals", {"agent_id": agent_id, "all": everything})
+
+    def decide(
+        self, approval_id: int, approve: bool, *, who: str | None, via: str, note: str | None = None
+    ) -> dict[str, Any]:
+        """A person approves or denies a request: its task is due again, and
+        its next run resumes the session that asked. A request decided before
+        changes nothing (NotRunning says how it was decided)."""
+        if note is not None:
+            note = check_text("note", note)[:2000]
+        row = self.db.one(
+            "decide_approval",
+            {
+                "approval": approval_id,
+                "decision": "approved" if approve else "denied",
+                "who": who,
+                "via": via,
+                "note": note,
+            },
+        )
+        if row is None:
+            raise BadInput(f"no approval request {approval_id}: `afk approvals` lists them")
+        if not row["decided"]:
+            raise NotRunning(
+                f"approval request {approval_id} was {row['was']} already; nothing was changed"
+            )
+        return dict(row)
+
+    def approval_to_resume(self, task: TaskRef) -> dict[str, Any] | None:
+        """The decided request whose session a task's next run resumes."""
+        row = self.db.one("approval_to_resume", {"id": task_id_of(task)})
+        return dict(row) if row is not None else None
+
+    def open_approvals_of(self, task: TaskRef) -> list[dict[str, Any]]:
+        return self.db.all("open_approvals_of", {"id": task_id_of(task)})
+
+    def expire_approvals(self) -> list[dict[str, Any]]:
+        """Requests past their time to live: denied (on_timeout deny), their
+        tasks due again."""
+        return self.db.all("expire_approvals", {})
 
     def record_lost_run(self, task: Task, run: Mapping[str, Any]) -> None:
         """What a supervisor read of a run whose lease it lost (reclaimed,

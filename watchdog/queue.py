@@ -195,7 +195,8 @@ class Queue(People, Operators):
         trace_parent: str | None,
     ) -> EnqueueResult:
         plain = all(
-            t.not_before is None and t.concurrency_key is None and not t.after for t in kept
+            t.not_before is None and t.concurrency_key is None and not t.after and not t.ask_for
+            for t in kept
         )
         if not plain:
             self._refuse_cycles(kept, conn)
@@ -219,6 +220,7 @@ class Queue(People, Operators):
                 "concurrency_limit": task.concurrency_limit,
                 "after": list(task.after) if task.after else None,
                 "on_dep_failure": task.on_dep_failure,
+                "ask_for": list(task.ask_for) if task.ask_for else None,
             }
             for n, task in zip(positions, kept, strict=True)
         ]

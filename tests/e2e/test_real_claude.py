@@ -693,3 +693,78 @@ def test_a_real_zombie_under_the_sandbox_is_still_denied_by_the_hooks(
             loop.kill()
             loop.communicate()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def approval_project(tmp_path: Path) -> tuple[Path, Path]:
+    """A repository with a bare origin to push to, and that origin."""
+    origin, project = tmp_path / "origin.git", tmp_path / "project"
+    git = {**os.environ, "GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+           "GIT_COMMITTER_NAME": "T", "GIT_COMMITTER_EMAIL": "t@example.invalid"}  # fmt: skip
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(origin)], check=True)
+    subprocess.run(["git", "clone", "-q", str(origin), str(project)], check=True, env=git)
+    for args in (["commit", "-q", "--allow-empty", "-m", "a"], ["push", "-q", "origin", "main"]):
+        subprocess.run(["git", *args], cwd=project, env=git, check=True)
+    return project, origin
+
+
+@pytest.mark.parametrize("decision", ["approve", "deny"])
+def test_a_deferred_push_waits_for_a_person_and_the_same_session_goes_on(
+    afk, claude, api, tmp_path, decision
+):
+    """Issue 43: under --ask-for 'Bash(git push:*)' the real client's push is
+    deferred (the scripted API sees no tool_result for it), the task waits
+    with no attempt spent while the loop finishes another; `afk approve` (or
+    `afk deny --note`) puts it back, and its next run resumes the same
+    session: the approved push runs once and the API receives its result
+    (denied: the agent's next turn reads the note), and the task ends done,
+    its history saying who decided, and how."""
+    project, origin = approval_project(tmp_path)
+    env = {**tool_env(afk, tmp_path, api.url), "AFK_HOME": str(tmp_path / "afk-home"),
+           "USER": "night-owl"}  # fmt: skip
+    (push,) = afk.json("enqueue", "--agent", "real", "--title", "ship it", "--repo",
+                       str(project), env=env)["enqueued"]  # fmt: skip
+    (other,) = afk.json("enqueue", "--agent", "real", "--title", "other", env=env)["enqueued"]
+    command = "git push origin HEAD:refs/heads/shipped"
+    api.script = [f"bash:{command}", "text:done"]
+    agent = [claude, "-p", "--output-format", "json", "--allowedTools", "Bash", "--"]
+    loop = [*Afk.command("loop", "--agent", "real", "--ask-for", "Bash(git push:*)", "--"), *agent]
+    first = subprocess.run(loop, env=env, cwd=project, capture_output=True, text=True, timeout=180)
+    assert first.returncode == 0, first.stderr
+    task = afk.json("show", push, env=env)
+    assert task["state"] == "paused" and task["attempts"] == 0, (task, first.stderr[-2000:])
+    (run,) = task["runs"]
+    assert run["outcome"] == "needs_approval" and run["attempt_spent"] is False, run
+    assert afk.json("show", other, env=env)["state"] == "done"  # the loop went on
+    said = [json.loads(r["body"]) for r in api.requests]
+    assert not any("tool_result" in json.dumps(m) for m in said), said  # never ran
+    (waiting,) = afk.json("approvals", env=env)
+    assert waiting["tool_name"] == "Bash" and waiting["tool_input"]["command"] == command
+    assert waiting["session_id"] == run["session_id"] and waiting["task_id"] == push
+    assert not subprocess.run(["git", "ls-remote", str(origin), "shipped"], capture_output=True,
+                              text=True, check=True).stdout  # fmt: skip
+
+    note = "not tonight: open a pull request instead"
+    decided = afk.json(decision, str(waiting["id"]), "--note", note, env=env)
+    assert decided["due_again"] is True
+    again = afk(decision, str(waiting["id"]), env=env)  # decided already: nothing changes
+    assert again.returncode == 2 and "already" in again.stderr, again.stderr
+    api.requests.clear()
+    second = subprocess.run(loop, env=env, cwd=project, capture_output=True, text=True, timeout=180)
+    assert second.returncode == 0, second.stderr
+    task = afk.json("show", push, env=env)
+    assert task["state"] == "done", (task, second.stderr[-3000:])
+    resumed = task["runs"][-1]
+    assert resumed["session_id"] == run["session_id"]  # the same session went on
+    heard = json.dumps([json.loads(r["body"]) for r in api.requests])
+    pushed = subprocess.run(["git", "ls-remote", str(origin), "shipped"], capture_output=True,
+                            text=True, check=True).stdout  # fmt: skip
+    if decision == "approve":
+        assert pushed and "tool_result" in heard, heard[-2000:]
+    else:
+        assert not pushed and note in heard, heard[-2000:]
+    verb = "approved" if decision == "approve" else "denied"
+    assert any(
+        h.get("runner") == "night-owl" and f"{verb}: Bash (via cli)" in (h.get("reason") or "")
+        for h in task["history"]
+    ), task["history"]
+    assert afk.json("approvals", env=env) == []

@@ -27,6 +27,7 @@ FLOORS = {
         "agents.zombie",
         "agents.brokerlink",
         "agents.sandbox",
+        "agents.approvals",
     ],
     2: ["agents.outcome", "logs"],
     3: ["config", "agents.process"],

@@ -54,6 +54,8 @@ GIVEN: dict[str, str] = {
     "AFK_PORT": "the first of the task's ports",
     "AFK_PORTS_PER_TASK": "how many ports the task holds from AFK_PORT on",
     "AFK_EFFECT_KEY": "an afk once command's idempotency key",
+    "AFK_RUN_APPROVALS": "the calls a person must approve (--ask-for), how long a request "
+    "waits and what it then becomes: its hooks defer those calls",
 }
 #: never given to an agent, whatever the loop's own environment holds: every
 #: other afk setting and libpq's variables (by prefix), a URL of a database,

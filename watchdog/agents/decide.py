@@ -52,6 +52,8 @@ class Move(StrEnum):
     HOLD = "hold"
     #: a question for a person (the tools it was denied)
     ASK = "ask"
+    #: held until a person decides the calls it waits for (afk approve, afk deny)
+    APPROVAL = "approval"
 
 
 @dataclass(frozen=True)
@@ -159,6 +161,8 @@ def decide(outcome: Outcome, rules: Rules, now: datetime, run: RunEnd | None = N
         park_until=usage_limit_until(rules, run.reset, now, run.guessed_in_a_row),
         probe=run.reset is None or run.reset <= now,
     )
+    if outcome is Outcome.NEEDS_APPROVAL:  # a call a rule names, waiting for a person
+        return Decision(Move.APPROVAL)
     if outcome is Outcome.NEEDS_INPUT:  # a tool call deferred for a person
         return Decision(Move.ASK)
     if run.over_budget and outcome in HELD_OVER_BUDGET:

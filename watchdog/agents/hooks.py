@@ -60,7 +60,7 @@ from ..checks import check_token
 from ..errors import AfkError, BadInput, redact
 from ..states import FINISHED
 from ..text import one_line
-from . import credential, zombie
+from . import approvals, credential, zombie
 from .harnesses import BY_EVENT, EVENTS, READERS
 from .hooklink import MAX_PAYLOAD, Untrusted, hook_folder, open_private
 from .zombie import afk_words, zombie_may_run
@@ -72,6 +72,16 @@ if TYPE_CHECKING:
 
 #: seconds a PreToolUse verdict is reused without asking the database
 CHECK_TTL = 2.0
+
+
+def _who(row: Mapping[str, Any]) -> str:
+    return f"{row.get('decided_by') or 'someone'}, via {row.get('decided_via') or 'afk'}"
+
+
+def _noted(row: Mapping[str, Any]) -> str:
+    return f": {row['note']}" if row.get("note") else ""
+
+
 #: times the completion gate blocks one session's Stop
 GATE_CAP = 3
 #: entries kept in checkpoint.files_touched
@@ -491,6 +501,10 @@ class Hook:
             self.trace_tool(denied=bool(self.ctx.out))
 
     def _pre_tool_use(self) -> None:
+        rule = self.rule_for_call()
+        if rule is not None and not self._is_afk_command():  # (afk's own: never asked about)
+            self.ask_a_person(rule)
+            return
         if self.cache.fresh():
             return  # held a moment ago, and the lease has not run out since
         reason = self.check()
@@ -502,6 +516,78 @@ class Hook:
                     "permissionDecisionReason": reason,
                 }
             }
+
+    def rule_for_call(self) -> str | None:
+        """The --ask-for rule (AFK_ASK_FOR, as afk loop gives a run) that
+        names this call, for a supervised run; None for any other call."""
+        if self.ctx.supervised is None:
+            return None
+        rules, _, _ = approvals.run_approvals(self.ctx.env)
+        payload = self.ctx.payload
+        rule = approvals.first_match(
+            rules, str(payload.get("tool_name") or ""), payload.get("tool_input")
+        )
+        return rule.text if rule is not None else None
+
+    def ask_a_person(self, rule: str) -> None:
+        """A call that needs a person (issue 43): deferred while its request
+        waits (denied, with a line saying so, where the harness cannot
+        defer), let through once when a person approved this very call,
+        refused with their note when they denied it."""
+        assert self.ctx.supervised is not None
+        task_id, token = self.ctx.supervised
+        payload = self.ctx.payload
+        tool, given = str(payload.get("tool_name") or ""), payload.get("tool_input")
+        _, ttl, on_timeout = approvals.run_approvals(self.ctx.env)
+        transcript = payload.get("transcript_path")
+        row = self.q.approval_for_call(
+            task_id,
+            token,
+            harness=self.ctx.harness,
+            session=self.ctx.session,
+            transcript=transcript if isinstance(transcript, str) else None,
+            tool=tool,
+            tool_input=given,
+            call_hash=approvals.call_hash(tool, given),
+            rule=rule,
+            ttl_seconds=ttl,
+            on_timeout=on_timeout,
+        )
+        action = row["action"]
+        if action == "lost":
+            decision, reason = "deny", self.check()
+            if reason is None:  # (nothing held, nothing known: the fence says no)
+                reason = f"afk: task {task_id} is no longer this run's: stop working on it"
+        elif action == "allow":
+            decision = "allow"
+            reason = f"afk: a person approved this call ({_who(row)})" + _noted(row)
+        elif action == "deny":
+            decision = "deny"
+            if row.get("decision") == "expired" or row.get("decided_via") == "ttl":
+                reason = "afk: no one decided on this call in time: it is denied; go on without it"
+            else:
+                reason = f"afk: a person denied this call ({_who(row)})" + _noted(row)
+                reason += "; go on without it"
+        elif self.ctx.harness in approvals.DEFERS:
+            decision = "defer"
+            reason = (
+                f"afk: {rule} needs a person's approval (request {row['approval_id']}, "
+                "afk approvals): this session waits for it"
+            )
+        else:
+            decision = "deny"
+            reason = (
+                f"afk: {rule} needs a person's approval, and they were asked (request "
+                f"{row['approval_id']}): do not do it another way; end your turn, the "
+                "task waits for their answer"
+            )
+        self.ctx.out = {
+            "hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": decision,
+                "permissionDecisionReason": reason,
+            }
+        }
 
     def trace_tool(self, *, denied: bool = False, ended: bool = False) -> None:
         """``execute_tool <tool>`` spans, under the session's span (its

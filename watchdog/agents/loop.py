@@ -29,6 +29,7 @@ No transaction is open while the agent runs: each step is one statement.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import socket
@@ -47,7 +48,7 @@ from ..models import Task
 from ..queue import Queue
 from ..text import clean, one_line
 from ..workspaces import Workspace, WorkspaceError
-from . import credential, sandbox
+from . import approvals, credential, sandbox
 from .accounts import DEFAULT_ACCOUNT, Accounts, Parking
 from .decide import EXIT_PARKED, Decision, Move, RunEnd, decide, probe_after, rules_of
 from .harnesses import prompt_argv, with_hooks
@@ -61,7 +62,7 @@ from .outcome import (
     failure_text,
 )
 from .process import Limits, Signs, run_agent, run_check, sweep_orphans
-from .sandbox import Boundary
+from .sandbox import Boundary, harness_of
 
 EXIT_OK, EXIT_ERROR = 0, 1
 #: the longest a loop sleeps between two looks at the database while it waits
@@ -101,6 +102,11 @@ class LoopOptions:
     require_changes: bool = False
     #: --sandbox: the boundary every run (and its check) is held to
     boundary: Boundary | None = None
+    #: --ask-for: the calls a person must approve (issue 43), and
+    #: --approval-ttl / --on-approval-timeout: how long a request waits, and then
+    ask_for: list[str] = field(default_factory=list)
+    approval_ttl: float = 12 * 3600.0
+    on_approval_timeout: str = "deny"
 
 
 def default_runner() -> str:
@@ -308,7 +314,13 @@ class Loop:
                 now = self.accounts.clock()
                 stopped = self.stopped.is_set()
                 verdict = classify(report, now, self.tz, self.patterns, interrupted=stopped)
-                if ws is not None and not lease.lost.is_set():
+                if self._ask_for(task) and not lease.lost.is_set() and not stopped:
+                    verdict = self.waiting_for_approval(task, verdict)
+                if (
+                    ws is not None
+                    and not lease.lost.is_set()
+                    and verdict.outcome is not Outcome.NEEDS_APPROVAL
+                ):
                     # (under the lease: a check longer than it keeps the task)
                     verdict = self.check_work(task, ws, report, verdict, before, lease.lost)
             report.extra["trace_id"] = trace_id
@@ -487,6 +499,8 @@ class Loop:
                 self.stopped_outside[task.id] = True
         if d.move is Move.HOLD and over_budget is not None:
             self.hold_over_budget(task, run, over_budget, line)
+        elif d.move is Move.APPROVAL:
+            self.hold_for_approval(task, run, line)
         elif d.move is Move.ASK:
             self.ask_about_denials(task, report, run)
         elif d.move is Move.DONE:
@@ -543,8 +557,8 @@ class Loop:
     def _telling(self, task: Task, kind: Outcome, report: Report, d: Decision, line: str) -> str:
         """The line the loop says of a settled run ("" for none)."""
         account = self.o.account
-        if d.move in (Move.HOLD, Move.ASK, Move.DONE):
-            return ""  # (hold and ask say their own)
+        if d.move in (Move.HOLD, Move.ASK, Move.APPROVAL, Move.DONE):
+            return ""  # (hold, ask and approval say their own)
         if kind is Outcome.TIMED_OUT:
             return f"task {task.id} {line}: stopped, an attempt spent"
         if kind is Outcome.STALLED:
@@ -613,6 +627,28 @@ class Loop:
         self.q.ask(task, one_line(question, 1000), token=task.token, run=run)
         self.say(f"task {task.id} needs input: {one_line(question, 300)} (afk answer ID TEXT)")
 
+    # -- approvals (issue 43) ---------------------------------------------------
+
+    def _ask_for(self, task: Task) -> list[str]:
+        """The --ask-for rules of a task's run: the loop's, then the task's."""
+        return [*self.o.ask_for, *(r for r in task.ask_for or () if r not in self.o.ask_for)]
+
+    def waiting_for_approval(self, task: Task, verdict: Verdict) -> Verdict:
+        """A run that left calls waiting for a person (a deferred call, or one
+        denied where the harness cannot defer) waits for them, whatever else
+        it said."""
+        waiting = self.q.open_approvals_of(task)
+        if not waiting:
+            return verdict
+        calls = ", ".join(f"request {w['id']}: {describe_tool(w)}" for w in waiting[:3])
+        return Verdict(Outcome.NEEDS_APPROVAL, f"waiting for a person's approval ({calls})")
+
+    def hold_for_approval(self, task: Task, run: dict[str, Any], line: str) -> None:
+        """Held, no attempt spent, until a person decides: the loop goes on."""
+        run = {**run, "outcome": str(Outcome.NEEDS_APPROVAL)}
+        self.q.release(task, line[:1000], outcome=Outcome.NEEDS_APPROVAL, run=run, hold=True)
+        self.say(f"task {task.id} is {line}: afk approvals; afk approve N or afk deny N")
+
     def _stopped_text(self, line: str, report: Report) -> str:
         """The error of a run the loop stopped: why, then its last lines."""
         tail = report.tail or "(none: it printed nothing)"
@@ -646,7 +682,32 @@ class Loop:
         env.update({"AFK_AGENT_ID": task.agent_id, "AFK_ACCOUNT": self.o.account})
         if self.broker is not None:
             env.update(self.broker.given())
+        rules = self._ask_for(task)
+        if rules:  # what its hooks ask a person about (issue 43)
+            env[approvals.RUN_APPROVALS] = json.dumps(
+                {
+                    "ask_for": rules,
+                    "ttl": self.o.approval_ttl,
+                    "on_timeout": self.o.on_approval_timeout,
+                }
+            )
         return env
+
+    def _resumed(self, task: Task) -> list[str] | None:
+        """The command that resumes the session a person decided a call of
+        (issue 43): ``claude --resume SESSION -p``, the call then answered by
+        the decision; None when there is none, or when its transcript is not
+        on this machine (a fresh session then reads the decision in its brief)."""
+        if not self._ask_for(task) or harness_of(self.o.command) != "claude":
+            return None
+        decided = self.q.approval_to_resume(task)
+        if decided is None or not decided.get("session_id"):
+            return None
+        transcript = decided.get("transcript")
+        if transcript and not os.path.isfile(transcript):
+            return None
+        command = [a for a in self.o.command if a != "--"]
+        return [command[0], "--resume", str(decided["session_id"]), *command[1:]]
 
     def run_agent(
         self,
@@ -677,7 +738,7 @@ class Loop:
         if budget is not None:
             # what is left, for the agent's own cap (claude -p --max-budget-usd)
             env.update(credential.budget(budget - (spent or 0)))
-        argv = prompt_argv(self.o.command, prompt)
+        argv = self._resumed(task) or prompt_argv(self.o.command, prompt)
         if ws is not None:  # (a worktree holds only committed settings)
             argv = with_hooks(argv, os.path.abspath(sys.executable))
         engine_log = sandbox.EngineLog() if self.o.boundary is not None else None

@@ -52,6 +52,9 @@ class Outcome(StrEnum):
     LEASE_LOST = "lease_lost"
     #: the agent asked a person a question (`afk ask`): held until answered
     NEEDS_INPUT = "needs_input"
+    #: a call an --ask-for rule names waits for a person's approval (issue
+    #: 43): held, no attempt spent, until `afk approve` / `afk deny`
+    NEEDS_APPROVAL = "needs_approval"
     #: the task's runs cost what its budget allows: held for a person
     OVER_BUDGET = "over_budget"
     #: the agent printed nothing and fired no hook for the stall time: stopped

@@ -295,6 +295,30 @@ def configure_loop(p: Parser) -> None:
     )
     boundary_options(p)
     p.add_argument(
+        "--ask-for",
+        action="append",
+        dest="ask_for",
+        metavar="RULE",
+        help="a tool call a person must approve, as Claude Code writes a permission rule "
+        "(Bash(git push:*), Bash(rm -rf:*), WebFetch, mcp__deploy__*): deferred, the task "
+        "held until afk approve or afk deny, the same session then resumed; give it again "
+        "for more (env AFK_ASK_FOR, one a line)",
+    )
+    p.add_argument(
+        "--approval-ttl",
+        type=duration_arg,
+        dest="approval_ttl",
+        metavar="DURATION",
+        help="how long a request waits for a person (env AFK_APPROVAL_TTL_SECONDS, default 12h)",
+    )
+    p.add_argument(
+        "--on-approval-timeout",
+        dest="on_approval_timeout",
+        choices=["deny", "hold"],
+        help="a request no one decided in time: denied (the default; env "
+        "AFK_ON_APPROVAL_TIMEOUT), or held until someone does",
+    )
+    p.add_argument(
         "--unsandboxed",
         action="store_true",
         help="run an agent command that turns its harness's permission checks off "
@@ -306,7 +330,8 @@ def configure_loop(p: Parser) -> None:
         "afk loop --agent A [--account NAME] [--lease S] [--wait] [--max-tasks N] "
         "[--stall-after DURATION] [--max-run DURATION] [--repo PATH] [--verify CMD] "
         "[--require-changes] [--sandbox [--allow-host HOST[:PORT]]... [--deny-read PATH]...] "
-        "[--unsandboxed] -- CMD [ARG...]"
+        "[--unsandboxed] [--ask-for RULE]... [--approval-ttl DURATION] "
+        "[--on-approval-timeout deny|hold] -- CMD [ARG...]"
     )
     p.epilog = (
         "exit 0 when nothing is left, 5 when the account needs a person, 130/143 when stopped"
@@ -338,6 +363,13 @@ def cmd_loop(args: argparse.Namespace, res: Resources) -> int:
     agent = agent_of(args)
     assert agent is not None
     boundary = boundary_of(args, res) if sandboxed else None
+    ask_for = ask_for_of(args.ask_for, settings.loop.ask_for)
+    on_timeout = args.on_approval_timeout or settings.loop.on_approval_timeout
+    if on_timeout not in ("deny", "hold"):
+        raise BadInput(f"AFK_ON_APPROVAL_TIMEOUT is {on_timeout!r}: write deny or hold")
+    ttl = args.approval_ttl if args.approval_ttl is not None else settings.loop.approval_ttl_seconds
+    if not 60 <= ttl <= 30 * 86400:
+        raise BadInput("--approval-ttl must be from 1 minute to 30 days")
 
     zone = settings.digest.day_zone()
     options = LoopOptions(
@@ -356,6 +388,9 @@ def cmd_loop(args: argparse.Namespace, res: Resources) -> int:
         verify=checked_verify(args.verify),
         require_changes=args.require_changes,
         boundary=boundary,
+        ask_for=ask_for,
+        approval_ttl=ttl,
+        on_approval_timeout=on_timeout,
     )
     from ..queue import Queue
 
@@ -386,6 +421,16 @@ def cmd_loop(args: argparse.Namespace, res: Resources) -> int:
         return loop.run()
     finally:
         broker.stop()
+
+
+def ask_for_of(given: list[str] | None, setting: str) -> list[str]:
+    """The loop's --ask-for rules (its setting's, one a line, then the
+    command line's), each read as a permission rule: one that does not read
+    is one line, exit 2, before anything is claimed."""
+    from ..agents import approvals
+
+    texts = [*setting.splitlines(), *(given or [])]
+    return list(dict.fromkeys(r.text for r in approvals.parse_all(texts)))
 
 
 def boundary_of(args: argparse.Namespace, res: Resources) -> Any:

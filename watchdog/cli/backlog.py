@@ -89,6 +89,7 @@ def read_jsonl(path: str) -> list[dict[str, Any]]:
                 "concurrency_limit",
                 "after",
                 "on_dep_failure",
+                "ask_for",
             }
             - set(WORKSPACE_FIELDS)
         )
@@ -189,6 +190,14 @@ def configure_enqueue(p: Parser) -> None:
         help="how many tasks of its key may run at once (default 1; the key's first "
         "enqueued limit stands)",
     )
+    p.add_argument(
+        "--ask-for",
+        action="append",
+        dest="ask_for",
+        metavar="RULE",
+        help="a call of its runs that a person must approve, as Claude Code writes a "
+        "permission rule (Bash(git push:*), WebFetch, mcp__deploy__*); give it again for more",
+    )
     workspace_options(p, branch=True)
     p.add_argument(
         "--file",
@@ -230,6 +239,8 @@ def cmd_enqueue(args: argparse.Namespace, res: Resources) -> int:
             raise BadInput("--file takes a not_before key per line, not --not-before")
         if args.after is not None or args.on_dep_failure is not None:
             raise BadInput("--file takes after and on_dep_failure keys per line, not --after")
+        if args.ask_for is not None:
+            raise BadInput("--file takes an ask_for key per line, not --ask-for")
         if args.concurrency_key is not None or args.concurrency_limit is not None:
             raise BadInput(
                 "--file takes concurrency_key and concurrency_limit keys per line, "
@@ -254,6 +265,7 @@ def cmd_enqueue(args: argparse.Namespace, res: Resources) -> int:
                 "concurrency_limit": args.concurrency_limit,
                 "after": args.after,
                 "on_dep_failure": args.on_dep_failure,
+                "ask_for": args.ask_for,
             }
         ]
     if args.max_attempts is not None:

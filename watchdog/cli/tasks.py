@@ -428,6 +428,53 @@ def cmd_questions(args: argparse.Namespace, res: Resources) -> int:
     return EXIT_OK
 
 
+def configure_approvals(p: Parser) -> None:
+    agent_option(p)
+    p.add_argument("--all", action="store_true", help="the decided requests too")
+
+
+def cmd_approvals(args: argparse.Namespace, res: Resources) -> int:
+    """The tool calls waiting for a person (issue 43): the task, the tool and
+    its whole input (scrubbed), the session that asked, when, until when."""
+    rows = res.queue.approvals(agent_of(args, required=False), everything=args.all)
+    emit([{**r, "task_id": str(r["task_id"])} for r in rows])
+    return EXIT_OK
+
+
+def configure_decide(p: Parser) -> None:
+    p.add_argument("id", type=approval_id, help="the request's id (afk approvals)")
+    p.add_argument("--note", help="a word for the agent (it reads it when the call is denied)")
+
+
+def approval_id(text: str) -> int:
+    if not text.isdigit() or not 0 < int(text) < 2**63:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a request id (afk approvals)")
+    return int(text)
+
+
+def cmd_approve(args: argparse.Namespace, res: Resources) -> int:
+    return _decide(args, res, approve=True)
+
+
+def cmd_deny(args: argparse.Namespace, res: Resources) -> int:
+    return _decide(args, res, approve=False)
+
+
+def _decide(args: argparse.Namespace, res: Resources, *, approve: bool) -> int:
+    row = res.queue.decide(
+        args.id, approve, who=os.environ.get("USER") or None, via="cli", note=args.note
+    )
+    emit(
+        {
+            "approval": row["id"],
+            "decision": "approved" if approve else "denied",
+            "task_id": str(row["task_id"]),
+            "due_again": bool(row["released"]),
+        }
+    )
+    return EXIT_OK
+
+
 def cmd_reclaim(args: argparse.Namespace, res: Resources) -> int:
     r = res.queue.reclaim()
     emit({"paused": r.paused, "failed": r.failed})

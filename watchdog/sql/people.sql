@@ -132,3 +132,130 @@ UPDATE afk_run
        attempt_spent = coalesce(attempt_spent, false)
  WHERE task_id = %(id)s AND token = %(token)s
 RETURNING id;
+
+-- name: approval_for_call :row
+-- A PreToolUse of a call that an --ask-for rule names, in the run of task
+-- %(id)s under %(token)s (issue 43), in one round trip: the call's request
+-- as it stands (by %(hash)s, the call's tool and exact input), made pending
+-- now when there is none, and what the hook answers: 'lost' (the run no
+-- longer holds its task: the fence answers), 'allow' (a person approved
+-- this very call, not used yet: used now), 'deny' (denied, or not decided in
+-- time under on_timeout deny: used now), 'defer' (still waiting).
+WITH held AS (
+    SELECT id FROM afk_task
+     WHERE id = %(id)s AND state = 'running' AND lease_token = %(token)s
+), found AS (
+    SELECT * FROM afk_approval
+     WHERE task_id = %(id)s AND call_hash = %(hash)s AND used_at IS NULL
+       AND EXISTS (SELECT 1 FROM held)
+     ORDER BY id DESC
+     LIMIT 1
+       FOR UPDATE
+), judged AS (
+    SELECT f.*,
+           CASE WHEN f.decision = 'approved' THEN 'allow'
+                WHEN f.decision IN ('denied', 'expired') THEN 'deny'
+                WHEN f.expires_at <= now() AND f.on_timeout = 'deny' THEN 'deny'
+                ELSE 'defer' END AS action
+      FROM found f
+), used AS (
+    UPDATE afk_approval a
+       SET used_at = now(),
+           decision = coalesce(a.decision, 'expired'),
+           decided_at = coalesce(a.decided_at, now()),
+           decided_via = coalesce(a.decided_via, 'ttl')
+      FROM judged j
+     WHERE a.id = j.id AND j.action IN ('allow', 'deny')
+    RETURNING a.id
+), made AS (
+    INSERT INTO afk_approval (task_id, session_id, transcript, harness, tool_name, tool_input,
+                              call_hash, rule, asked_token, expires_at, on_timeout)
+    SELECT id, %(session)s, %(transcript)s, %(harness)s, %(tool)s, %(input)s::jsonb, %(hash)s,
+           %(rule)s, %(token)s, now() + make_interval(secs => %(ttl)s), %(on_timeout)s
+      FROM held WHERE NOT EXISTS (SELECT 1 FROM found)
+    RETURNING id
+)
+SELECT coalesce((SELECT id FROM judged), (SELECT id FROM made)) AS approval_id,
+       CASE WHEN NOT EXISTS (SELECT 1 FROM held) THEN 'lost'
+            ELSE coalesce((SELECT action FROM judged), 'defer') END AS action,
+       (SELECT decision FROM judged) AS decision, (SELECT note FROM judged) AS note,
+       (SELECT decided_by FROM judged) AS decided_by,
+       (SELECT decided_via FROM judged) AS decided_via,
+       (SELECT count(*) FROM used) AS used;
+
+-- name: approvals :many retry
+-- The approval requests (the open ones, or all), oldest first, with their
+-- task, for `afk approvals` and the digest.
+SELECT a.id, a.task_id, t.agent_id, t.title, a.harness, a.tool_name, a.tool_input, a.rule,
+       a.session_id, a.asked_at, a.expires_at, a.on_timeout, a.decision, a.decided_at,
+       a.decided_by, a.decided_via, a.note, a.used_at
+  FROM afk_approval a JOIN afk_task t ON t.id = a.task_id
+ WHERE (%(all)s OR a.decision IS NULL)
+   AND (%(agent_id)s::text IS NULL OR t.agent_id = %(agent_id)s::text)
+ ORDER BY a.asked_at, a.id;
+
+-- name: decide_approval :one
+-- A person's decision on an open request (%(decision)s: approved or denied,
+-- by %(who)s through %(via)s, with %(note)s): recorded, and its task, held
+-- for it, due again at once (its next run resumes the session). One that is
+-- decided already, or whose task is not held for it, changes nothing: the
+-- row says what it was.
+WITH req AS (
+    SELECT * FROM afk_approval WHERE id = %(approval)s FOR UPDATE
+), dec AS (
+    UPDATE afk_approval a
+       SET decision = %(decision)s, decided_at = now(), decided_by = %(who)s,
+           decided_via = %(via)s, note = %(note)s
+      FROM req r
+     WHERE a.id = r.id AND r.decision IS NULL
+    RETURNING a.id, a.task_id, a.tool_name
+), upd AS (
+    UPDATE afk_task t
+       SET state = 'todo', run_after = NULL, updated_at = now(),
+           change_reason = left(%(decision)s || ': ' || d.tool_name || ' (via ' || %(via)s || ')'
+                                || coalesce(': ' || %(note)s, ''), 500),
+           change_by = %(who)s
+      FROM dec d
+     WHERE t.id = d.task_id AND t.state = 'paused' AND t.run_after = afk_held()
+    RETURNING t.id
+)
+SELECT r.id, r.task_id, r.tool_name, r.decision AS was, (SELECT count(*) FROM dec) AS decided,
+       (SELECT count(*) FROM upd) AS released
+  FROM req r;
+
+-- name: approval_to_resume :one retry
+-- The session a task's next run resumes: its latest decided request whose
+-- call has not come back yet (NULL: none).
+SELECT id, session_id, transcript, harness, decision, tool_name, tool_input, note
+  FROM afk_approval
+ WHERE task_id = %(id)s AND decision IN ('approved', 'denied') AND used_at IS NULL
+   AND session_id IS NOT NULL
+ ORDER BY decided_at DESC, id DESC
+ LIMIT 1;
+
+-- name: open_approvals_of :many retry
+-- A task's requests still waiting for a person (what a run left).
+SELECT id, tool_name, tool_input, rule FROM afk_approval
+ WHERE task_id = %(id)s AND decision IS NULL
+ ORDER BY id;
+
+-- name: expire_approvals :many
+-- The watchdog's look at requests not decided in time: under on_timeout
+-- deny, denied (by the TTL) and their tasks due again (the next run's call
+-- is answered no); under hold they wait on.
+WITH late AS (
+    UPDATE afk_approval
+       SET decision = 'expired', decided_at = now(), decided_via = 'ttl',
+           note = 'not decided within its time to live'
+     WHERE decision IS NULL AND expires_at <= now() AND on_timeout = 'deny'
+    RETURNING id, task_id, tool_name
+), upd AS (
+    UPDATE afk_task t
+       SET state = 'todo', run_after = NULL, updated_at = now(),
+           change_reason = 'approval expired: ' || l.tool_name || ' denied'
+      FROM late l
+     WHERE t.id = l.task_id AND t.state = 'paused' AND t.run_after = afk_held()
+    RETURNING t.id
+)
+SELECT l.id, l.task_id, l.tool_name, EXISTS (SELECT 1 FROM upd u WHERE u.id = l.task_id) AS released
+  FROM late l;

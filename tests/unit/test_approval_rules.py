@@ -1,0 +1,76 @@
+"""--ask-for rules (issue 43), in Claude Code's permission-rule syntax:
+which tool calls they ask a person about, and which rules are refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from watchdog.agents.approvals import call_hash, first_match, matches, parse, run_approvals
+from watchdog.errors import BadInput
+
+CASES = [
+    ("Bash(git push:*)", "Bash", {"command": "git push origin main"}, True),
+    ("Bash(git push:*)", "Bash", {"command": "git push"}, True),
+    ("Bash(git push:*)", "Bash", {"command": "git pushy"}, False),
+    ("Bash(git push:*)", "Bash", {"command": "cd app && git push -f"}, True),
+    ("Bash(git push:*)", "Bash", {"command": "git status; git push"}, True),
+    ("Bash(git push:*)", "Bash", {"command": "echo 'git push'"}, False),
+    ("Bash(rm -rf:*)", "Bash", {"command": "rm -rf build"}, True),
+    ("Bash(rm -rf:*)", "Bash", {"command": "rm -r build"}, False),
+    ("Bash(make deploy)", "Bash", {"command": "make deploy"}, True),
+    ("Bash(make deploy)", "Bash", {"command": "make deploy-docs"}, False),
+    ("Bash(npm run *)", "Bash", {"command": "npm run build"}, True),
+    ("Bash", "Bash", {"command": "ls"}, True),
+    ("Bash", "Write", {"file_path": "/w/a"}, False),
+    ("WebFetch", "WebFetch", {"url": "https://example.com/x"}, True),
+    ("WebFetch(domain:example.com)", "WebFetch", {"url": "https://api.example.com/x"}, True),
+    ("WebFetch(domain:example.com)", "WebFetch", {"url": "https://example.org/x"}, False),
+    ("WebFetch(domain:example.com)", "WebFetch", {"url": "https://badexample.com/"}, False),
+    ("mcp__deploy__*", "mcp__deploy__ship", {}, True),
+    ("mcp__deploy", "mcp__deploy__ship", {}, True),
+    ("mcp__deploy", "mcp__deployer__ship", {}, False),
+    ("Edit(./.env)", "Edit", {"file_path": "/w/app/.env"}, True),
+    ("Edit(/w/secrets/*)", "Edit", {"file_path": "/w/secrets/key"}, True),
+    ("Edit(/w/secrets/*)", "Edit", {"file_path": "/w/app/key"}, False),
+    ("Bash(git push:*)", "Bash", "not a mapping", False),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("rule", "tool", "given", "asks"), CASES)
+def test_a_rule_asks_a_person_about_the_calls_it_names(rule, tool, given, asks):
+    assert matches(parse(rule), tool, given) is asks
+
+
+@pytest.mark.parametrize("bad", ["", "Bash(", "Bash()", "Bash (x)", "a\x1bb", "x" * 501])
+def test_a_rule_that_does_not_read_is_refused(bad):
+    with pytest.raises(BadInput):
+        parse(bad)
+
+
+def test_the_first_rule_that_matches_is_the_one_named():
+    rules = [parse("WebFetch"), parse("Bash(git push:*)"), parse("Bash")]
+    rule = first_match(rules, "Bash", {"command": "git push"})
+    assert rule is not None and rule.text == "Bash(git push:*)"
+    assert first_match(rules, "Write", {"file_path": "x"}) is None
+
+
+def test_a_call_is_its_tool_and_its_exact_input():
+    assert call_hash("Bash", {"command": "git push", "timeout": 1}) == call_hash(
+        "Bash", {"timeout": 1, "command": "git push"}
+    )
+    assert call_hash("Bash", {"command": "git push"}) != call_hash(
+        "Bash", {"command": "git push -f"}
+    )
+
+
+@pytest.mark.parametrize(("value", "n", "ttl", "then"), [
+    (None, 0, 43200, "deny"),
+    ("nope", 0, 43200, "deny"),
+    ('{"ask_for": ["Bash", "("]}', 0, 43200, "deny"),
+    ('{"ask_for": ["Bash(git push:*)", "WebFetch"], "ttl": 60, "on_timeout": "hold"}',
+     2, 60, "hold"),
+    ('{"ask_for": ["Bash"], "ttl": -5}', 1, 1, "deny"),
+])  # fmt: skip
+def test_what_a_run_is_given_reads_or_is_nothing(value, n, ttl, then):
+    rules, seconds, on_timeout = run_approvals({"AFK_RUN_APPROVALS": value} if value else {})
+    assert (len(rules), seconds, on_timeout) == (n, ttl, then)

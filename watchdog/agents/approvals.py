@@ -1,0 +1,144 @@
+"""What needs a person (issue 43): ``--ask-for`` rules in Claude Code's
+permission-rule syntax (https://code.claude.com/docs/en/permissions), read
+here and matched against a tool call as its PreToolUse hook sees it. Pure:
+the hook (:mod:`watchdog.agents.hooks`) asks, the queue keeps the requests
+(``afk_approval``, migration 0032).
+
+A rule is ``Tool`` (every call of the tool; ``mcp__server`` every tool of
+that server; ``*`` a glob over the name) or ``Tool(spec)``:
+
+- ``Bash(git push:*)``: a command that starts with ``git push`` (a word
+  boundary after it); ``Bash(rm -rf *)``: a glob; ``Bash(make deploy)``:
+  that exact command. A compound command (``cd x && git push``) matches when
+  one of its parts does, as Claude Code reads its own rules.
+- ``WebFetch(domain:example.com)``: a URL on that host or under it.
+- ``Read(...)``, ``Edit(...)``, ``Write(...)``: a glob over the file's path
+  (``./x`` and ``x`` match a path that ends in it).
+- any other tool's spec: a glob over the values of its input.
+
+A rule only ever asks for a person: afk's hook answers ``defer`` (or ``deny``
+where the harness has no defer) for a call that matches, ``allow`` only for
+the very call a person approved, and nothing for anything else."""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from ..errors import BadInput
+
+#: the harnesses whose PreToolUse may answer "defer" (Claude Code -p, v2.1.89+:
+#: https://code.claude.com/docs/en/hooks#defer-a-tool-call-for-later); the
+#: others' calls are denied with a line saying a person was asked
+DEFERS = frozenset({"claude"})
+#: the tools whose spec is a path
+PATH_TOOLS = frozenset({"Read", "Edit", "Write", "MultiEdit", "NotebookEdit", "Glob", "Grep"})
+RULE = re.compile(r"^(?P<tool>[A-Za-z0-9_*.-]+)(?:\((?P<spec>.+)\))?$", re.S)
+#: how a shell command splits into the commands a rule is matched against
+SHELL_PARTS = re.compile(r"&&|\|\||;|\||\n")
+#: the longest rule read
+MAX_RULE = 500
+
+
+@dataclass(frozen=True)
+class Rule:
+    text: str
+    tool: str
+    spec: str | None = None
+
+
+def parse(text: str) -> Rule:
+    """One rule, or BadInput saying what is wrong with it."""
+    given = text.strip()
+    m = RULE.match(given) if 0 < len(given) <= MAX_RULE else None
+    if m is None or any(ord(c) < 32 for c in given):
+        raise BadInput(
+            f"--ask-for {text!r} is not a permission rule: write Tool or Tool(spec), "
+            "as Bash(git push:*), WebFetch or mcp__deploy__*"
+        )
+    spec = m.group("spec")
+    if spec is not None and not spec.strip():
+        raise BadInput(f"--ask-for {text!r} has an empty spec: write {m.group('tool')}")
+    return Rule(given, m.group("tool"), spec)
+
+
+def parse_all(texts: Iterable[str]) -> list[Rule]:
+    return [parse(t) for t in texts if t.strip()]
+
+
+def first_match(rules: Iterable[Rule], tool: str, tool_input: Any) -> Rule | None:
+    """The first rule that asks a person about this call."""
+    return next((r for r in rules if matches(r, tool, tool_input)), None)
+
+
+def matches(rule: Rule, tool: str, tool_input: Any) -> bool:
+    if not _tool_matches(rule.tool, tool):
+        return False
+    if rule.spec is None:
+        return True
+    given = tool_input if isinstance(tool_input, Mapping) else {}
+    spec = rule.spec.strip()
+    if tool == "Bash":
+        command = given.get("command")
+        return isinstance(command, str) and any(
+            _command_matches(spec, part.strip()) for part in SHELL_PARTS.split(command)
+        )
+    if tool == "WebFetch" and spec.startswith("domain:"):
+        host = (urlsplit(str(given.get("url", ""))).hostname or "").lower()
+        want = spec.removeprefix("domain:").strip().lower()
+        return bool(host) and (host == want or host.endswith("." + want))
+    if tool in PATH_TOOLS:
+        path = str(given.get("file_path") or given.get("path") or given.get("notebook_path") or "")
+        bare = spec.removeprefix("./")
+        return bool(path) and (
+            fnmatch.fnmatchcase(path, spec)
+            or fnmatch.fnmatchcase(path, "*/" + bare)
+            or path == bare
+        )
+    return any(fnmatch.fnmatchcase(str(v), spec) for v in given.values())
+
+
+def _tool_matches(pattern: str, tool: str) -> bool:
+    if pattern.startswith("mcp__") and pattern.count("__") == 1:  # a server: all its tools
+        return tool == pattern or tool.startswith(pattern + "__")
+    return fnmatch.fnmatchcase(tool, pattern)
+
+
+def _command_matches(spec: str, command: str) -> bool:
+    if spec.endswith(":*"):
+        prefix = spec[:-2].rstrip()
+        return command == prefix or command.startswith(prefix + " ")
+    if "*" in spec:
+        return fnmatch.fnmatchcase(command, spec)
+    return command == spec
+
+
+def call_hash(tool: str, tool_input: Any) -> str:
+    """The call a person decides: its tool and its exact input."""
+    text = json.dumps([tool, tool_input], sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+#: what afk loop gives a run about approvals (issue 43), as JSON: the
+#: --ask-for rules ("ask_for"), how long a request waits ("ttl", seconds) and
+#: what it then becomes ("on_timeout": deny or hold)
+RUN_APPROVALS = "AFK_RUN_APPROVALS"
+DEFAULT_APPROVAL_TTL = 12 * 3600.0
+
+
+def run_approvals(env: Mapping[str, str]) -> tuple[list[Rule], float, str]:
+    """A run's approvals as :data:`RUN_APPROVALS` gives them (none when it
+    does not read: a hook never fails its agent)."""
+    try:
+        given = json.loads(env.get(RUN_APPROVALS) or "{}")
+        rules = parse_all(str(r) for r in given.get("ask_for") or [])
+        ttl = min(max(float(given.get("ttl", DEFAULT_APPROVAL_TTL)), 1.0), 30 * 86400.0)
+    except (ValueError, TypeError, AttributeError, BadInput):
+        return [], DEFAULT_APPROVAL_TTL, "deny"
+    return rules, ttl, "hold" if given.get("on_timeout") == "hold" else "deny"
