@@ -291,9 +291,23 @@ def run_questions(w: JobHost) -> dict[str, Any]:
     return {"alerts": [o.to_json() for o in sent]}
 
 
+def run_approvals(w: JobHost) -> dict[str, Any]:
+    """Approval requests no one decided within their time to live: denied
+    (their tasks due again, the call then refused), unless held (issue 43)."""
+    expired = w.queue.expire_approvals()
+    if expired:
+        logger.info(
+            "%d approval request(s) expired undecided: denied",
+            len(expired),
+            extra={"action": "approvals", "expired": [r["id"] for r in expired]},
+        )
+    return {"expired": len(expired)}
+
+
 JOBS: tuple[Job, ...] = (
     Job("leader", lambda s: s.service.leader_interval, False, run_leader, tick=False),
     Job("reclaim", lambda s: s.service.reclaim_interval, False, run_reclaim),
+    Job("approvals", lambda s: s.service.reclaim_interval, False, run_approvals),
     Job("gauges", lambda s: s.service.gauges_interval, False, run_gauges),
     Job("poison", lambda s: s.service.poison_interval, True, run_poison),
     Job("prune", lambda s: s.service.prune_interval, True, run_prune),

@@ -33,6 +33,8 @@ CASES = [
     ("Edit(/w/secrets/*)", "Edit", {"file_path": "/w/secrets/key"}, True),
     ("Edit(/w/secrets/*)", "Edit", {"file_path": "/w/app/key"}, False),
     ("Bash(git push:*)", "Bash", "not a mapping", False),
+    ("Bash(git push:*)", "run_shell_command", {"command": "git push"}, True),
+    ("Bash", "Shell", {"command": "ls"}, True),
 ]  # fmt: skip
 
 

@@ -37,6 +37,9 @@ from ..errors import BadInput
 #: https://code.claude.com/docs/en/hooks#defer-a-tool-call-for-later); the
 #: others' calls are denied with a line saying a person was asked
 DEFERS = frozenset({"claude"})
+#: each harness's shell tool (Claude Code's Bash, Gemini CLI's
+#: run_shell_command, Codex's and Copilot's): a Bash(...) rule names them all
+SHELL_TOOLS = ("Bash", "run_shell_command", "Shell", "bash")
 #: the tools whose spec is a path
 PATH_TOOLS = frozenset({"Read", "Edit", "Write", "MultiEdit", "NotebookEdit", "Glob", "Grep"})
 RULE = re.compile(r"^(?P<tool>[A-Za-z0-9_*.-]+)(?:\((?P<spec>.+)\))?$", re.S)
@@ -78,6 +81,8 @@ def first_match(rules: Iterable[Rule], tool: str, tool_input: Any) -> Rule | Non
 
 
 def matches(rule: Rule, tool: str, tool_input: Any) -> bool:
+    if rule.tool == "Bash" and tool in SHELL_TOOLS:
+        tool = "Bash"
     if not _tool_matches(rule.tool, tool):
         return False
     if rule.spec is None:

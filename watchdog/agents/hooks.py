@@ -104,7 +104,7 @@ EDIT_TOOLS = {
 }
 #: tools whose tool_input.command is a shell command (Claude Code, Gemini CLI,
 #: Cursor, Copilot CLI)
-SHELL_TOOLS = ("Bash", "run_shell_command", "Shell", "bash")
+SHELL_TOOLS = approvals.SHELL_TOOLS
 
 
 #: StopFailure's ``error`` values that say something about the account
@@ -577,7 +577,7 @@ class Hook:
         else:
             decision = "deny"
             reason = (
-                f"afk: {rule} needs a person's approval, and they were asked (request "
+                f"afk: {rule} needs a person's approval, and a person was asked (request "
                 f"{row['approval_id']}): do not do it another way; end your turn, the "
                 "task waits for their answer"
             )
