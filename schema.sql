@@ -320,6 +320,7 @@ CREATE TABLE public.afk_approval (
     decided_via text,
     note text,
     used_at timestamp with time zone,
+    alerted_at timestamp with time zone,
     CONSTRAINT afk_approval_decision_check CHECK ((decision = ANY (ARRAY['approved'::text, 'denied'::text, 'expired'::text]))),
     CONSTRAINT afk_approval_on_timeout_check CHECK ((on_timeout = ANY (ARRAY['deny'::text, 'hold'::text])))
 );
@@ -494,6 +495,11 @@ ALTER TABLE public.afk_task_event ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTI
     NO MAXVALUE
     CACHE 1
 );
+CREATE TABLE public.afk_web_secret (
+    name text NOT NULL,
+    value text NOT NULL,
+    made_at timestamp with time zone DEFAULT now() NOT NULL
+);
 CREATE TABLE public.afk_workspace (
     task_id uuid NOT NULL,
     repo text NOT NULL,
@@ -541,6 +547,8 @@ ALTER TABLE ONLY public.afk_task
     ADD CONSTRAINT afk_task_idem_key_key UNIQUE (idem_key);
 ALTER TABLE ONLY public.afk_task
     ADD CONSTRAINT afk_task_pkey PRIMARY KEY (id);
+ALTER TABLE ONLY public.afk_web_secret
+    ADD CONSTRAINT afk_web_secret_pkey PRIMARY KEY (name);
 ALTER TABLE ONLY public.afk_workspace
     ADD CONSTRAINT afk_workspace_pkey PRIMARY KEY (task_id);
 CREATE UNIQUE INDEX afk_account_park_open ON public.afk_account_park USING btree (account) WHERE (cleared_at IS NULL);

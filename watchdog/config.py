@@ -421,6 +421,10 @@ class DigestSettings:
         "", "smtp://user:pass@host:587 (STARTTLS) or smtps://...:465", secret=True
     )
     smtp_cafile: str = _field("", "CA file to verify the SMTP server with (default: system)")
+    ntfy_url: str = _field(
+        "", "an ntfy topic URL (https://ntfy.sh/your-secret-topic): pushes to a phone", secret=True
+    )
+    ntfy_token: str = _field("", "the ntfy topic's access token, if it has one", secret=True)
     email_to: str = _field("", "recipients, comma-separated")
     email_from: str = _field("", "sender address")
     at: str = _field("08:00", "time of day of the digest (HH:MM)")
@@ -469,7 +473,7 @@ class DigestSettings:
 
     def __post_init__(self) -> None:
         problems = []
-        for name in ("slack_url", "webhook_url"):
+        for name in ("slack_url", "webhook_url", "ntfy_url"):
             value = getattr(self, name)
             if value and not re.match(r"^https?://[^\s/]+", value):
                 problems.append(f"{name} must be an http(s) URL")
@@ -528,6 +532,7 @@ DESTINATIONS: tuple[tuple[str, str], ...] = (
     ("slack", "slack_url"),
     ("webhook", "webhook_url"),
     ("email", "smtp_url"),
+    ("ntfy", "ntfy_url"),
 )
 
 

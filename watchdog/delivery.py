@@ -282,3 +282,82 @@ def alert_questions(db: Database, settings: DigestSettings, limit: int = 20) -> 
         outcomes += [o for o in sent if o is not None]
         db.execute("question_alerted", {"question_id": row["question_id"]})
     return outcomes
+
+
+#: new approval requests told one by one in a pass; more than this are told
+#: as one summary (a night that piles them up is not a phone buzzing all night)
+APPROVALS_ONE_BY_ONE = 3
+
+
+def link_secret(db: Database) -> str:
+    """The status server's secret for the links it signs (made once)."""
+    row = db.one("web_secret", {"name": "links"})
+    assert row is not None
+    return str(row["value"])
+
+
+def approval_links(
+    db: Database, public_url: str, approval: int, expires_at: datetime
+) -> dict[str, str]:
+    """The signed links that decide a request from a phone, valid while it
+    waits (none without the server's public address)."""
+    if not public_url:
+        return {}
+    from . import links
+
+    secret, until = link_secret(db), int(expires_at.timestamp())
+    base = public_url.rstrip("/")
+    approve = links.sign(secret, approval, "approve", until)
+    return {
+        "approve": f"{base}/a/{approve}",
+        "deny": f"{base}/a/{links.sign(secret, approval, 'deny', until)}",
+        "page": f"{base}/a/{approve}",
+    }
+
+
+def alert_approvals(
+    db: Database, settings: DigestSettings, public_url: str, limit: int = 50
+) -> list[Delivery]:
+    """Tell the alert destinations of each new approval request, once per
+    request and destination, with its links; many at once as one summary."""
+    from .agents.outcome import describe_tool
+    from .destinations import AnyAlert, ApprovalAlert, ApprovalsSummary
+
+    destinations = {d.name: d for d in configured(settings)}
+    rows = db.all("approvals_unalerted", {"limit": limit})
+    outcomes: list[Delivery] = []
+    alerts = [
+        (
+            row,
+            ApprovalAlert(
+                row["id"],
+                str(row["task_id"]),
+                row["agent_id"],
+                row["title"],
+                describe_tool(row),
+                row["expires_at"].isoformat(timespec="minutes"),
+                approval_links(db, public_url, row["id"], row["expires_at"]),
+            ),
+        )
+        for row in rows
+    ]
+    told: list[tuple[dict[str, Any], str, AnyAlert]] = [
+        (row, f"approval:{row['id']}", alert) for row, alert in alerts
+    ]
+    if len(alerts) > APPROVALS_ONE_BY_ONE:
+        summary = ApprovalsSummary([a for _, a in alerts])
+        told = [(rows[0], f"approvals:{rows[0]['id']}-{rows[-1]['id']}", summary)]
+    for row, kind, alert in told:
+
+        def send(
+            destination: str, _row: dict[str, Any], alert: AnyAlert = alert, kind: str = kind
+        ) -> int:
+            return destinations[destination].send_alert(alert, f"{destination}:{kind}")
+
+        sent = [
+            claim_and_send(db, settings, d, kind, row["asked_at"], 3600, send) for d in destinations
+        ]
+        outcomes += [o for o in sent if o is not None]
+    for row in rows:
+        db.execute("approval_alerted", {"approval": row["id"]})
+    return outcomes

@@ -125,6 +125,40 @@ def send_webhook(settings: DigestSettings, payload: str, delivery_id: str) -> in
     )
 
 
+def send_ntfy(
+    settings: DigestSettings,
+    title: str,
+    text: str,
+    *,
+    click: str | None = None,
+    actions: list[tuple[str, str]] | None = None,
+) -> int:
+    """A push to a phone through ntfy (https://docs.ntfy.sh/publish/): its JSON
+    form, posted to the server of the topic URL (a title in any script), with
+    ``actions`` as its buttons (label, URL: each opens the link), and the
+    topic's access token when one is set."""
+    where = urllib.parse.urlsplit(settings.ntfy_url)
+    base, _, topic = where.path.rstrip("/").rpartition("/")
+    body = {
+        "topic": topic,
+        "title": title[:250],
+        "message": text[:3800],
+        "tags": ["robot"],
+        "priority": 4,
+        **({"click": click} if click else {}),
+        **(
+            {"actions": [{"action": "view", "label": n, "url": u} for n, u in actions[:3]]}
+            if actions
+            else {}
+        ),
+    }
+    headers = {"Content-Type": "application/json"}
+    if settings.ntfy_token:
+        headers["Authorization"] = f"Bearer {settings.ntfy_token}"
+    server = urllib.parse.urlunsplit((where.scheme, where.netloc, base + "/", "", ""))
+    return _http_post(server, json.dumps(body).encode(), headers, settings.timeout, "ntfy")
+
+
 def send_email(settings: DigestSettings, subject: str, text: str, html: str | None) -> int:
     url = urllib.parse.urlsplit(settings.smtp_url)
     query = dict(urllib.parse.parse_qsl(url.query))
@@ -290,7 +324,80 @@ class QuestionAlert:
         }
 
 
-AnyAlert = Alert | AccountAlert | QuestionAlert
+@dataclass(frozen=True)
+class ApprovalAlert:
+    """A tool call waits for a person's approval (issue 43), with the links
+    that decide it from a phone (none without AFK_PUBLIC_URL)."""
+
+    approval: int
+    task_id: str
+    agent_id: str
+    title: str
+    call: str
+    expires_at: str
+    #: "approve", "deny", "page": signed links to the status server
+    links: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        lines = [
+            f"afk: {self.agent_id} waits for your approval, on {self.title!r}:",
+            self.call,
+            f"Request {self.approval}; undecided by {self.expires_at}, it is denied.",
+        ]
+        if self.links:
+            lines += [f"Approve: {self.links['approve']}", f"Deny: {self.links['deny']}"]
+        lines.append(f"Or: afk approve {self.approval} / afk deny {self.approval} --note '...'")
+        return "\n".join(lines)
+
+    @property
+    def subject(self) -> str:
+        return f"afk: {self.agent_id} waits for your approval"
+
+    @property
+    def actions(self) -> list[tuple[str, str]]:
+        return (
+            [("Approve", self.links["approve"]), ("Deny", self.links["deny"])] if self.links else []
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": "afk.approval",
+            "approval": self.approval,
+            "task_id": self.task_id,
+            "agent_id": self.agent_id,
+            "title": self.title,
+            "call": self.call,
+            "expires_at": self.expires_at,
+            "links": self.links,
+        }
+
+
+@dataclass(frozen=True)
+class ApprovalsSummary:
+    """Many requests at once, told as one message (each call and its links)."""
+
+    requests: list[ApprovalAlert]
+
+    @property
+    def text(self) -> str:
+        lines = [f"afk: {len(self.requests)} tool calls wait for your approval:"]
+        for a in self.requests[:20]:
+            lines.append(f"- {a.agent_id}, {a.title!r}: {a.call} (request {a.approval})")
+            if a.links:
+                lines.append(f"  approve {a.links['approve']}  deny {a.links['deny']}")
+        lines.append("All of them: afk approvals")
+        return "\n".join(lines)
+
+    @property
+    def subject(self) -> str:
+        return f"afk: {len(self.requests)} tool calls wait for your approval"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "afk.approvals", "requests": [a.to_json() for a in self.requests]}
+
+
+AnyAlert = Alert | AccountAlert | QuestionAlert | ApprovalAlert | ApprovalsSummary
 
 
 class Destination(Protocol):
@@ -343,10 +450,30 @@ class Email:
         return send_email(self.settings, alert.subject, alert.text, None)
 
 
-SENDERS: dict[str, type[Slack] | type[Webhook] | type[Email]] = {
+@dataclass(frozen=True)
+class Ntfy:
+    settings: DigestSettings
+    name: str = "ntfy"
+
+    def send_digest(self, digest: Digest, rendered: Rendered, delivery_id: str) -> int:
+        title = (
+            "afk digest: all clear"
+            if digest.all_clear
+            else f"afk digest: {digest.failed_total} failed"
+        )
+        return send_ntfy(self.settings, title, rendered["text"])
+
+    def send_alert(self, alert: AnyAlert, delivery_id: str) -> int:
+        actions = alert.actions if isinstance(alert, ApprovalAlert) else None
+        click = alert.links.get("page") if isinstance(alert, ApprovalAlert) else None
+        return send_ntfy(self.settings, alert.subject, alert.text, click=click, actions=actions)
+
+
+SENDERS: dict[str, type[Slack] | type[Webhook] | type[Email] | type[Ntfy]] = {
     "slack": Slack,
     "webhook": Webhook,
     "email": Email,
+    "ntfy": Ntfy,
 }
 
 

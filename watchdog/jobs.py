@@ -294,6 +294,8 @@ def run_questions(w: JobHost) -> dict[str, Any]:
 def run_approvals(w: JobHost) -> dict[str, Any]:
     """Approval requests no one decided within their time to live: denied
     (their tasks due again, the call then refused), unless held (issue 43)."""
+    from . import delivery
+
     expired = w.queue.expire_approvals()
     if expired:
         logger.info(
@@ -301,7 +303,11 @@ def run_approvals(w: JobHost) -> dict[str, Any]:
             len(expired),
             extra={"action": "approvals", "expired": [r["id"] for r in expired]},
         )
-    return {"expired": len(expired)}
+    d = w.settings.digest
+    if not d.destinations():
+        return {"expired": len(expired), "alerts": []}
+    sent = delivery.alert_approvals(w.db, d, w.settings.service.public_url)
+    return {"expired": len(expired), "alerts": [o.to_json() for o in sent]}
 
 
 JOBS: tuple[Job, ...] = (

@@ -57,6 +57,10 @@ CSP = (
 )
 _AGENT_PATH = re.compile(r"^/agents/(?P<agent>[^/]+)$")
 _TASK_PATH = re.compile(r"^/tasks/(?P<task>[^/]+)$")
+#: a signed link that decides one approval request (watchdog.links)
+_LINK_PATH = re.compile(r"^/a/(?P<token>[A-Za-z0-9_.-]{1,512})$")
+#: the most of a link's form read (a note)
+MAX_FORM = 16 * 1024
 
 StartResponse = Callable[..., Any]
 
@@ -160,6 +164,9 @@ class StatusPages:
         if path == "/static/style.css":
             css = self.env.loader.get_source(self.env, "style.css")[0]  # type: ignore[union-attr]
             return Response("200 OK", css, "text/css")
+        link = _LINK_PATH.match(path)
+        if link is not None:  # (the signed link is its own credential)
+            return self.decide_by_link(environ, link.group("token"))
         denied = self.check_access(environ, path, query, raw)
         if denied is not None:
             return denied
@@ -244,6 +251,69 @@ class StatusPages:
         return Response(
             "404 Not Found", self.page("error.html.j2", title="Not found", message=message)
         )
+
+    # -- a decision by a signed link (issue 43) ---------------------------------
+
+    def decide_by_link(self, environ: dict[str, Any], token: str) -> Response:
+        """GET shows the request (its call in full) and one button; POST
+        decides it. An altered, foreign, expired or used link gets a plain
+        page that says so, and nothing changes."""
+        import time
+
+        from . import delivery, links
+        from .errors import NotRunning
+        from .queue import Queue
+
+        method = environ.get("REQUEST_METHOD", "GET")
+        if method not in ("GET", "HEAD", "POST"):
+            return Response(
+                "405 Method Not Allowed", "GET or POST\n", "text/plain", [("Allow", "GET, POST")]
+            )
+        found = links.verify(delivery.link_secret(self.db), token, time.time())
+        if isinstance(found, str):
+            status = "410 Gone" if "expired" in found else "403 Forbidden"
+            return self.link_page(status, title="Refused", message=found)
+        row = self.db.one("approval_page", {"approval": found.approval})
+        if row is None:
+            return self.link_page("404 Not Found", title="Gone", message="no such request")
+        if row["decision"] is not None:
+            return self.link_page(
+                "409 Conflict",
+                title="Already decided",
+                message=f"this request was {row['decision']} (by "
+                f"{row['decided_by'] or 'someone'}, via {row['decided_via']}); nothing was changed",
+            )
+        approve = found.decision == "approve"
+        if method == "POST":
+            note = _form(environ).get("note", "").strip() or None
+            try:
+                Queue(self.db).decide(
+                    found.approval, approve, who="the link's holder", via="link", note=note
+                )
+            except NotRunning as exc:
+                return self.link_page("409 Conflict", title="Already decided", message=str(exc))
+            verb = "Approved" if approve else "Denied"
+            return self.link_page(
+                "200 OK",
+                title=verb,
+                message=f"{verb}: {row['title']} is due again, and its session goes on.",
+            )
+        return Response(
+            "200 OK",
+            self.page(
+                "approval.html.j2",
+                title=("Approve" if approve else "Deny") + f" request {row['id']}",
+                r=row,
+                approve=approve,
+                call=row["tool_input"].get("command")
+                if isinstance(row["tool_input"], dict)
+                else None,
+                action=f"/a/{token}",
+            ),
+        )
+
+    def link_page(self, status: str, *, title: str, message: str) -> Response:
+        return Response(status, self.page("error.html.j2", title=title, message=message))
 
     # -- pages --------------------------------------------------------------
 
@@ -385,6 +455,17 @@ class StatusPages:
 
 
 # -- helpers for the templates ---------------------------------------------
+
+
+def _form(environ: dict[str, Any]) -> dict[str, str]:
+    """A form's fields, read up to :data:`MAX_FORM` bytes."""
+    try:
+        size = min(int(environ.get("CONTENT_LENGTH") or 0), MAX_FORM)
+    except ValueError:
+        size = 0
+    body = environ["wsgi.input"].read(size) if size > 0 else b""
+    fields = urllib.parse.parse_qs(body.decode("utf-8", "replace"))
+    return {k: v[0] for k, v in fields.items() if v}
 
 
 def one_page(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:

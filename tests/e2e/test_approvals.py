@@ -12,7 +12,7 @@ import sys
 import textwrap
 
 import pytest
-from helpers import Afk
+from helpers import Afk, poll
 
 #: a stand-in for Gemini CLI: it asks its installed BeforeTool hook (afk's,
 #: for Gemini) about `git push origin main`, prints the hook's answer, and
@@ -140,3 +140,78 @@ def test_bad_rules_and_ids_are_one_line_and_change_nothing(afk, sql, args):
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     assert sql.fingerprint() == before
+
+
+def test_a_request_reaches_a_phone_once_and_its_signed_link_decides_it(
+    approvals, dsn, receiver, sql, tmp_path
+):
+    """Items 4 and 5: the request is pushed once to ntfy (a local stub) with
+    its approve and deny links; headless Chromium at a phone's width opens
+    the approve link, sees the command in full with no sideways scroll, and
+    presses the button; the task is due again, decided by the link. The
+    link replayed, altered, pointed at another request, expired, or merely
+    fetched (GET) changes nothing."""
+    import html
+
+    import httpx
+    from helpers import require_tool
+    from helpers.browser import Browser
+    from helpers.service import Service
+
+    from watchdog import links
+
+    afk = approvals.afk
+    (task_id,) = afk.json("enqueue", "--agent", "g", "--title", "ship the release")["enqueued"]
+    long_push = "git push origin main " + " ".join(f"--push-option=note-{i}" for i in range(30))
+    assert approvals.loop(env={"AGENT_COMMAND": long_push}).returncode == 0
+    service = Service(dsn)
+    try:
+        poll(lambda: service.health() == 200, timeout=60)
+        env = {"AFK_PUBLIC_URL": service.url, "AFK_DIGEST_NTFY_URL": receiver.url("/afk-night")}
+        for _ in range(2):  # told once, however often the job runs
+            tick = afk("watchdog", "tick", "approvals", env=env)
+            assert tick.returncode == 0, tick.stderr
+        (pushed,) = receiver.received
+        note = json.loads(pushed.body)
+        assert pushed.path == "/" and note["topic"] == "afk-night", note
+        assert (
+            "git push origin main" in note["message"] and "waits for your approval" in note["title"]
+        )
+        approve, deny = (a["url"] for a in note["actions"])
+        assert [a["label"] for a in note["actions"]] == ["Approve", "Deny"]
+        assert approve.startswith(service.url + "/a/") and deny.startswith(service.url + "/a/")
+
+        before = sql.fingerprint()
+        assert httpx.get(deny, timeout=10).status_code == 200  # a look decides nothing
+        body, mac = approve.rsplit("/", 1)[1].split(".")
+        altered = f"{service.url}/a/{body}.{mac[:-2]}{'AA' if mac[-2:] != 'AA' else 'BB'}"
+        (secret,) = sql("SELECT value FROM afk_web_secret")[0].values()
+        (waiting,) = afk.json("approvals")
+        foreign = f"{service.url}/a/{links.sign(secret, waiting['id'] + 1, 'approve', 2**40)}"
+        expired = f"{service.url}/a/{links.sign(secret, waiting['id'], 'approve', 1)}"
+        forged = f"{service.url}/a/{links.sign('not-the-secret', waiting['id'], 'approve', 2**40)}"
+        for url, status in ((altered, 403), (forged, 403), (expired, 410), (foreign, 404)):
+            got = httpx.post(url, timeout=10)
+            assert got.status_code == status, (url, got.status_code, got.text[:300])
+        assert sql.fingerprint() == before
+
+        with Browser(require_tool("chromium"), tmp_path / "profile", width=390, height=844) as b:
+            page = b.load(approve)
+            shown = html.unescape(page.dom)
+            assert long_push in shown and not b.overflows(), (
+                "the command, whole, no sideways scroll"
+            )
+            assert not page.said, page.said
+            done = b.press("form.decide button")
+            assert "Approved" in done.dom, done.dom[-2000:]
+            again = b.load(approve)  # replayed: said so, nothing changed
+            assert "Already decided" in again.dom
+        task = afk.json("show", task_id)
+        assert task["state"] == "todo" and afk.json("approvals") == [], task
+        assert any(
+            h.get("runner") == "the link's holder" and "(via link)" in (h.get("reason") or "")
+            for h in task["history"]
+        ), task["history"]
+        assert httpx.post(deny, timeout=10).status_code == 409  # the other link, used up too
+    finally:
+        service.cleanup()

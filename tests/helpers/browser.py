@@ -95,6 +95,24 @@ class Browser:
         self._drain()
         return Page(dom, [line for e in self._events if (line := _said(e))])
 
+    def press(self, selector: str) -> Page:
+        """Press the element of ``selector`` on the loaded page (a form's
+        button) as a person taps it, and read the page it loads."""
+        self._events.clear()
+        self._call(
+            "Runtime.evaluate",
+            {"expression": f"document.querySelector({json.dumps(selector)}).click()"},
+            session=True,
+        )
+        self._wait_event("Page.loadEventFired")
+        dom = self._call(
+            "Runtime.evaluate",
+            {"expression": "document.documentElement.outerHTML", "returnByValue": True},
+            session=True,
+        )["result"]["value"]
+        self._drain()
+        return Page(dom, [line for e in self._events if (line := _said(e))])
+
     def resize(self, width: int, height: int = 900) -> None:
         """The viewport's size for the next loads (a phone is 390 px wide)."""
         self._call(

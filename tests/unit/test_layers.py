@@ -28,6 +28,7 @@ FLOORS = {
         "agents.brokerlink",
         "agents.sandbox",
         "agents.approvals",
+        "links",
     ],
     2: ["agents.outcome", "logs"],
     3: ["config", "agents.process"],

@@ -63,7 +63,7 @@ def test_every_destination_has_its_switch_and_its_class():
     assert {switch for _, switch in DESTINATIONS} <= {f.name for f in fields(DigestSettings)}
     assert no_destination() == (
         "no digest destination is configured "
-        "(AFK_DIGEST_SLACK_URL, AFK_DIGEST_WEBHOOK_URL or AFK_DIGEST_SMTP_URL)"
+        "(AFK_DIGEST_SLACK_URL, AFK_DIGEST_WEBHOOK_URL, AFK_DIGEST_SMTP_URL or AFK_DIGEST_NTFY_URL)"
     )
     on = DigestSettings(webhook_url="https://h/x", webhook_secret="s" * 16)
     assert on.destinations() == ["webhook"]

@@ -110,6 +110,9 @@ ZOMBIE_MAY: dict[str, ZombieRule | None] = {
     "loop": None,
     "retry": None,
     "answer": None,
+    "approve": None,  # a person's decision, never the agent's
+    "deny": None,
+    "approvals": None,  # (a person's list: the calls of every task)
     "trust": None,
     "cancel": None,  # ends other tasks  # lets a worktree's changed config run
     "reclaim": None,

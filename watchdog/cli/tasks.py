@@ -441,7 +441,7 @@ def cmd_approvals(args: argparse.Namespace, res: Resources) -> int:
     return EXIT_OK
 
 
-def configure_decide(p: Parser) -> None:
+def configure_approve(p: Parser) -> None:
     p.add_argument("id", type=approval_id, help="the request's id (afk approvals)")
     p.add_argument("--note", help="a word for the agent (it reads it when the call is denied)")
 
@@ -450,6 +450,10 @@ def approval_id(text: str) -> int:
     if not text.isdigit() or not 0 < int(text) < 2**63:
         raise argparse.ArgumentTypeError(f"{text!r} is not a request id (afk approvals)")
     return int(text)
+
+
+def configure_deny(p: Parser) -> None:
+    configure_approve(p)
 
 
 def cmd_approve(args: argparse.Namespace, res: Resources) -> int:

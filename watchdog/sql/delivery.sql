@@ -77,3 +77,28 @@ SELECT q.id AS question_id, q.task_id AS id, t.agent_id, left(t.title, 300) AS t
 
 -- name: question_alerted :exec retry
 UPDATE afk_question SET alerted_at = now() WHERE id = %(question_id)s AND alerted_at IS NULL;
+
+-- name: approvals_unalerted :many
+-- Approval requests still waiting that the alert destinations were not told
+-- of yet, oldest first (issue 43).
+SELECT a.id, a.task_id, t.agent_id, left(t.title, 300) AS title, a.tool_name, a.tool_input,
+       a.rule, a.asked_at, a.expires_at
+  FROM afk_approval a JOIN afk_task t ON t.id = a.task_id
+ WHERE a.decision IS NULL AND a.alerted_at IS NULL
+ ORDER BY a.asked_at, a.id
+ LIMIT %(limit)s;
+
+-- name: approval_alerted :exec retry
+UPDATE afk_approval SET alerted_at = now() WHERE id = %(approval)s AND alerted_at IS NULL;
+
+-- name: web_secret :one retry
+-- The status server's own secret of %(name)s (links it signs), made at
+-- random by the first replica that needs it and the same for all after.
+WITH made AS (
+    INSERT INTO afk_web_secret (name, value)
+    VALUES (%(name)s, replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', ''))
+    ON CONFLICT (name) DO NOTHING
+    RETURNING value
+)
+SELECT coalesce((SELECT value FROM made),
+                (SELECT value FROM afk_web_secret WHERE name = %(name)s)) AS value;

@@ -90,3 +90,12 @@ SELECT id, ordinal, left(title, 300) AS title, state::text AS state, attempts, m
    AND (%(state)s::text IS NULL OR state::text = %(state)s::text)
  ORDER BY ordinal
  LIMIT %(limit)s + 1;
+
+-- name: approval_page :one retry
+-- One approval request as its page shows it, with its task.
+SELECT a.id, a.task_id, t.agent_id, t.title, t.state AS task_state, a.harness, a.tool_name,
+       a.tool_input, a.rule, a.asked_at, a.expires_at, a.on_timeout, a.decision, a.decided_at,
+       a.decided_by,
+       a.decided_via, a.note
+  FROM afk_approval a JOIN afk_task t ON t.id = a.task_id
+ WHERE a.id = %(approval)s;

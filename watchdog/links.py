@@ -1,0 +1,65 @@
+"""Links a person follows from a notification to decide one thing (issue 43):
+``/a/TOKEN`` on the status server, where TOKEN says which approval request,
+which decision (approve or deny) and until when, signed with the server's
+own secret (HMAC-SHA256, ``afk_web_secret``). A link is bound to that one
+request and that one decision; it is single-use because a request is decided
+once; an altered, foreign or expired one is refused and changes nothing."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+from dataclasses import dataclass
+
+#: the decisions a link may carry
+DECISIONS = ("approve", "deny")
+#: the longest token read (a longer one is refused before it is parsed)
+MAX_TOKEN = 512
+
+
+@dataclass(frozen=True)
+class Link:
+    approval: int
+    decision: str
+    expires: int
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def sign(secret: str, approval: int, decision: str, expires: int) -> str:
+    """The token of a link to ``decision`` request ``approval`` until
+    ``expires`` (a Unix time)."""
+    if decision not in DECISIONS:
+        raise ValueError(f"no decision {decision!r}")
+    body = _b64(json.dumps({"a": approval, "d": decision, "x": expires}).encode())
+    mac = hmac.new(secret.encode(), body.encode(), hashlib.sha256).digest()
+    return f"{body}.{_b64(mac)}"
+
+
+def verify(secret: str, token: str, now: float) -> Link | str:
+    """The link a token is, or why it is refused (altered, expired)."""
+    if len(token) > MAX_TOKEN or token.count(".") != 1:
+        return "this link is not one of afk's"
+    body, mac = token.split(".")
+    want = hmac.new(secret.encode(), body.encode(), hashlib.sha256).digest()
+    try:
+        given = _unb64(mac)
+        if not hmac.compare_digest(want, given):
+            return "this link was altered, or is not one of this server's"
+        data = json.loads(_unb64(body))
+        link = Link(int(data["a"]), str(data["d"]), int(data["x"]))
+    except (ValueError, KeyError, TypeError):
+        return "this link is not one of afk's"
+    if link.decision not in DECISIONS:
+        return "this link is not one of afk's"
+    if now >= link.expires:
+        return "this link has expired"
+    return link
