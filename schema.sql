@@ -495,10 +495,31 @@ ALTER TABLE public.afk_task_event ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTI
     NO MAXVALUE
     CACHE 1
 );
+CREATE TABLE public.afk_web_login (
+    id bigint NOT NULL,
+    name text NOT NULL,
+    token_hash text NOT NULL,
+    made_at timestamp with time zone DEFAULT now() NOT NULL,
+    revoked_at timestamp with time zone
+);
+CREATE SEQUENCE public.afk_web_login_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+ALTER SEQUENCE public.afk_web_login_id_seq OWNED BY public.afk_web_login.id;
 CREATE TABLE public.afk_web_secret (
     name text NOT NULL,
     value text NOT NULL,
     made_at timestamp with time zone DEFAULT now() NOT NULL
+);
+CREATE TABLE public.afk_web_session (
+    id_hash text NOT NULL,
+    login_id bigint NOT NULL,
+    csrf text NOT NULL,
+    made_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL
 );
 CREATE TABLE public.afk_workspace (
     task_id uuid NOT NULL,
@@ -519,6 +540,7 @@ ALTER TABLE ONLY public.afk_account_park ALTER COLUMN id SET DEFAULT nextval('pu
 ALTER TABLE ONLY public.afk_approval ALTER COLUMN id SET DEFAULT nextval('public.afk_approval_id_seq'::regclass);
 ALTER TABLE ONLY public.afk_question ALTER COLUMN id SET DEFAULT nextval('public.afk_question_id_seq'::regclass);
 ALTER TABLE ONLY public.afk_run ALTER COLUMN id SET DEFAULT nextval('public.afk_run_id_seq'::regclass);
+ALTER TABLE ONLY public.afk_web_login ALTER COLUMN id SET DEFAULT nextval('public.afk_web_login_id_seq'::regclass);
 ALTER TABLE ONLY public.afk_account_park
     ADD CONSTRAINT afk_account_park_pkey PRIMARY KEY (id);
 ALTER TABLE ONLY public.afk_agent
@@ -547,8 +569,14 @@ ALTER TABLE ONLY public.afk_task
     ADD CONSTRAINT afk_task_idem_key_key UNIQUE (idem_key);
 ALTER TABLE ONLY public.afk_task
     ADD CONSTRAINT afk_task_pkey PRIMARY KEY (id);
+ALTER TABLE ONLY public.afk_web_login
+    ADD CONSTRAINT afk_web_login_pkey PRIMARY KEY (id);
+ALTER TABLE ONLY public.afk_web_login
+    ADD CONSTRAINT afk_web_login_token_hash_key UNIQUE (token_hash);
 ALTER TABLE ONLY public.afk_web_secret
     ADD CONSTRAINT afk_web_secret_pkey PRIMARY KEY (name);
+ALTER TABLE ONLY public.afk_web_session
+    ADD CONSTRAINT afk_web_session_pkey PRIMARY KEY (id_hash);
 ALTER TABLE ONLY public.afk_workspace
     ADD CONSTRAINT afk_workspace_pkey PRIMARY KEY (task_id);
 CREATE UNIQUE INDEX afk_account_park_open ON public.afk_account_park USING btree (account) WHERE (cleared_at IS NULL);
@@ -568,6 +596,7 @@ CREATE INDEX afk_task_done_idx ON public.afk_task USING btree (updated_at) WHERE
 CREATE INDEX afk_task_failed_idx ON public.afk_task USING btree (updated_at) WHERE (state = 'failed'::public.afk_state);
 CREATE INDEX afk_task_lease_idx ON public.afk_task USING btree (lease_until) WHERE (state = 'running'::public.afk_state);
 CREATE INDEX afk_task_paused_idx ON public.afk_task USING btree (agent_id, updated_at) WHERE (state = 'paused'::public.afk_state);
+CREATE INDEX afk_web_session_expires ON public.afk_web_session USING btree (expires_at);
 CREATE UNIQUE INDEX afk_workspace_branch ON public.afk_workspace USING btree (repo, branch) WHERE (removed_at IS NULL);
 CREATE INDEX afk_workspace_port ON public.afk_workspace USING btree (port) WHERE (removed_at IS NULL);
 CREATE TRIGGER afk_concurrency_delete AFTER DELETE ON public.afk_task FOR EACH ROW WHEN (((old.concurrency_key IS NOT NULL) AND (old.state = 'running'::public.afk_state))) EXECUTE FUNCTION public.afk_concurrency_count();
@@ -589,5 +618,7 @@ ALTER TABLE ONLY public.afk_run
     ADD CONSTRAINT afk_run_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.afk_task(id) ON DELETE CASCADE;
 ALTER TABLE ONLY public.afk_task_effect
     ADD CONSTRAINT afk_task_effect_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.afk_task(id) ON DELETE CASCADE;
+ALTER TABLE ONLY public.afk_web_session
+    ADD CONSTRAINT afk_web_session_login_id_fkey FOREIGN KEY (login_id) REFERENCES public.afk_web_login(id) ON DELETE CASCADE;
 ALTER TABLE ONLY public.afk_workspace
     ADD CONSTRAINT afk_workspace_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.afk_task(id) ON DELETE CASCADE;

@@ -205,6 +205,7 @@ class Watchdog:
             token=s.web_token,
             host=host,
             require_token=s.web_require_token,
+            public_url=s.public_url,
         )
         if s.web_token and len(s.web_token) < WEB_TOKEN_MIN:
             logger.warning(

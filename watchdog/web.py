@@ -61,6 +61,15 @@ _TASK_PATH = re.compile(r"^/tasks/(?P<task>[^/]+)$")
 _LINK_PATH = re.compile(r"^/a/(?P<token>[A-Za-z0-9_.-]{1,512})$")
 #: the most of a link's form read (a note)
 MAX_FORM = 16 * 1024
+#: a signed-in person's session (issue 43 item 6): the cookie, and how long it lasts
+SESSION_COOKIE = "afk_session"
+SESSION_SECONDS = 12 * 3600
+#: the actions of a signed-in person, each a POST with the session's CSRF token
+_ACTION_PATH = re.compile(
+    r"^/(?:tasks/(?P<task>[^/]+)/(?P<task_action>retry|cancel|answer)"
+    r"|approvals/(?P<approval>[0-9]{1,18})/(?P<decision>approve|deny)"
+    r"|accounts/(?P<account>[^/]+)/(?P<account_action>clear))$"
+)
 
 StartResponse = Callable[..., Any]
 
@@ -105,6 +114,7 @@ class StatusPages:
         token: str = "",
         host: str = "127.0.0.1",
         require_token: bool = False,
+        public_url: str = "",
     ) -> None:
         import jinja2
 
@@ -113,6 +123,7 @@ class StatusPages:
         self.db = db
         self.digest_settings = digest_settings
         self.token = token
+        self.public_url = public_url
         # loopback alone is open, unless a reverse proxy may reach it
         # (require_token): then, as on any other address, the token is needed
         self.open = not token and is_loopback(host) and not require_token
@@ -170,6 +181,11 @@ class StatusPages:
         denied = self.check_access(environ, path, query, raw)
         if denied is not None:
             return denied
+        if path == "/login":
+            return self.sign_in(environ)
+        action = _ACTION_PATH.match(path)
+        if action is not None:
+            return self.act(environ, action)
         if environ.get("REQUEST_METHOD", "GET") not in ("GET", "HEAD"):
             return Response(
                 "405 Method Not Allowed", "read only\n", "text/plain", [("Allow", "GET, HEAD")]
@@ -185,7 +201,7 @@ class StatusPages:
             return self.agent(agent, first(query, "state"), first(query, "after"))
         match = _TASK_PATH.match(path)
         if match:
-            return self.task(match.group("task"))
+            return self.task(match.group("task"), self.session(environ))
         return self.not_found("no such page")
 
     def check_access(
@@ -312,6 +328,120 @@ class StatusPages:
             ),
         )
 
+    # -- a signed-in person's actions (issue 43 item 6) ---------------------------
+
+    def session(self, environ: dict[str, Any]) -> dict[str, Any] | None:
+        """The signed-in person of a request (name, csrf), or None."""
+        import hashlib
+
+        for part in environ.get("HTTP_COOKIE", "").split(";"):
+            name, _, value = part.strip().partition("=")
+            if name == SESSION_COOKIE and value:
+                digest = hashlib.sha256(value.encode()).hexdigest()
+                row = self.db.one("web_session", {"session": digest})
+                return dict(row) if row is not None else None
+        return None
+
+    def sign_in(self, environ: dict[str, Any]) -> Response:
+        """GET: the sign-in form; POST: a token from `afk web token` makes a
+        session (its cookie HttpOnly, SameSite=Strict, Secure over TLS)."""
+        import hashlib
+        import secrets
+
+        method = environ.get("REQUEST_METHOD", "GET")
+        if method in ("GET", "HEAD"):
+            return Response("200 OK", self.page("login.html.j2", title="sign in", failed=False))
+        if method != "POST":
+            return Response(
+                "405 Method Not Allowed", "GET or POST\n", "text/plain", [("Allow", "GET, POST")]
+            )
+        token = _form(environ).get("token", "").strip()
+        session, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(24)
+        row = self.db.one(
+            "web_sign_in",
+            {
+                "hash": hashlib.sha256(token.encode()).hexdigest(),
+                "session": hashlib.sha256(session.encode()).hexdigest(),
+                "csrf": csrf,
+                "ttl": SESSION_SECONDS,
+            },
+        )
+        if not token or row is None:
+            return Response(
+                "401 Unauthorized", self.page("login.html.j2", title="sign in", failed=True)
+            )
+        secure = "; Secure" if self.over_tls(environ) else ""
+        cookie = (
+            f"{SESSION_COOKIE}={session}; HttpOnly; SameSite=Strict; Path=/; "
+            f"Max-Age={SESSION_SECONDS}{secure}"
+        )
+        return Response(
+            "303 See Other", "", "text/plain", [("Location", "/"), ("Set-Cookie", cookie)]
+        )
+
+    def over_tls(self, environ: dict[str, Any]) -> bool:
+        """Whether the person reaches the pages over TLS (directly, or through
+        a proxy whose public address is https)."""
+        return environ.get("wsgi.url_scheme") == "https" or self.public_url.startswith("https:")
+
+    def act(self, environ: dict[str, Any], m: re.Match[str]) -> Response:
+        """One action of a signed-in person: POST only, with the session's
+        CSRF token; done in their name, then back to the page."""
+        import hmac
+
+        from .agents.accounts import Accounts
+        from .errors import AfkError
+        from .queue import Queue
+
+        if environ.get("REQUEST_METHOD") != "POST":
+            return Response(
+                "405 Method Not Allowed", "POST only\n", "text/plain", [("Allow", "POST")]
+            )
+        who = self.session(environ)
+        if who is None:
+            return Response(
+                "401 Unauthorized",
+                self.page("error.html.j2", title="Sign in", message="sign in first: /login"),
+            )
+        form = _form(environ)
+        if not hmac.compare_digest(form.get("csrf", "").encode(), str(who["csrf"]).encode()):
+            return Response(
+                "403 Forbidden",
+                self.page(
+                    "error.html.j2", title="Refused", message="this form is not this session's"
+                ),
+            )
+        queue, name, back = Queue(self.db), str(who["name"]), "/"
+        try:
+            if m.group("task"):
+                task_id = uuid.UUID(m.group("task"))
+                back = f"/tasks/{task_id}"
+                verb = m.group("task_action")
+                if verb == "retry":
+                    queue.retry([task_id], who=name)
+                elif verb == "cancel":
+                    queue.cancel([task_id], who=name, reason=form.get("reason") or None)
+                else:
+                    queue.answer(task_id, form.get("answer", ""), who=name)
+            elif m.group("approval"):
+                row = queue.decide(
+                    int(m.group("approval")),
+                    m.group("decision") == "approve",
+                    who=name,
+                    via="page",
+                    note=form.get("note") or None,
+                )
+                back = f"/tasks/{row['task_id']}"
+            else:
+                Accounts(self.db).clear(urllib.parse.unquote(m.group("account")), who=name)
+        except ValueError:
+            return self.not_found("not a task id")
+        except AfkError as exc:
+            return Response(
+                "409 Conflict", self.page("error.html.j2", title="Not done", message=str(exc))
+            )
+        return Response("303 See Other", "", "text/plain", [("Location", back)])
+
     def link_page(self, status: str, *, title: str, message: str) -> Response:
         return Response(status, self.page("error.html.j2", title=title, message=message))
 
@@ -423,7 +553,7 @@ class StatusPages:
             ),
         )
 
-    def task(self, raw_id: str) -> Response:
+    def task(self, raw_id: str, who: dict[str, Any] | None = None) -> Response:
         from .agents.brief import resume_brief
         from .queue import Queue
 
@@ -450,8 +580,24 @@ class StatusPages:
                 effects=queue.effects(task_id),
                 after=queue.waits_for(task_id),
                 brief=resume_brief(queue, str(task_id)),
+                who=who,
+                approvals=self.db.all("task_approvals", {"id": task_id}),
             ),
         )
+
+
+def add_login(db: Database, name: str) -> str:
+    """A new login token for ``name`` (`afk web token`): shown once, kept
+    as its SHA-256 only."""
+    import hashlib
+    import secrets
+
+    from .checks import check_id
+
+    name = check_id("name", name)
+    token = "afk_" + secrets.token_urlsafe(32)
+    db.one("web_login_add", {"name": name, "hash": hashlib.sha256(token.encode()).hexdigest()})
+    return token
 
 
 # -- helpers for the templates ---------------------------------------------

@@ -215,3 +215,57 @@ def test_a_request_reaches_a_phone_once_and_its_signed_link_decides_it(
         assert httpx.post(deny, timeout=10).status_code == 409  # the other link, used up too
     finally:
         service.cleanup()
+
+
+def test_page_actions_need_a_signed_in_person_a_csrf_token_and_a_post(approvals, dsn, sql):
+    """Item 6: the read-only pages stay as they were; an action (here: deny
+    a waiting call, answer, retry) without a session is 401, without the
+    session's CSRF token 403, as a GET 405, and changes nothing; signed in
+    with a token from `afk web token` (kept hashed), the same POST is done
+    in that person's name."""
+    import hashlib
+
+    import httpx
+    from helpers.service import Service
+
+    afk = approvals.afk
+    (task_id,) = afk.json("enqueue", "--agent", "g", "--title", "ship")["enqueued"]
+    assert approvals.loop().returncode == 0
+    (waiting,) = afk.json("approvals")
+    made = afk.json("web", "token", "--name", "dana")
+    token = made["token"]
+    stored = sql("SELECT name, token_hash FROM afk_web_login")
+    assert stored == [{"name": "dana", "token_hash": hashlib.sha256(token.encode()).hexdigest()}]
+    service = Service(dsn)
+    try:
+        poll(lambda: service.health() == 200, timeout=60)
+        deny = f"{service.url}/approvals/{waiting['id']}/deny"
+        page = httpx.get(f"{service.url}/tasks/{task_id}", timeout=10)
+        assert page.status_code == 200 and "git push origin main" in page.text
+        assert 'action="/approvals/' not in page.text  # no buttons without a person
+        before = sql.fingerprint()
+        assert httpx.post(deny, data={"note": "x"}, timeout=10).status_code == 401
+        assert httpx.get(deny, timeout=10).status_code == 405
+        wrong = httpx.post(f"{service.url}/login", data={"token": token + "x"}, timeout=10)
+        assert wrong.status_code == 401 and "set-cookie" not in wrong.headers
+        with httpx.Client(base_url=service.url, timeout=10) as person:
+            signed = person.post("/login", data={"token": token})
+            assert signed.status_code == 303, signed.text
+            cookie = signed.headers["set-cookie"]
+            assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Secure" not in cookie
+            assert person.post(deny, data={"note": "x"}).status_code == 403  # no CSRF token
+            assert person.post(deny, data={"note": "x", "csrf": "guess"}).status_code == 403
+            assert sql.fingerprint() == before
+            page = person.get(f"/tasks/{task_id}").text
+            csrf = page.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+            done = person.post(deny, data={"note": "use a pull request", "csrf": csrf})
+            assert done.status_code == 303 and done.headers["location"] == f"/tasks/{task_id}"
+            again = person.post(deny, data={"note": "again", "csrf": csrf})
+            assert again.status_code == 409  # decided already: nothing changed
+        (decided,) = afk.json("approvals", "--all")
+        assert (decided["decided_by"], decided["decided_via"]) == ("dana", "page")
+        assert decided["note"] == "use a pull request"
+        task = afk.json("show", task_id)
+        assert task["state"] == "todo" and any(h.get("runner") == "dana" for h in task["history"])
+    finally:
+        service.cleanup()

@@ -30,6 +30,7 @@ LAZY = {
     "brokerlink": "json: the afk an agent runs inside a run, and only there",
     "cli": "the parser, for the broker (cli/__init__ imports this file: a circle)",
     "service": "psycopg, prometheus-client, APScheduler",
+    "web": "jinja2 and the status pages (afk web token)",
     # a subprocess module and the embedded server's lookups
     **dict.fromkeys(("embedded", "once", "resolve"), "subprocess"),
     "outcome": "zoneinfo and the outcome patterns",

@@ -113,6 +113,7 @@ ZOMBIE_MAY: dict[str, ZombieRule | None] = {
     "approve": None,  # a person's decision, never the agent's
     "deny": None,
     "approvals": None,  # (a person's list: the calls of every task)
+    "web": None,  # makes a person's login
     "trust": None,
     "cancel": None,  # ends other tasks  # lets a worktree's changed config run
     "reclaim": None,

@@ -58,10 +58,12 @@ from .setup import (
     cmd_doctor,
     cmd_migrate,
     cmd_watchdog,
+    cmd_web,
     configure_db,
     configure_digest,
     configure_doctor,
     configure_watchdog,
+    configure_web,
 )
 from .tasks import (
     cmd_answer,
@@ -332,6 +334,11 @@ COMMANDS: dict[str, Command] = {
         "the watchdog service",
         configure_watchdog,
         needs="settings",
+    ),
+    "web": Command(
+        cmd_web,
+        "the status pages: afk web token --name YOU makes a login for their actions",
+        configure_web,
     ),
 }
 

@@ -95,6 +95,25 @@ def configure_watchdog(p: Parser) -> None:
     tick.add_argument("job", choices=[job.name for job in JOBS if job.tick])
 
 
+def configure_web(p: Parser) -> None:
+    sub = p.add_subparsers(dest="action", required=True, parser_class=Parser)
+    token = sub.add_parser(
+        "token",
+        parents=[common_options()],
+        help="a login token for the status pages' actions (approve, deny, answer, retry, "
+        "cancel, clear an account): printed once, kept hashed",
+    )
+    token.add_argument("--name", required=True, help="who signs in with it (their history name)")
+
+
+def cmd_web(args: argparse.Namespace, res: Resources) -> int:
+    from ..web import add_login
+
+    token = add_login(res.queue.db, args.name)
+    emit({"name": args.name, "token": token, "sign_in": "/login on the status pages"})
+    return EXIT_OK
+
+
 def settings_help() -> str:
     """Every setting with its variable and default, for `afk watchdog --help`."""
 

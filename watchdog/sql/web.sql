@@ -99,3 +99,35 @@ SELECT a.id, a.task_id, t.agent_id, t.title, t.state AS task_state, a.harness, a
        a.decided_via, a.note
   FROM afk_approval a JOIN afk_task t ON t.id = a.task_id
  WHERE a.id = %(approval)s;
+
+-- name: web_login_add :one
+-- A person's login token (its hash): `afk web token --name NAME`.
+INSERT INTO afk_web_login (name, token_hash) VALUES (%(name)s, %(hash)s)
+RETURNING id, name, made_at;
+
+-- name: web_sign_in :one
+-- A sign-in with a token (its hash): a session of the login it belongs to,
+-- for %(ttl)s seconds (NULL when the token is no one's, or revoked). The
+-- sessions that ended are dropped on the way.
+WITH who AS (
+    SELECT id, name FROM afk_web_login WHERE token_hash = %(hash)s AND revoked_at IS NULL
+), gone AS (
+    DELETE FROM afk_web_session WHERE expires_at < now()
+), made AS (
+    INSERT INTO afk_web_session (id_hash, login_id, csrf, expires_at)
+    SELECT %(session)s, id, %(csrf)s, now() + make_interval(secs => %(ttl)s) FROM who
+    RETURNING login_id
+)
+SELECT w.name FROM who w JOIN made m ON m.login_id = w.id;
+
+-- name: web_session :one retry
+-- The person of a session (its hash) and its CSRF token, while it lasts.
+SELECT l.name, s.csrf
+  FROM afk_web_session s JOIN afk_web_login l ON l.id = s.login_id
+ WHERE s.id_hash = %(session)s AND s.expires_at > now() AND l.revoked_at IS NULL;
+
+-- name: task_approvals :many retry
+-- A task's requests waiting for a person (its page's buttons).
+SELECT id, tool_name, tool_input, rule, asked_at, expires_at
+  FROM afk_approval WHERE task_id = %(id)s AND decision IS NULL
+ ORDER BY id;
