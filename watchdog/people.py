@@ -156,6 +156,11 @@ class People:
         row = self.db.one("approval_to_resume", {"id": task_id_of(task)})
         return dict(row) if row is not None else None
 
+    def approval_decisions(self, task: TaskRef) -> list[dict[str, Any]]:
+        """A task's decided requests whose call has not come back yet (its
+        brief's: a fresh session follows them)."""
+        return self.db.all("approval_decisions", {"id": task_id_of(task)})
+
     def open_approvals_of(self, task: TaskRef) -> list[dict[str, Any]]:
         return self.db.all("open_approvals_of", {"id": task_id_of(task)})
 

@@ -707,9 +707,9 @@ def approval_project(tmp_path: Path) -> tuple[Path, Path]:
     return project, origin
 
 
-@pytest.mark.parametrize("decision", ["approve", "deny"])
+@pytest.mark.parametrize("decision", ["approve", "deny", "approve, transcript gone"])
 def test_a_deferred_push_waits_for_a_person_and_the_same_session_goes_on(
-    afk, claude, api, tmp_path, decision
+    afk, claude, api, tmp_path, sql, decision
 ):
     """Issue 43: under --ask-for 'Bash(git push:*)' the real client's push is
     deferred (the scripted API sees no tool_result for it), the task waits
@@ -717,7 +717,11 @@ def test_a_deferred_push_waits_for_a_person_and_the_same_session_goes_on(
     `afk deny --note`) puts it back, and its next run resumes the same
     session: the approved push runs once and the API receives its result
     (denied: the agent's next turn reads the note), and the task ends done,
-    its history saying who decided, and how."""
+    its history saying who decided, and how. A session that cannot be
+    resumed (its transcript gone) starts fresh, the decision in its brief,
+    and the same call is let through then."""
+    fresh = decision.endswith("transcript gone")
+    decision = decision.split(",")[0]
     project, origin = approval_project(tmp_path)
     env = {**tool_env(afk, tmp_path, api.url), "AFK_HOME": str(tmp_path / "afk-home"),
            "USER": "night-owl"}  # fmt: skip
@@ -749,13 +753,20 @@ def test_a_deferred_push_waits_for_a_person_and_the_same_session_goes_on(
     again = afk(decision, str(waiting["id"]), env=env)  # decided already: nothing changes
     assert again.returncode == 2 and "already" in again.stderr, again.stderr
     api.requests.clear()
+    if fresh:
+        (transcript,) = sql("SELECT transcript FROM afk_approval")[0].values()
+        Path(transcript).unlink()
+        api.script = [f"bash:{command}", "text:done"]  # the fresh session asks again
     second = subprocess.run(loop, env=env, cwd=project, capture_output=True, text=True, timeout=180)
     assert second.returncode == 0, second.stderr
     task = afk.json("show", push, env=env)
     assert task["state"] == "done", (task, second.stderr[-3000:])
     resumed = task["runs"][-1]
-    assert resumed["session_id"] == run["session_id"]  # the same session went on
     heard = json.dumps([json.loads(r["body"]) for r in api.requests])
+    if fresh:  # a new session, told what was decided
+        assert resumed["session_id"] != run["session_id"] and "run it once" in heard
+    else:
+        assert resumed["session_id"] == run["session_id"]  # the same session went on
     pushed = subprocess.run(["git", "ls-remote", str(origin), "shipped"], capture_output=True,
                             text=True, check=True).stdout  # fmt: skip
     if decision == "approve":

@@ -8,6 +8,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from ..text import one_line, plain
+from .outcome import describe_tool
 
 if TYPE_CHECKING:
     from ..models import Task
@@ -57,6 +58,18 @@ def resume_brief(queue: Queue, task_id: str) -> str:
                 out.append(f"  A: {one_line(q['answer'], 2000)}")
             else:
                 out.append("  A: (not answered yet)")
+    decided = queue.approval_decisions(task.id)
+    if decided:  # (a session that could not be resumed reads them here)
+        out += ["", "## Calls a person decided (follow them)", ""]
+        for a in decided:
+            call = describe_tool(a)
+            if a["decision"] == "approved":
+                out.append(f"- approved by {a['decided_by'] or 'a person'}: {call}: run it once")
+            else:
+                out.append(
+                    f"- {a['decision']}: {call}: do not run it"
+                    + (f"; their note: {one_line(a['note'], 1000)}" if a["note"] else "")
+                )
     runs = queue.runs(task.id)
     ended = [r for r in runs if r["ended_at"] is not None]
     if ended and ended[-1].get("check_status") not in (None, 0):

@@ -233,6 +233,12 @@ SELECT id, session_id, transcript, harness, decision, tool_name, tool_input, not
  ORDER BY decided_at DESC, id DESC
  LIMIT 1;
 
+-- name: approval_decisions :many retry
+-- A task's decided requests whose call has not come back yet, in order.
+SELECT tool_name, tool_input, decision, decided_by, note FROM afk_approval
+ WHERE task_id = %(id)s AND decision IS NOT NULL AND used_at IS NULL
+ ORDER BY decided_at, id;
+
 -- name: open_approvals_of :many retry
 -- A task's requests still waiting for a person (what a run left).
 SELECT id, tool_name, tool_input, rule FROM afk_approval
