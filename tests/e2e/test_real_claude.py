@@ -779,3 +779,41 @@ def test_a_deferred_push_waits_for_a_person_and_the_same_session_goes_on(
         for h in task["history"]
     ), task["history"]
     assert afk.json("approvals", env=env) == []
+
+
+def test_a_call_the_client_would_ask_about_waits_for_a_person_without_any_rule(
+    afk, claude, api, tmp_path
+):
+    """Issue 43 item 1, its second half: with no --ask-for rule, a call the
+    client's own settings do not allow (no --allowedTools for Bash) would
+    need a person; in -p mode the client fires PermissionRequest before it
+    denies it, and afk makes it an approval request: the call does not run,
+    the task waits; approved, the same session is told so, makes the call
+    again, and this time it runs."""
+    project, _ = approval_project(tmp_path)
+    env = {**tool_env(afk, tmp_path, api.url), "AFK_HOME": str(tmp_path / "afk-home"),
+           "USER": "night-owl"}  # fmt: skip
+    (task_id,) = afk.json("enqueue", "--agent", "real", "--title", "mark it", "--repo",
+                          str(project), env=env)["enqueued"]  # fmt: skip
+    api.script = ["bash:touch approved.txt", "text:done"]
+    agent = [claude, "-p", "--output-format", "json", "--"]
+    loop = [*Afk.command("loop", "--agent", "real", "--"), *agent]
+    first = subprocess.run(loop, env=env, cwd=project, capture_output=True, text=True, timeout=180)
+    assert first.returncode == 0, first.stderr
+    task = afk.json("show", task_id, env=env)
+    work = Path(task["workspace"]["path"])
+    assert task["state"] == "paused" and not (work / "approved.txt").exists(), task
+    (run,) = task["runs"]
+    assert run["outcome"] == "needs_approval" and run["attempt_spent"] is False, run
+    (waiting,) = afk.json("approvals", env=env)
+    assert waiting["tool_input"]["command"] == "touch approved.txt"
+    assert afk.json("approve", str(waiting["id"]), env=env)["due_again"] is True
+    api.script = ["bash:touch approved.txt", "text:done"]  # it makes the call again
+    api.requests.clear()
+    second = subprocess.run(loop, env=env, cwd=project, capture_output=True, text=True, timeout=180)
+    assert second.returncode == 0, second.stderr
+    task = afk.json("show", task_id, env=env)
+    assert task["state"] == "done" and (work / "approved.txt").exists(), second.stderr[-2000:]
+    assert task["runs"][-1]["session_id"] == run["session_id"]
+    heard = json.dumps([json.loads(r["body"]) for r in api.requests])
+    assert "A person approved your call" in heard

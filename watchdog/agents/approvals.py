@@ -37,6 +37,9 @@ from ..errors import BadInput
 #: https://code.claude.com/docs/en/hooks#defer-a-tool-call-for-later); the
 #: others' calls are denied with a line saying a person was asked
 DEFERS = frozenset({"claude"})
+#: the rule of a request that no rule made: a call the harness itself would
+#: have asked a person about (Claude Code's PermissionRequest in -p mode)
+ASKED = "(a call Claude Code would ask about)"
 #: each harness's shell tool (Claude Code's Bash, Gemini CLI's
 #: run_shell_command, Codex's and Copilot's): a Bash(...) rule names them all
 SHELL_TOOLS = ("Bash", "run_shell_command", "Shell", "bash")

@@ -44,6 +44,8 @@ EVENT_TABLE = (
     Event("SessionStart", "session_start", 20, "startup|resume|clear|compact", codex=True),
     Event("PreToolUse", "pre_tool_use", 10, "*", codex=True),
     Event("PostToolUse", "post_tool_use", 10, "*", codex=True),
+    # a call its settings do not allow, in a run with no one to ask (issue 43)
+    Event("PermissionRequest", "permission_request", 10, "*"),
     Event("PreCompact", "pre_compact", 10, codex=True),
     Event("PostCompact", "post_compact", 10, codex=True),
     Event("Stop", "stop", 10, gate_only=True, codex=True),

@@ -534,6 +534,37 @@ class Hook:
         waits (denied, with a line saying so, where the harness cannot
         defer), let through once when a person approved this very call,
         refused with their note when they denied it."""
+        decision, reason = self.decided(rule, defer=self.ctx.harness in approvals.DEFERS)
+        self.ctx.out = {
+            "hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": decision,
+                "permissionDecisionReason": reason,
+            }
+        }
+
+    def permission_request(self) -> None:
+        """Claude Code would ask a person about a call its settings do not
+        allow, and in -p mode it fires PermissionRequest before it denies it
+        (https://code.claude.com/docs/en/hooks#permissionrequest). In a
+        supervised run no one is at the terminal: the call becomes an
+        approval request like one an --ask-for rule names (the task then
+        waits for it), and the same call, when it comes again after a person
+        approved it, is allowed once. Outside a run, or for afk's own
+        commands, the harness asks as it would."""
+        if self.ctx.supervised is None or self._is_afk_command():
+            return
+        decision, reason = self.decided(approvals.ASKED, defer=False)
+        said: dict[str, Any] = {"behavior": "allow" if decision == "allow" else "deny"}
+        if decision != "allow":
+            said["message"] = reason
+        self.ctx.out = {
+            "hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": said}
+        }
+
+    def decided(self, rule: str, *, defer: bool) -> tuple[str, str]:
+        """What the call's approval request says, made now if there is none
+        (see ``approval_for_call`` in people.sql): allow, deny or defer, and why."""
         assert self.ctx.supervised is not None
         task_id, token = self.ctx.supervised
         payload = self.ctx.payload
@@ -568,7 +599,7 @@ class Hook:
             else:
                 reason = f"afk: a person denied this call ({_who(row)})" + _noted(row)
                 reason += "; go on without it"
-        elif self.ctx.harness in approvals.DEFERS:
+        elif defer:
             decision = "defer"
             reason = (
                 f"afk: {rule} needs a person's approval (request {row['approval_id']}, "
@@ -581,13 +612,7 @@ class Hook:
                 f"{row['approval_id']}): do not do it another way; end your turn, the "
                 "task waits for their answer"
             )
-        self.ctx.out = {
-            "hookSpecificOutput": {
-                "hookEventName": "PreToolUse",
-                "permissionDecision": decision,
-                "permissionDecisionReason": reason,
-            }
-        }
+        return decision, reason
 
     def trace_tool(self, *, denied: bool = False, ended: bool = False) -> None:
         """``execute_tool <tool>`` spans, under the session's span (its

@@ -314,7 +314,7 @@ class Loop:
                 now = self.accounts.clock()
                 stopped = self.stopped.is_set()
                 verdict = classify(report, now, self.tz, self.patterns, interrupted=stopped)
-                if self._ask_for(task) and not lease.lost.is_set() and not stopped:
+                if not lease.lost.is_set() and not stopped:
                     verdict = self.waiting_for_approval(task, verdict)
                 if (
                     ws is not None
@@ -698,7 +698,7 @@ class Loop:
         (issue 43): ``claude --resume SESSION -p``, the call then answered by
         the decision; None when there is none, or when its transcript is not
         on this machine (a fresh session then reads the decision in its brief)."""
-        if not self._ask_for(task) or harness_of(self.o.command) != "claude":
+        if harness_of(self.o.command) != "claude":
             return None
         decided = self.q.approval_to_resume(task)
         if decided is None or not decided.get("session_id"):
@@ -707,7 +707,18 @@ class Loop:
         if transcript and not os.path.isfile(transcript):
             return None
         command = [a for a in self.o.command if a != "--"]
-        return [command[0], "--resume", str(decided["session_id"]), *command[1:]]
+        resumed = [command[0], "--resume", str(decided["session_id"]), *command[1:]]
+        if decided["rule"] != approvals.ASKED:
+            return resumed  # (deferred: the same call fires again, no prompt)
+        # a call Claude Code denied after asking: the session ended its turn,
+        # and is told what the person decided
+        call = describe_tool(decided)
+        if decided["decision"] == "approved":
+            told = f"A person approved your call {call}: make it again now, then go on."
+        else:
+            note = f" Their note: {decided['note']}" if decided.get("note") else ""
+            told = f"A person denied your call {call}: go on without it.{note}"
+        return prompt_argv([*resumed, "--"], told)
 
     def run_agent(
         self,

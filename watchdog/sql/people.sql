@@ -226,7 +226,7 @@ SELECT r.id, r.task_id, r.tool_name, r.decision AS was, (SELECT count(*) FROM de
 -- name: approval_to_resume :one retry
 -- The session a task's next run resumes: its latest decided request whose
 -- call has not come back yet (NULL: none).
-SELECT id, session_id, transcript, harness, decision, tool_name, tool_input, note
+SELECT id, session_id, transcript, harness, rule, decision, tool_name, tool_input, note
   FROM afk_approval
  WHERE task_id = %(id)s AND decision IN ('approved', 'denied') AND used_at IS NULL
    AND session_id IS NOT NULL
