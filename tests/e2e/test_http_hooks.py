@@ -516,6 +516,13 @@ def test_doctor_live_names_a_stopped_service_and_waits_for_it_once(afk, dsn, tmp
     service = Service(dsn, **env)
     try:
         poll(lambda: "answering HTTP hooks on" in service.log(), timeout=60)
+        poll(lambda: os.path.exists(env["AFK_HOOK_SOCKET"]), timeout=60)  # (both listen)
+
+        def answering() -> bool:  # (the service answers on its socket, before it stops)
+            checks = json.loads(afk("doctor", "--json", "--project", str(project), env=env).stdout)
+            return any(c["check"] == "hook-service" and c["ok"] for c in checks)
+
+        poll(answering, timeout=60)
         os.kill(service.proc.pid, signal.SIGSTOP)
         proc = afk("doctor", "--live", "--json", "--project", str(project), env=env)
         checks = json.loads(proc.stdout)
