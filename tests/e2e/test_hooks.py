@@ -70,6 +70,7 @@ def test_hooks_claude_writes_every_event_with_matchers_absolute_paths_and_timeou
         "SessionStart",
         "PreToolUse",
         "PostToolUse",
+        "PermissionRequest",
         "PreCompact",
         "PostCompact",
         "StopFailure",

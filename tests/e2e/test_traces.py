@@ -176,6 +176,7 @@ def test_a_task_claimed_and_finished_through_the_cli_is_an_attempt_span_in_its_t
     token = str(first["token"])
     failed = afk("fail", first["id"], "--token", token, "--error", "flaky", env=env)
     assert failed.returncode == 0, failed.stderr
+
     def claimed() -> dict | None:  # (exit 3 while its backoff runs)
         proc = afk("claim", "--agent", "traced", env=env)
         return json.loads(proc.stdout) if proc.returncode == 0 else None
