@@ -2,6 +2,7 @@
 
     python -m bench.night [--tasks 300] [--loops 4] [--minutes 6] [--out DIR]
     python -m bench.night --quick        # a minute: the suite runs this one
+    python -m bench.night --sandbox      # every run inside afk loop --sandbox (srt)
 
 Several `afk loop` supervisors on two accounts drain a backlog through a
 stand-in agent (bench/night_agent.py) that, at random, works, fails, hits its
@@ -24,6 +25,13 @@ the agent's log, against the targets:
   supervisor;
 - the hangs stopped as stalled (unless their loop was stopped first), and
   the time lost to stalls.
+
+With ``--sandbox`` every loop runs its agent inside the boundary of ``afk
+loop --sandbox`` (the sandbox runtime, srt): the agent writes its log in the
+loops' folder (the only one a run without a worktree may write), and it does
+not SIGKILL its supervisor (inside the sandbox it has its own process ids: its
+parent is not the loop), so the night has no crashes; the loops are still
+SIGKILLed from outside.
 
 The real Claude Code CLI cannot be made to ask a question, crash its
 supervisor or compact on cue against a scripted API, so the night's agent is
@@ -65,11 +73,15 @@ class Night:
     lease: int = 4
     unit: float = 0.3
     seed: int = 1
+    sandbox: bool = False
     home: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="afk-night-")))
 
     def __post_init__(self) -> None:
         self.home.chmod(0o755)
-        self.log = self.home / "agent.jsonl"
+        # where the loops run (a sandboxed run without a worktree writes only
+        # there), apart from afk's home, which no sandboxed run may read
+        self.work = Path(tempfile.mkdtemp(prefix="afk-night-work-", dir="/tmp"))
+        self.log = (self.work if self.sandbox else self.home) / "agent.jsonl"
         self.rng = random.Random(self.seed)
         info = embedded.ensure_running(self.home)
         self.pgdata = info.pgdata
@@ -96,6 +108,13 @@ class Night:
             "NIGHT_LEASE": str(self.lease),
             "TMPDIR": str(self.home),
         }
+        if self.sandbox:
+            self.env |= {
+                "AFK_SANDBOX": "1",
+                **({"AFK_SRT": os.environ["AFK_SRT"]} if os.environ.get("AFK_SRT") else {}),
+                "TMPDIR": str(self.work),
+                "NIGHT_WEIGHTS": json.dumps({"crash": 0}),
+            }
         self.procs: dict[int, tuple[subprocess.Popen[bytes], str]] = {}
         self.events: list[str] = []
 
@@ -129,6 +148,7 @@ class Night:
                 *AGENT,
             ],
             env=self.env,
+            cwd=self.work,
             stdout=subprocess.DEVNULL,
             stderr=out,
         )
@@ -361,6 +381,7 @@ class Night:
     def close(self) -> None:
         embedded.stop(self.home)
         shutil.rmtree(self.home, ignore_errors=True)
+        shutil.rmtree(self.work, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -371,10 +392,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--quick", action="store_true", help="a minute, 60 tasks, 3 loops")
     parser.add_argument("--out", help="a folder for report.json and report.md")
+    parser.add_argument("--sandbox", action="store_true", help="every run inside the sandbox")
     args = parser.parse_args(argv)
     if args.quick:
         args.tasks, args.loops, args.minutes = 60, 3, 1.5
-    night = Night(args.tasks, args.loops, args.minutes * 60, seed=args.seed)
+    night = Night(args.tasks, args.loops, args.minutes * 60, seed=args.seed, sandbox=args.sandbox)
     try:
         result = night.run()
     finally:
