@@ -262,13 +262,23 @@ def alert_account(db: Database, settings: DigestSettings, parking: Parking) -> l
     return [o for o in outcomes if o is not None]
 
 
-def alert_questions(db: Database, settings: DigestSettings, limit: int = 20) -> list[Delivery]:
+def alert_questions(
+    db: Database, settings: DigestSettings, public_url: str = "", limit: int = 20
+) -> list[Delivery]:
     """Tell the alert destinations of each new question, once per question and
-    destination (the ledger's kind names the question)."""
+    destination (the ledger's kind names the question), with a link to
+    answer it from a phone (with ``public_url``)."""
+    from . import links
+
     destinations = {d.name: d for d in configured(settings)}
     outcomes: list[Delivery] = []
     for row in db.all("questions_unalerted", {"limit": limit}):
-        alert = QuestionAlert(str(row["id"]), row["agent_id"], row["title"], row["question"])
+        link = None
+        if public_url:  # (valid a week: a question has no time to live)
+            until = int(row["asked_at"].timestamp()) + 7 * 86400
+            token = links.sign(link_secret(db), row["question_id"], "answer", until)
+            link = f"{public_url.rstrip('/')}/a/{token}"
+        alert = QuestionAlert(str(row["id"]), row["agent_id"], row["title"], row["question"], link)
         kind = f"question:{row['question_id']}"
 
         def send(
@@ -360,4 +370,29 @@ def alert_approvals(
         outcomes += [o for o in sent if o is not None]
     for row in rows:
         db.execute("approval_alerted", {"approval": row["id"]})
+    return outcomes
+
+
+def alert_waiting(db: Database, settings: DigestSettings, limit: int = 20) -> list[Delivery]:
+    """Tell the alert destinations of each task that waits for a person for
+    a reason that is not a question or an approval (its budget spent, its
+    command that cannot run), once per task and hold."""
+    from .destinations import WaitingAlert
+
+    destinations = {d.name: d for d in configured(settings)}
+    outcomes: list[Delivery] = []
+    for row in db.all("waiting_for_a_person", {"limit": limit}):
+        alert = WaitingAlert(str(row["id"]), row["agent_id"], row["title"], row["reason"])
+        kind = f"waiting:{row['id']}"
+
+        def send(
+            destination: str, _row: dict[str, Any], alert: WaitingAlert = alert, kind: str = kind
+        ) -> int:
+            return destinations[destination].send_alert(alert, f"{destination}:{kind}")
+
+        sent = [
+            claim_and_send(db, settings, d, kind, row["updated_at"], 3600, send)
+            for d in destinations
+        ]
+        outcomes += [o for o in sent if o is not None]
     return outcomes

@@ -302,13 +302,20 @@ class QuestionAlert:
     agent_id: str
     title: str
     question: str
+    #: a signed link to answer it from a phone (with AFK_PUBLIC_URL)
+    link: str | None = None
 
     @property
     def text(self) -> str:
+        answer = f"Answer: {self.link}\nOr: " if self.link else ""
         return (
             f"afk: {self.agent_id} asks, on {self.title!r}:\n{self.question}\n"
-            f"The task waits for you: afk answer {self.task_id} '...'"
+            f"The task waits for you. {answer}afk answer {self.task_id} '...'"
         )
+
+    @property
+    def actions(self) -> list[tuple[str, str]]:
+        return [("Answer", self.link)] if self.link else []
 
     @property
     def subject(self) -> str:
@@ -321,6 +328,38 @@ class QuestionAlert:
             "agent_id": self.agent_id,
             "title": self.title,
             "question": self.question,
+            "link": self.link,
+        }
+
+
+@dataclass(frozen=True)
+class WaitingAlert:
+    """A task waits for a person for a reason of its own (its budget spent,
+    its command that cannot run): no loop takes it until someone acts."""
+
+    task_id: str
+    agent_id: str
+    title: str
+    reason: str
+
+    @property
+    def text(self) -> str:
+        return (
+            f"afk: {self.title!r} ({self.agent_id}) waits for a person: {self.reason}\n"
+            f"afk show {self.task_id}"
+        )
+
+    @property
+    def subject(self) -> str:
+        return f"afk: a task of {self.agent_id} waits for a person"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": "afk.waiting",
+            "task_id": self.task_id,
+            "agent_id": self.agent_id,
+            "title": self.title,
+            "reason": self.reason,
         }
 
 
@@ -397,7 +436,7 @@ class ApprovalsSummary:
         return {"type": "afk.approvals", "requests": [a.to_json() for a in self.requests]}
 
 
-AnyAlert = Alert | AccountAlert | QuestionAlert | ApprovalAlert | ApprovalsSummary
+AnyAlert = Alert | AccountAlert | QuestionAlert | ApprovalAlert | ApprovalsSummary | WaitingAlert
 
 
 class Destination(Protocol):
@@ -464,7 +503,7 @@ class Ntfy:
         return send_ntfy(self.settings, title, rendered["text"])
 
     def send_alert(self, alert: AnyAlert, delivery_id: str) -> int:
-        actions = alert.actions if isinstance(alert, ApprovalAlert) else None
+        actions = alert.actions if isinstance(alert, ApprovalAlert | QuestionAlert) else None
         click = alert.links.get("page") if isinstance(alert, ApprovalAlert) else None
         return send_ntfy(self.settings, alert.subject, alert.text, click=click, actions=actions)
 

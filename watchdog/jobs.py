@@ -287,7 +287,8 @@ def run_questions(w: JobHost) -> dict[str, Any]:
     d = w.settings.digest
     if not d.question_alert or not d.destinations():
         return {"alerts": [], "skipped": "question alerts are off or go nowhere"}
-    sent = delivery.alert_questions(w.db, d)
+    sent = delivery.alert_questions(w.db, d, w.settings.service.public_url)
+    sent += delivery.alert_waiting(w.db, d)
     return {"alerts": [o.to_json() for o in sent]}
 
 

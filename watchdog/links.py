@@ -1,6 +1,7 @@
 """Links a person follows from a notification to decide one thing (issue 43):
-``/a/TOKEN`` on the status server, where TOKEN says which approval request,
-which decision (approve or deny) and until when, signed with the server's
+``/a/TOKEN`` on the status server, where TOKEN says which item (an approval
+request, or a question), which decision (approve or deny it, or answer it)
+and until when, signed with the server's
 own secret (HMAC-SHA256, ``afk_web_secret``). A link is bound to that one
 request and that one decision; it is single-use because a request is decided
 once; an altered, foreign or expired one is refused and changes nothing."""
@@ -13,15 +14,16 @@ import hmac
 import json
 from dataclasses import dataclass
 
-#: the decisions a link may carry
-DECISIONS = ("approve", "deny")
+#: the decisions a link may carry: an approval request's, a question's
+DECISIONS = ("approve", "deny", "answer")
 #: the longest token read (a longer one is refused before it is parsed)
 MAX_TOKEN = 512
 
 
 @dataclass(frozen=True)
 class Link:
-    approval: int
+    #: the approval request's id (approve, deny) or the question's (answer)
+    item: int
     decision: str
     expires: int
 
@@ -34,12 +36,12 @@ def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-def sign(secret: str, approval: int, decision: str, expires: int) -> str:
-    """The token of a link to ``decision`` request ``approval`` until
-    ``expires`` (a Unix time)."""
+def sign(secret: str, item: int, decision: str, expires: int) -> str:
+    """The token of a link to ``decision`` ``item`` until ``expires`` (a
+    Unix time)."""
     if decision not in DECISIONS:
         raise ValueError(f"no decision {decision!r}")
-    body = _b64(json.dumps({"a": approval, "d": decision, "x": expires}).encode())
+    body = _b64(json.dumps({"a": item, "d": decision, "x": expires}).encode())
     mac = hmac.new(secret.encode(), body.encode(), hashlib.sha256).digest()
     return f"{body}.{_b64(mac)}"
 

@@ -289,7 +289,9 @@ class StatusPages:
         if isinstance(found, str):
             status = "410 Gone" if "expired" in found else "403 Forbidden"
             return self.link_page(status, title="Refused", message=found)
-        row = self.db.one("approval_page", {"approval": found.approval})
+        if found.decision == "answer":
+            return self.answer_by_link(environ, method, found.item, token)
+        row = self.db.one("approval_page", {"approval": found.item})
         if row is None:
             return self.link_page("404 Not Found", title="Gone", message="no such request")
         if row["decision"] is not None:
@@ -304,7 +306,7 @@ class StatusPages:
             note = _form(environ).get("note", "").strip() or None
             try:
                 Queue(self.db).decide(
-                    found.approval, approve, who="the link's holder", via="link", note=note
+                    found.item, approve, who="the link's holder", via="link", note=note
                 )
             except NotRunning as exc:
                 return self.link_page("409 Conflict", title="Already decided", message=str(exc))
@@ -441,6 +443,43 @@ class StatusPages:
                 "409 Conflict", self.page("error.html.j2", title="Not done", message=str(exc))
             )
         return Response("303 See Other", "", "text/plain", [("Location", back)])
+
+    def answer_by_link(
+        self, environ: dict[str, Any], method: str, question: int, token: str
+    ) -> Response:
+        """A question's link: GET shows it and an answer form, POST answers."""
+        from .errors import NotRunning
+        from .queue import Queue
+
+        row = self.db.one("question_page", {"question": question})
+        if row is None:
+            return self.link_page("404 Not Found", title="Gone", message="no such question")
+        if row["answered_at"] is not None:
+            return self.link_page(
+                "409 Conflict",
+                title="Already answered",
+                message=f"this question was answered (by {row['answered_by'] or 'someone'}); "
+                "nothing was changed",
+            )
+        if method == "POST":
+            answer = _form(environ).get("answer", "").strip()
+            if not answer:
+                return self.link_page("400 Bad Request", title="No answer", message="write one")
+            try:
+                Queue(self.db).answer(row["task_id"], answer, who="the link's holder")
+            except NotRunning as exc:
+                return self.link_page("409 Conflict", title="Already answered", message=str(exc))
+            return self.link_page(
+                "200 OK",
+                title="Answered",
+                message=f"{row['title']} is due again, with your answer.",
+            )
+        return Response(
+            "200 OK",
+            self.page(
+                "answer.html.j2", title=f"answer: {row['title']}", r=row, action=f"/a/{token}"
+            ),
+        )
 
     def link_page(self, status: str, *, title: str, message: str) -> Response:
         return Response(status, self.page("error.html.j2", title=title, message=message))

@@ -269,3 +269,77 @@ def test_page_actions_need_a_signed_in_person_a_csrf_token_and_a_post(approvals,
         assert task["state"] == "todo" and any(h.get("runner") == "dana" for h in task["history"])
     finally:
         service.cleanup()
+
+
+ASKS = textwrap.dedent(
+    """
+    import subprocess, sys
+    subprocess.run([sys.executable, "-m", "watchdog.cli", "ask", "staging or prod?"], check=True)
+    """
+)
+COSTLY = textwrap.dedent(
+    """
+    import json
+    print(json.dumps({"type": "result", "subtype": "error_during_execution", "is_error": True,
+                      "result": "it broke", "total_cost_usd": 0.05, "session_id": "s-1"}))
+    raise SystemExit(1)
+    """
+)
+
+
+def test_a_question_is_answered_from_a_phone_by_its_signed_link(afk, dsn, receiver, sql, tmp_path):
+    """Item 5: a question's notification carries a link to an answer form;
+    the answer given there is the task's, once."""
+    import httpx
+    from helpers.service import Service
+
+    agent = tmp_path / "asks.py"
+    agent.write_text(ASKS)
+    (task_id,) = afk.json("enqueue", "--agent", "q", "--title", "migrate")["enqueued"]
+    run = subprocess.run([*Afk.command("loop", "--agent", "q", "--"), sys.executable, str(agent)],
+                         env=afk.env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    # (told by a tick before the service runs: its jobs hold the leader lease)
+    public = "https://afk.example.test"
+    env = {"AFK_PUBLIC_URL": public, "AFK_DIGEST_NTFY_URL": receiver.url("/afk-night")}
+    tick = afk("watchdog", "tick", "questions", env=env)
+    assert tick.returncode == 0 and len(receiver.received) == 1, tick.stdout
+    (pushed,) = receiver.received
+    note = json.loads(pushed.body)
+    assert "staging or prod?" in note["message"]
+    ((label, told),) = [(a["label"], a["url"]) for a in note["actions"]]
+    assert label == "Answer" and told.startswith(public + "/a/")
+    service = Service(dsn)
+    try:
+        poll(lambda: service.health() == 200, timeout=60)
+        link = service.url + told.removeprefix(public)
+        page = httpx.get(link, timeout=10)
+        assert page.status_code == 200 and "staging or prod?" in page.text
+        answered = httpx.post(link, data={"answer": "staging, never prod"}, timeout=10)
+        assert answered.status_code == 200 and "Answered" in answered.text
+        assert httpx.post(link, data={"answer": "prod"}, timeout=10).status_code == 409
+    finally:
+        service.cleanup()
+    (q,) = afk.json("show", task_id)["questions"]
+    assert (q["answer"], q["answered_by"]) == ("staging, never prod", "the link's holder")
+
+
+def test_a_budget_stop_and_a_command_that_cannot_run_are_told_once(afk, receiver, tmp_path):
+    """Item 4: what else waits for a person is pushed too, once each."""
+    agent = tmp_path / "costly.py"
+    agent.write_text(COSTLY)
+    afk.json("enqueue", "--agent", "b", "--title", "costly", "--budget-usd", "0.01")
+    run = subprocess.run([*Afk.command("loop", "--agent", "b", "--"), sys.executable, str(agent)],
+                         env=afk.env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    afk.json("enqueue", "--agent", "c", "--title", "no command")
+    run = subprocess.run(Afk.command("loop", "--agent", "c", "--", str(tmp_path / "no-such-agent")),
+                         env=afk.env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert run.returncode == 5, run.stderr
+    env = {"AFK_DIGEST_NTFY_URL": receiver.url("/afk-night")}
+    for _ in range(2):
+        assert afk("watchdog", "tick", "questions", env=env).returncode == 0
+    told = sorted(json.loads(r.body)["message"] for r in receiver.received)
+    assert len(told) == 2, told
+    assert "'costly' (b) waits for a person: over budget" in told[0], told
+    assert "'no command' (c) waits for a person: paused: " in told[1] and "no-such-agent" in told[1]

@@ -102,3 +102,19 @@ WITH made AS (
 )
 SELECT coalesce((SELECT value FROM made),
                 (SELECT value FROM afk_web_secret WHERE name = %(name)s)) AS value;
+
+-- name: waiting_for_a_person :many retry
+-- Tasks that wait for a person for a reason that is neither a question nor
+-- an approval (those are told on their own): held over their budget, or
+-- paused because their command (or repository) cannot run. The ledger
+-- tells each hold once (its period is the hold's time).
+SELECT t.id, t.agent_id, left(t.title, 300) AS title, t.updated_at, left(e.reason, 500) AS reason
+  FROM afk_task t
+  CROSS JOIN LATERAL (SELECT reason FROM afk_task_event
+                       WHERE task_id = t.id ORDER BY id DESC LIMIT 1) e
+ WHERE t.state = 'paused'
+   AND ((t.run_after = afk_held() AND e.reason LIKE 'over budget:%%')
+        OR (SELECT r.outcome FROM afk_run r WHERE r.task_id = t.id
+             ORDER BY r.started_at DESC, r.id DESC LIMIT 1) = 'cannot_start')
+ ORDER BY t.updated_at
+ LIMIT %(limit)s;

@@ -131,3 +131,10 @@ SELECT l.name, s.csrf
 SELECT id, tool_name, tool_input, rule, asked_at, expires_at
   FROM afk_approval WHERE task_id = %(id)s AND decision IS NULL
  ORDER BY id;
+
+-- name: question_page :one retry
+-- One question as its link's page shows it, with its task.
+SELECT q.id, q.task_id, t.agent_id, t.title, q.question, q.asked_at, q.answered_at,
+       q.answered_by
+  FROM afk_question q JOIN afk_task t ON t.id = q.task_id
+ WHERE q.id = %(question)s;
