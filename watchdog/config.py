@@ -436,6 +436,12 @@ class DigestSettings:
     question_alert: bool = _field(
         True, "tell the destinations at once when an agent asks a person (afk ask)"
     )
+    notify_every: float = _field(
+        900.0,
+        "when many approval requests pile up, one summary of them at most this often "
+        "(afk watchdog run --notify-every)",
+        True,
+    )
     link_template: str = _field("", "per-task link, e.g. https://tracker/{agent_id}/{task_id}")
     trace_url: str = _field(
         "",

@@ -9,7 +9,7 @@ import logging
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .agents.accounts import Parking
@@ -355,8 +355,25 @@ def alert_approvals(
         (row, f"approval:{row['id']}", alert) for row, alert in alerts
     ]
     if len(alerts) > APPROVALS_ONE_BY_ONE:
+        # one summary a window of notify_every: the requests that come while a
+        # window's summary is out wait for the next one (not marked told)
+        every = max(settings.notify_every, 60.0)
+        window = int(rows[0]["db_now"].timestamp() // every * every)  # (the database's clock)
+        period = datetime.fromtimestamp(window, UTC)
         summary = ApprovalsSummary([a for _, a in alerts])
-        told = [(rows[0], f"approvals:{rows[0]['id']}-{rows[-1]['id']}", summary)]
+        kind = "approvals-summary"
+
+        def summarize(destination: str, _row: dict[str, Any]) -> int:
+            return destinations[destination].send_alert(summary, f"{destination}:{kind}:{window}")
+
+        sent = [
+            claim_and_send(db, settings, d, kind, period, every, summarize) for d in destinations
+        ]
+        if not any(s is not None for s in sent):
+            return []  # (this window's summary is out: these wait for the next)
+        for row in rows:
+            db.execute("approval_alerted", {"approval": row["id"]})
+        return [s for s in sent if s is not None]
     for row, kind, alert in told:
 
         def send(

@@ -343,3 +343,28 @@ def test_a_budget_stop_and_a_command_that_cannot_run_are_told_once(afk, receiver
     assert len(told) == 2, told
     assert "'costly' (b) waits for a person: over budget" in told[0], told
     assert "'no command' (c) waits for a person: paused: " in told[1] and "no-such-agent" in told[1]
+
+
+def test_many_requests_at_once_are_one_summary_a_window(approvals, receiver, sql):
+    """Item 4: a night that piles up requests does not buzz a phone for
+    each: more than three new ones in a pass are one summary, and one more
+    while that window's summary is out waits for the next window."""
+    afk = approvals.afk
+    lines = "".join(json.dumps({"title": f"ship {i}"}) + "\n" for i in range(5))
+    afk.json("enqueue", "--agent", "g", "--file", "-", input=lines)
+    assert approvals.loop().returncode == 0
+    assert len(afk.json("approvals")) == 5
+    env = {"AFK_DIGEST_NTFY_URL": receiver.url("/afk-night")}
+    assert afk("watchdog", "tick", "approvals", env=env).returncode == 0
+    (summary,) = receiver.received
+    note = json.loads(summary.body)
+    assert note["title"] == "afk: 5 tool calls wait for your approval", note
+    assert note["message"].count("git push origin main") == 5
+    afk.json("enqueue", "--agent", "g", "--title", "one more")
+    assert approvals.loop().returncode == 0
+    more = "".join(json.dumps({"title": f"later {i}"}) + "\n" for i in range(3))
+    afk.json("enqueue", "--agent", "g", "--file", "-", input=more)
+    assert approvals.loop().returncode == 0
+    assert afk("watchdog", "tick", "approvals", env=env).returncode == 0
+    assert len(receiver.received) == 1  # this window's summary is out
+    assert sql.one("SELECT count(*) FROM afk_approval WHERE alerted_at IS NULL") == 4

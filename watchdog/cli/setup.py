@@ -7,6 +7,7 @@ import os
 import signal
 import sys
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,7 @@ from .common import (
     Resources,
     boundary_options,
     common_options,
+    duration_arg,
     emit,
     newer_schema,
 )
@@ -79,12 +81,20 @@ def configure_watchdog(p: Parser) -> None:
     p.epilog = settings_help()
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     wsub = p.add_subparsers(dest="action", required=True, parser_class=Parser)
-    wsub.add_parser(
+    run = wsub.add_parser(
         "run",
         parents=[common_options()],
         help="run the service (until SIGTERM)",
         epilog=settings_help(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument(
+        "--notify-every",
+        type=duration_arg,
+        dest="notify_every",
+        metavar="DURATION",
+        help="when many approval requests pile up, one summary at most this often "
+        "(env AFK_DIGEST_NOTIFY_EVERY, default 15m)",
     )
     tick = wsub.add_parser(
         "tick",
@@ -135,6 +145,10 @@ def cmd_watchdog(args: argparse.Namespace, res: Resources) -> int:
     from ..service import Watchdog
 
     settings = res.settings
+    if getattr(args, "notify_every", None) is not None:
+        settings = replace(
+            settings, digest=replace(settings.digest, notify_every=args.notify_every)
+        )
     settings.check_service()
     dsn = res.dsn
     logs.configure(os.environ.get("AFK_LOG_LEVEL", "INFO"), settings.service.log_format, dsn)

@@ -82,7 +82,7 @@ UPDATE afk_question SET alerted_at = now() WHERE id = %(question_id)s AND alerte
 -- Approval requests still waiting that the alert destinations were not told
 -- of yet, oldest first (issue 43).
 SELECT a.id, a.task_id, t.agent_id, left(t.title, 300) AS title, a.tool_name, a.tool_input,
-       a.rule, a.asked_at, a.expires_at
+       a.rule, a.asked_at, a.expires_at, now() AS db_now
   FROM afk_approval a JOIN afk_task t ON t.id = a.task_id
  WHERE a.decision IS NULL AND a.alerted_at IS NULL
  ORDER BY a.asked_at, a.id
