@@ -707,9 +707,11 @@ def approval_project(tmp_path: Path) -> tuple[Path, Path]:
     return project, origin
 
 
-@pytest.mark.parametrize("decision", ["approve", "deny", "approve, transcript gone"])
+@pytest.mark.parametrize(
+    "decision", ["approve", "deny", "approve, transcript gone", "approve, from a phone"]
+)
 def test_a_deferred_push_waits_for_a_person_and_the_same_session_goes_on(
-    afk, claude, api, tmp_path, sql, decision
+    afk, claude, api, tmp_path, sql, receiver, dsn, decision
 ):
     """Issue 43: under --ask-for 'Bash(git push:*)' the real client's push is
     deferred (the scripted API sees no tool_result for it), the task waits
@@ -719,8 +721,11 @@ def test_a_deferred_push_waits_for_a_person_and_the_same_session_goes_on(
     (denied: the agent's next turn reads the note), and the task ends done,
     its history saying who decided, and how. A session that cannot be
     resumed (its transcript gone) starts fresh, the decision in its brief,
-    and the same call is let through then."""
+    and the same call is let through then. From a phone: a local ntfy stub
+    receives one notification with the links, and headless Chromium at a
+    phone's width opens the approve link and presses its button."""
     fresh = decision.endswith("transcript gone")
+    phone = decision.endswith("from a phone")
     decision = decision.split(",")[0]
     project, origin = approval_project(tmp_path)
     env = {**tool_env(afk, tmp_path, api.url), "AFK_HOME": str(tmp_path / "afk-home"),
@@ -748,8 +753,12 @@ def test_a_deferred_push_waits_for_a_person_and_the_same_session_goes_on(
                               text=True, check=True).stdout  # fmt: skip
 
     note = "not tonight: open a pull request instead"
-    decided = afk.json(decision, str(waiting["id"]), "--note", note, env=env)
-    assert decided["due_again"] is True
+    if phone:
+        via = approve_from_a_phone(afk, env, dsn, receiver, tmp_path, command)
+    else:
+        via = "cli"
+        decided = afk.json(decision, str(waiting["id"]), "--note", note, env=env)
+        assert decided["due_again"] is True
     again = afk(decision, str(waiting["id"]), env=env)  # decided already: nothing changes
     assert again.returncode == 2 and "already" in again.stderr, again.stderr
     api.requests.clear()
@@ -774,11 +783,41 @@ def test_a_deferred_push_waits_for_a_person_and_the_same_session_goes_on(
     else:
         assert not pushed and note in heard, heard[-2000:]
     verb = "approved" if decision == "approve" else "denied"
+    who = "the link's holder" if phone else "night-owl"
     assert any(
-        h.get("runner") == "night-owl" and f"{verb}: Bash (via cli)" in (h.get("reason") or "")
+        h.get("runner") == who and f"{verb}: Bash (via {via})" in (h.get("reason") or "")
         for h in task["history"]
     ), task["history"]
     assert afk.json("approvals", env=env) == []
+
+
+def approve_from_a_phone(
+    afk: Afk, env: dict[str, str], dsn: str, receiver: Any, tmp_path: Path, command: str
+) -> str:
+    """The request pushed to a local ntfy stub (once), its approve link opened
+    in headless Chromium at a phone's width, and its button pressed."""
+    import html
+
+    from helpers import require_tool
+    from helpers.browser import Browser
+    from helpers.service import Service
+
+    public = "https://afk.example.test"  # (told before the service holds the jobs' lease)
+    told = {**env, "AFK_PUBLIC_URL": public, "AFK_DIGEST_NTFY_URL": receiver.url("/night")}
+    for _ in range(2):
+        assert afk("watchdog", "tick", "approvals", env=told).returncode == 0
+    (pushed,) = receiver.received
+    approve = next(a["url"] for a in json.loads(pushed.body)["actions"] if a["label"] == "Approve")
+    service = Service(dsn)
+    try:
+        poll(lambda: service.health() == 200, timeout=60)
+        with Browser(require_tool("chromium"), tmp_path / "profile", width=390, height=844) as b:
+            page = b.load(service.url + approve.removeprefix(public))
+            assert command in html.unescape(page.dom) and not b.overflows()
+            assert "Approved" in b.press("form.decide button").dom
+    finally:
+        service.cleanup()
+    return "link"
 
 
 def test_a_call_the_client_would_ask_about_waits_for_a_person_without_any_rule(
