@@ -94,6 +94,7 @@ CREATE FUNCTION public.afk_end_run(p_task uuid, p_token bigint, p_outcome text, 
                check_tail = p_run ->> 'check_tail',
                trace_id = coalesce(p_run ->> 'trace_id', trace_id),
                sandbox = p_run -> 'sandbox',
+               profile = coalesce(p_run ->> 'profile', profile),
                attempt_spent = p_spent
          WHERE task_id = p_task AND token = p_token AND ended_at IS NULL
         RETURNING 1
@@ -374,6 +375,15 @@ CREATE SEQUENCE public.afk_lease_token_seq
     NO MINVALUE
     NO MAXVALUE
     CACHE 1;
+CREATE TABLE public.afk_profile (
+    name text NOT NULL,
+    harness text NOT NULL,
+    command text[] NOT NULL,
+    env jsonb DEFAULT '{}'::jsonb NOT NULL,
+    account text NOT NULL,
+    made_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT afk_profile_command_check CHECK ((cardinality(command) > 0))
+);
 CREATE TABLE public.afk_question (
     id bigint NOT NULL,
     task_id uuid NOT NULL,
@@ -418,7 +428,8 @@ CREATE TABLE public.afk_run (
     check_status integer,
     check_tail text,
     trace_id text,
-    sandbox jsonb
+    sandbox jsonb,
+    profile text
 );
 CREATE SEQUENCE public.afk_run_id_seq
     START WITH 1
@@ -555,6 +566,8 @@ ALTER TABLE ONLY public.afk_digest_delivery
     ADD CONSTRAINT afk_digest_delivery_pkey PRIMARY KEY (destination, kind, period);
 ALTER TABLE ONLY public.afk_leader
     ADD CONSTRAINT afk_leader_pkey PRIMARY KEY (name);
+ALTER TABLE ONLY public.afk_profile
+    ADD CONSTRAINT afk_profile_pkey PRIMARY KEY (name);
 ALTER TABLE ONLY public.afk_question
     ADD CONSTRAINT afk_question_pkey PRIMARY KEY (id);
 ALTER TABLE ONLY public.afk_run

@@ -25,6 +25,7 @@ LAZY = {
     "broker": "psycopg (the loop's broker, with its hook server)",
     "sandbox": "the boundary of afk loop --sandbox, and only there",
     "approvals": "the rules of afk loop --ask-for (fnmatch, hashlib), and only there",
+    "profiles": "afk profile and afk loop --profile (psycopg)",
     "process": "the agent's process runner, for afk loop only",
     "cli.agents": "afk loop's boundary, for afk doctor --sandbox (psycopg)",
     "brokerlink": "json: the afk an agent runs inside a run, and only there",

@@ -37,7 +37,7 @@ FLOORS = {
     6: ["resolve", "fence", "backlogs", "keepalive", "dependencies"],
     7: ["effects", "workspaces", "people", "operators"],
     8: ["queue"],
-    9: ["agents.accounts", "agents.brief", "agents.once", "digest", "metrics"],
+    9: ["agents.accounts", "agents.brief", "agents.once", "agents.profiles", "digest", "metrics"],
     10: ["destinations", "agents.hooks", "agents.loop"],
     11: ["delivery", "doctor", "agents.hookserver"],
     12: ["jobs", "web", "agents.broker"],

@@ -62,6 +62,7 @@ from .outcome import (
     failure_text,
 )
 from .process import Limits, Signs, run_agent, run_check, sweep_orphans
+from .profiles import Profile
 from .sandbox import Boundary, harness_of
 
 EXIT_OK, EXIT_ERROR = 0, 1
@@ -107,6 +108,9 @@ class LoopOptions:
     ask_for: list[str] = field(default_factory=list)
     approval_ttl: float = 12 * 3600.0
     on_approval_timeout: str = "deny"
+    #: --profile, in order (issue 44): each run goes to the first whose
+    #: account is not parked (none: the one command and account above)
+    profiles: list[Profile] = field(default_factory=list)
 
 
 def default_runner() -> str:
@@ -134,6 +138,10 @@ class Loop:
         process group of its own); a test gives a stand-in that returns the
         run's :class:`Report`, to settle real tasks in-process."""
         self.q, self.accounts, self.settings, self.o = queue, accounts, settings, options
+        #: the profile of the run under way (--profile), and the environment
+        #: the loop gives every profile's runs
+        self.profile: Profile | None = None
+        self.base_env = dict(options.env)
         self.start = start
         self.broker = broker
         #: this process is its agents' subreaper (`afk loop`'s own process,
@@ -177,6 +185,18 @@ class Loop:
             if self.o.max_tasks is not None and self.runs >= self.o.max_tasks:
                 self.say(f"ran {self.runs} task(s), as --max-tasks asked")
                 return EXIT_OK
+            if self.o.profiles:
+                try:
+                    waited = self.choose_profile()
+                except DatabaseError as exc:
+                    failures += 1
+                    self.say(f"the database did not answer ({exc}); trying again", once=True)
+                    self.stopped.wait(min(2.0**failures, 30.0))
+                    continue
+                if waited is not None:
+                    return waited
+                if self.profile is None:
+                    continue  # (every profile parked: it waited; look again)
             try:
                 self.check_daily_budget()
                 claimed = self.q.take(
@@ -186,6 +206,8 @@ class Loop:
                     account=self.o.account,
                 )
             except AccountParked as parked:
+                if self.o.profiles:
+                    continue  # (parked since it was chosen: the next profile's turn)
                 if parked.limited_until is None:
                     self.say(
                         f"account {parked.account!r} is parked until a person clears it "
@@ -257,6 +279,36 @@ class Loop:
             if status is not None:
                 return status
         return self.stop_status or EXIT_OK
+
+    def choose_profile(self) -> int | None:
+        """The profile of the next run (issue 44): the first of --profile whose
+        account is not parked. When every one is, the loop waits until the
+        earliest end of their parkings (``self.profile`` None then), or stops
+        (exit 5) when no parking ends by itself."""
+        parked = {p.account: p for p in self.accounts.parked()}
+        for p in self.o.profiles:
+            if p.account in parked:
+                continue
+            if self.profile is not p:
+                if self.profile is not None:
+                    self.say(f"runs go to profile {p.name!r} (account {p.account!r}) now")
+                self.profile = p
+                self.o.command, self.o.account = list(p.command), p.account
+                self.o.env = {**self.base_env, **p.env}
+            return None
+        self.profile = None
+        ends = [parked[p.account].limited_until for p in self.o.profiles]
+        if all(end is None for end in ends):
+            names = ", ".join(repr(p.name) for p in self.o.profiles)
+            self.say(f"every profile ({names}) is parked until a person clears it: afk limit")
+            return EXIT_PARKED
+        until = min(end for end in ends if end is not None)
+        self.say(
+            f"every profile is parked; waiting until {self._local(until)}, the earliest reset",
+            once=True,
+        )
+        self._nap_until(until)
+        return None
 
     def work(self, task: Task) -> int | None:
         """Run the agent on one task and settle it; an exit status ends the loop."""
@@ -762,6 +814,8 @@ class Loop:
         if engine_log is not None:
             report_extra["sandbox"]["hosts_tried"] = engine_log.record()
         report.extra.update(report_extra)
+        if self.profile is not None:
+            report.extra["profile"] = self.profile.name
         return report
 
     @contextlib.contextmanager

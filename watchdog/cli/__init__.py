@@ -27,10 +27,12 @@ from .agents import (
     cmd_hooks,
     cmd_limit,
     cmd_loop,
+    cmd_profile,
     configure_hook,
     configure_hooks,
     configure_limit,
     configure_loop,
+    configure_profile,
 )
 from .backlog import (
     cmd_enqueue,
@@ -335,6 +337,11 @@ COMMANDS: dict[str, Command] = {
         configure_watchdog,
         needs="settings",
     ),
+    "profile": Command(
+        cmd_profile,
+        "the ways to run an agent (afk profile add NAME -- CMD), for afk loop --profile",
+        configure_profile,
+    ),
     "web": Command(
         cmd_web,
         "the status pages: afk web token --name YOU makes a login for their actions",
@@ -404,8 +411,8 @@ def main(argv: Sequence[str] | None = None, payload: bytes | None = None) -> int
         )
         return EXIT_USAGE
     command: list[str] = []
-    if "--" in argv and command_word(argv[: argv.index("--")]) in ("once", "loop"):
-        # afk once|loop ... -- COMMAND ARGS: everything after -- is the command
+    if "--" in argv and command_word(argv[: argv.index("--")]) in ("once", "loop", "profile"):
+        # afk once|loop|profile add ... -- COMMAND ARGS: everything after -- is the command
         split = argv.index("--")
         argv, command = argv[:split], argv[split + 1 :]
     parser = build_parser()
@@ -414,7 +421,7 @@ def main(argv: Sequence[str] | None = None, payload: bytes | None = None) -> int
         commands = getattr(parser, "commands", {})
         where = commands.get(getattr(args, "subcommand", None), parser)
         where.error(f"unrecognized arguments: {' '.join(extra)}")
-    if args.subcommand in ("once", "loop"):
+    if args.subcommand in ("once", "loop", "profile"):
         args.command = command
     for name in ("dsn", "config"):
         if not hasattr(args, name):

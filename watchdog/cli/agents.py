@@ -7,6 +7,7 @@ import argparse
 import contextlib
 import io
 import os
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -295,6 +296,14 @@ def configure_loop(p: Parser) -> None:
     )
     boundary_options(p)
     p.add_argument(
+        "--profile",
+        action="append",
+        dest="profile",
+        metavar="NAME",
+        help="run under this profile (afk profile add); give it again for more: each run "
+        "goes to the first whose account is not parked (instead of -- CMD)",
+    )
+    p.add_argument(
         "--ask-for",
         action="append",
         dest="ask_for",
@@ -345,7 +354,9 @@ def cmd_loop(args: argparse.Namespace, res: Resources) -> int:
     from ..agents.outcome import reading_zone
     from ..agents.process import become_subreaper
 
-    if not args.command:
+    if args.profile and args.command:
+        raise BadInput("give --profile or -- CMD, not both (afk profile add makes one of a CMD)")
+    if not args.command and not args.profile:
         raise BadInput("no agent command given: afk loop --agent A -- CMD [ARG...]")
     if args.max_tasks is not None and args.max_tasks < 1:
         raise BadInput("--max-tasks must be at least 1")
@@ -353,13 +364,15 @@ def cmd_loop(args: argparse.Namespace, res: Resources) -> int:
     sandboxed = settings.loop.sandbox if args.sandbox is None else args.sandbox
     if (args.allow_host or args.deny_read) and not sandboxed:
         raise BadInput("--allow-host and --deny-read go with --sandbox")
-    skips = harnesses.skips_permissions(list(args.command))
-    if skips is not None and not args.unsandboxed and not sandboxed:
-        raise BadInput(
-            f"the agent command turns its harness's permission checks off ({skips}): "
-            "such an agent needs a boundary around it; nothing was claimed "
-            "(--unsandboxed runs it anyway, on this machine, as you)"
-        )
+    profiles = profiles_of(res, args.profile or [])
+    for command in [list(args.command)] if args.command else [p.command for p in profiles]:
+        skips = harnesses.skips_permissions(command)
+        if skips is not None and not args.unsandboxed and not sandboxed:
+            raise BadInput(
+                f"the agent command turns its harness's permission checks off ({skips}): "
+                "such an agent needs a boundary around it; nothing was claimed "
+                "(--unsandboxed runs it anyway, on this machine, as you)"
+            )
     agent = agent_of(args)
     assert agent is not None
     boundary = boundary_of(args, res) if sandboxed else None
@@ -372,10 +385,13 @@ def cmd_loop(args: argparse.Namespace, res: Resources) -> int:
         raise BadInput("--approval-ttl must be from 1 minute to 30 days")
 
     zone = settings.digest.day_zone()
+    if profiles and account_of(args):
+        raise BadInput("--account goes with -- CMD: a profile names its own account")
+    first = profiles[0] if profiles else None
     options = LoopOptions(
         agent=agent,
-        command=list(args.command),
-        account=account_of(args) or DEFAULT_ACCOUNT,
+        command=list(args.command) if first is None else list(first.command),
+        account=(account_of(args) or DEFAULT_ACCOUNT) if first is None else first.account,
         lease=args.lease,
         wait=args.wait,
         max_tasks=args.max_tasks,
@@ -391,6 +407,7 @@ def cmd_loop(args: argparse.Namespace, res: Resources) -> int:
         ask_for=ask_for,
         approval_ttl=ttl,
         on_approval_timeout=on_timeout,
+        profiles=profiles,
     )
     from ..queue import Queue
 
@@ -421,6 +438,67 @@ def cmd_loop(args: argparse.Namespace, res: Resources) -> int:
         return loop.run()
     finally:
         broker.stop()
+
+
+def profiles_of(res: Resources, names: list[str]) -> list[Any]:
+    """The loop's --profile, each checked before anything is claimed: it
+    exists, and its command can be found (as -- CMD is)."""
+    if not names:
+        return []
+    if len(set(names)) != len(names):
+        raise BadInput("--profile names one profile twice")
+    from ..agents.profiles import Profiles
+
+    profiles = Profiles(res.queue.db).named(names)
+    for p in profiles:
+        program = p.command[0]
+        found = shutil.which(program) if os.sep not in program else program
+        if not found or not os.access(found, os.X_OK):
+            raise BadInput(
+                f"profile {p.name!r}: its command {program!r} cannot be found or run; "
+                "nothing was claimed"
+            )
+    return profiles
+
+
+def configure_profile(p: Parser) -> None:
+    sub = p.add_subparsers(dest="action", required=True, parser_class=Parser)
+    add = sub.add_parser("add", parents=[common_options()], help="record a way to run an agent")
+    add.add_argument("name", help="the profile's name (its account's too, unless --account)")
+    add.add_argument("--harness", help="claude, codex, gemini, cursor, copilot (read from CMD)")
+    add.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="a variable its runs need that is not a secret (CLAUDE_CONFIG_DIR=~/.claude-2)",
+    )
+    add.add_argument("--account", help="the account its usage limits park (default: its name)")
+    add.set_defaults(command=[])
+    add.usage = "afk profile add NAME [--harness H] [--env K=V]... [--account A] -- CMD [ARG...]"
+    sub.add_parser("list", parents=[common_options()], help="the profiles")
+    for verb, text in (("show", "one profile"), ("remove", "remove a profile")):
+        one = sub.add_parser(verb, parents=[common_options()], help=text)
+        one.add_argument("name")
+
+
+def cmd_profile(args: argparse.Namespace, res: Resources) -> int:
+    from ..agents.profiles import Profiles
+
+    profiles = Profiles(res.queue.db)
+    if args.action == "add":
+        made = profiles.add(
+            args.name, args.command, harness=args.harness, env=args.env, account=args.account
+        )
+        emit(made.to_json())
+    elif args.action == "list":
+        emit([p.to_json() for p in profiles.all()])
+    elif args.action == "show":
+        emit(profiles.named([args.name])[0].to_json())
+    else:
+        profiles.remove(args.name)
+        emit({"removed": args.name})
+    return EXIT_OK
 
 
 def ask_for_of(given: list[str] | None, setting: str) -> list[str]:

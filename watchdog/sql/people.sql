@@ -9,7 +9,7 @@
 SELECT id, token, runner, account, started_at, ended_at, outcome, exit_status, output_tail,
        session_id, cost_usd::float8 AS cost_usd, turns, usage, attempt_spent,
        permission_denials, last_sign, last_sign_at, before_sha, after_sha, changes,
-       check_status, check_tail, trace_id, sandbox
+       check_status, check_tail, trace_id, sandbox, profile
   FROM afk_run WHERE task_id = %(id)s
  ORDER BY started_at, id;
 

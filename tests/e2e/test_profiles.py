@@ -1,0 +1,156 @@
+"""Profiles (issue 44): a loop over several ways to run an agent, each on its
+own account, goes on under the next when a usage limit parks one, waits only
+when every one is parked (until the earliest reset), and goes back to the
+first after its reset. Stand-in agents: each profile's environment says which
+account it is, and the stand-in prints the real Claude Code's usage-limit
+line for a parked one."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from helpers import Afk
+
+#: a stand-in: it logs its run, then, per its plan for (its account, the
+#: task, the how-many-th run of that pair), hits a usage limit that resets
+#: N seconds later ("limit:N"), or works a moment and is done
+AGENT = textwrap.dedent(
+    """
+    import json, os, sys, time
+    who, title = os.environ["WHO"], sys.argv[-1].split("\\n", 1)[0]
+    runs = os.environ["RUNS"]
+    before = sum(1 for line in open(runs) if json.loads(line)["who"] == who
+                 and json.loads(line)["title"] == title)
+    with open(runs, "a") as out:
+        out.write(json.dumps({"who": who, "title": title, "at": time.time()}) + "\\n")
+    plan = json.loads(os.environ["PLAN"]).get(f"{who}:{title}", [])
+    step = plan[before] if before < len(plan) else "work"
+    if step.startswith("limit:"):
+        print(f"Claude AI usage limit reached|{int(time.time() + float(step[6:]))}", flush=True)
+        sys.exit(1)
+    time.sleep(float(os.environ.get("WORK", "0")))
+    print("done", flush=True)
+    """
+)
+
+
+class Fleet:
+    def __init__(self, afk: Afk, tmp) -> None:
+        self.afk = afk
+        self.agent = tmp / "agent.py"
+        self.agent.write_text(AGENT)
+        self.runs = tmp / "runs.jsonl"
+        self.runs.write_text("")
+        self.env = {**afk.env, "RUNS": str(self.runs), "AFK_BACKOFF_BASE_SECONDS": "1"}
+
+    def profile(self, name: str, *extra: str) -> subprocess.CompletedProcess[str]:
+        return self.afk("profile", "add", name, "--env", f"WHO={name}", *extra, "--",
+                        sys.executable, str(self.agent), env=self.env)  # fmt: skip
+
+    def loop(self, plan: dict[str, list[str]], *args: str, work: float = 0) -> tuple[int, str]:
+        env = {**self.env, "PLAN": json.dumps(plan), "WORK": str(work)}
+        proc = subprocess.run(Afk.command("loop", "--agent", "f", *args), env=env,
+                              capture_output=True, text=True, timeout=300)  # fmt: skip
+        return proc.returncode, proc.stderr
+
+    def ran(self) -> list[dict]:
+        return [json.loads(line) for line in self.runs.read_text().splitlines() if line]
+
+
+@pytest.fixture
+def fleet(afk, tmp_path):
+    return Fleet(afk, tmp_path)
+
+
+def test_a_limit_sends_the_next_run_to_the_next_profile_at_once_and_back_after_the_reset(fleet):
+    afk = fleet.afk
+    for name in ("one", "two"):
+        assert fleet.profile(name).returncode == 0
+    lines = "".join(json.dumps({"title": f"task {i}"}) + "\n" for i in range(1, 9))
+    ids = afk.json("enqueue", "--agent", "f", "--file", "-", input=lines)["enqueued"]
+    code, said = fleet.loop({"one:task 2": ["limit:4"]}, "--profile", "one", "--profile", "two",
+                            work=0.8)  # fmt: skip
+    assert code == 0, said
+    ran = fleet.ran()
+    # task 2 hit one's limit, then ran at once under two, no attempt spent
+    second = afk.json("show", ids[1])
+    assert [(r["profile"], r["outcome"], r["attempt_spent"]) for r in second["runs"]] == [
+        ("one", "usage_limit", False),
+        ("two", "done", True),
+    ], second["runs"]
+    assert second["attempts"] == 1
+    limited_at = next(r["at"] for r in ran if (r["who"], r["title"]) == ("one", "task 2"))
+    parked = [r for r in afk.json("limit") if r["account"] == "one"] or [None]
+    assert parked[0] is None  # (it ran out; the loop went back to it)
+    # while one was parked, every run went to two; after its reset, back to one
+    # (the reset is a whole second, 3 to 4 s after the limit)
+    during = [r["who"] for r in ran if limited_at < r["at"] < limited_at + 2.5]
+    after = [r["who"] for r in ran if r["at"] > limited_at + 4.5]
+    assert during and set(during) == {"two"}, ran
+    assert after and after[-1] == "one", ran
+    assert all(afk.json("show", i)["state"] == "done" for i in ids)
+
+
+def test_when_every_profile_is_parked_the_loop_waits_for_the_earliest_reset(fleet):
+    afk = fleet.afk
+    for name in ("one", "two"):
+        assert fleet.profile(name).returncode == 0
+    (task_id,) = afk.json("enqueue", "--agent", "f", "--title", "task 1")["enqueued"]
+    began = time.time()
+    plan = {"one:task 1": ["limit:3"], "two:task 1": ["limit:120"]}
+    code, said = fleet.loop(plan, "--profile", "one", "--profile", "two")
+    assert code == 0, said
+    assert time.time() - began < 60  # not the later reset
+    ran = fleet.ran()
+    assert [r["who"] for r in ran] == ["one", "two", "one"], ran
+    reset = int(ran[0]["at"] + 3)  # (as the stand-in printed it: a whole second)
+    assert ran[2]["at"] >= reset - 0.05, (ran, reset)  # after one's reset, not before
+    assert "every profile is parked" in said
+    task = afk.json("show", task_id)
+    assert task["state"] == "done" and task["attempts"] == 1
+    assert [r["profile"] for r in task["runs"]] == ["one", "two", "one"]
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (
+            ("profile", "add", "p", "--env", "ANTHROPIC_API_KEY=sk", "--", "true"),
+            "looks like a secret",
+        ),
+        (("profile", "add", "p", "--env", "DB_PASSWORD=x", "--", "true"), "looks like a secret"),
+        (("profile", "add", "p", "--env", "NOEQUALS", "--", "true"), "NAME=VALUE"),
+        (("profile", "add", "p"), "no agent command"),
+        (("loop", "--agent", "f", "--profile", "nobody"), "no profile 'nobody'"),
+        (("loop", "--agent", "f", "--profile", "ghost"), "cannot be found"),
+        (("loop", "--agent", "f", "--profile", "ghost", "--", "true"), "not both"),
+    ],
+)
+def test_bad_profiles_are_one_line_exit_2_and_change_nothing(afk, sql, args, says):
+    made = afk("profile", "add", "ghost", "--", "/nonexistent/agent")
+    assert made.returncode == 0, made.stderr
+    afk.json("enqueue", "--agent", "f", "--title", "t")
+    before = sql.fingerprint(), sql("SELECT name FROM afk_profile ORDER BY name")
+    proc = afk(*args)
+    assert proc.returncode == 2 and says in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert (sql.fingerprint(), sql("SELECT name FROM afk_profile ORDER BY name")) == before
+
+
+def test_profiles_are_listed_shown_and_removed(afk):
+    made = afk.json("profile", "add", "max-2", "--env", "CLAUDE_CONFIG_DIR=/home/me/.claude-2",
+                    "--", "claude", "-p", "--output-format", "json")  # fmt: skip
+    assert made == {"name": "max-2", "harness": "claude", "account": "max-2",
+                    "command": ["claude", "-p", "--output-format", "json"],
+                    "env": {"CLAUDE_CONFIG_DIR": "/home/me/.claude-2"}}  # fmt: skip
+    assert [p["name"] for p in afk.json("profile", "list")] == ["max-2"]
+    assert afk.json("profile", "show", "max-2") == made
+    again = afk("profile", "add", "max-2", "--", "claude")
+    assert again.returncode == 2 and "exists already" in again.stderr
+    assert afk.json("profile", "remove", "max-2") == {"removed": "max-2"}
+    assert afk.json("profile", "list") == []
