@@ -856,3 +856,40 @@ def test_a_call_the_client_would_ask_about_waits_for_a_person_without_any_rule(
     assert task["runs"][-1]["session_id"] == run["session_id"]
     heard = json.dumps([json.loads(r["body"]) for r in api.requests])
     assert "A person approved your call" in heard
+
+
+def test_a_real_usage_limit_on_one_profile_sends_the_task_to_the_next(afk, claude, api, tmp_path):
+    """Issue 44: two profiles of the real client, each its own
+    CLAUDE_CONFIG_DIR (a second subscription) and its own scripted API: the
+    first answers 429 (its usage limit), the second answers. The task
+    finishes under the second with no attempt spent on the limit; the key
+    stays in the loop's environment, not in a profile."""
+    from helpers.messages_api import MessagesAPI
+
+    limited = MessagesAPI()
+    limited.script = [429]
+    try:
+        env = client_env(afk, tmp_path, api.url)
+        for name, url in (("max-1", limited.url), ("max-2", api.url)):
+            made = afk("profile", "add", name, "--env", f"ANTHROPIC_BASE_URL={url}",
+                       "--env", f"CLAUDE_CONFIG_DIR={tmp_path / name}", "--",
+                       claude, "-p", "--output-format", "json", env=env)  # fmt: skip
+            assert made.returncode == 0, made.stderr
+        (task_id,) = afk.json("enqueue", "--agent", "real", "--title", "hi", env=env)["enqueued"]
+        api.script = ["text:done"]
+        loop = Afk.command("loop", "--agent", "real", "--profile", "max-1", "--profile", "max-2")
+        proc = subprocess.run(loop, env=env, cwd=tmp_path, capture_output=True, text=True,
+                              timeout=180)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        task = afk.json("show", task_id, env=env)
+        assert task["state"] == "done" and task["attempts"] == 1, task
+        assert [(r["profile"], r["outcome"], r["attempt_spent"]) for r in task["runs"]] == [
+            ("max-1", "usage_limit", False),
+            ("max-2", "done", True),
+        ], task["runs"]
+        assert limited.requests and len(api.requests) == 1
+        assert (tmp_path / "max-2").is_dir()  # the second subscription's own config
+        stored = json.dumps(afk.json("profile", "list", env=env))
+        assert "sk-ant" not in stored
+    finally:
+        limited.close()
