@@ -375,6 +375,19 @@ CREATE SEQUENCE public.afk_lease_token_seq
     NO MINVALUE
     NO MAXVALUE
     CACHE 1;
+CREATE TABLE public.afk_loop (
+    runner text NOT NULL,
+    agent_id text NOT NULL,
+    host text NOT NULL,
+    pid integer NOT NULL,
+    username text,
+    labels text[] DEFAULT '{}'::text[] NOT NULL,
+    profiles text[] DEFAULT '{}'::text[] NOT NULL,
+    started_at timestamp with time zone DEFAULT now() NOT NULL,
+    seen_at timestamp with time zone DEFAULT now() NOT NULL,
+    task_id uuid,
+    profile text
+);
 CREATE TABLE public.afk_profile (
     name text NOT NULL,
     harness text NOT NULL,
@@ -471,6 +484,7 @@ CREATE TABLE public.afk_task (
     had_run boolean DEFAULT false NOT NULL,
     claimed_at timestamp with time zone,
     ask_for text[],
+    requires text[],
     CONSTRAINT afk_task_on_dep_failure_check CHECK ((on_dep_failure = ANY (ARRAY['cancel'::text, 'run'::text, 'hold'::text]))),
     CONSTRAINT afk_task_running_has_lease CHECK (((state <> 'running'::public.afk_state) OR (lease_until IS NOT NULL)))
 );
@@ -566,6 +580,8 @@ ALTER TABLE ONLY public.afk_digest_delivery
     ADD CONSTRAINT afk_digest_delivery_pkey PRIMARY KEY (destination, kind, period);
 ALTER TABLE ONLY public.afk_leader
     ADD CONSTRAINT afk_leader_pkey PRIMARY KEY (name);
+ALTER TABLE ONLY public.afk_loop
+    ADD CONSTRAINT afk_loop_pkey PRIMARY KEY (runner);
 ALTER TABLE ONLY public.afk_profile
     ADD CONSTRAINT afk_profile_pkey PRIMARY KEY (name);
 ALTER TABLE ONLY public.afk_question

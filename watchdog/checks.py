@@ -164,3 +164,17 @@ def check_object(what: str, value: Any, max_bytes: int) -> dict[str, Any]:
     obj: dict[str, Any] = dict(value)
     check_json_size(what, obj, max_bytes)
     return obj
+
+
+LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+
+
+def check_label(label: Any) -> str:
+    """A label a loop advertises or a task requires: a word of letters,
+    digits, ``_.:-`` (no space, no control character), 64 at most."""
+    if not isinstance(label, str) or not LABEL.match(label):
+        raise BadInput(
+            f"label {label!r} must be a word of letters, digits and _.:- (64 at most), "
+            "with no space or control character"
+        )
+    return label

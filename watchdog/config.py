@@ -330,6 +330,11 @@ class LoopSettings:
         "", "hosts a sandboxed run may reach besides its model API, comma-separated"
     )
     srt: str = _field("", "the sandbox runtime's command (default: srt on PATH)")
+    fleet_lost_seconds: float = _field(
+        60.0,
+        "a loop not heard of for this long is shown as lost (afk loops); it beats 4 times as often",
+        True,
+    )
     ask_for: str = _field(
         "",
         "tool calls a person must approve (afk loop --ask-for), one permission rule a line: "

@@ -15,6 +15,7 @@ from .checks import (
     MAX_ATTEMPTS,
     check_budget,
     check_id,
+    check_label,
     check_text,
     check_workspace,
     json_type,
@@ -121,6 +122,7 @@ NEW_TASK_FIELDS = frozenset(
         "after",
         "on_dep_failure",
         "ask_for",
+        "requires",
     }
 )
 
@@ -152,6 +154,8 @@ class NewTask:
     #: calls of its runs a person must approve (permission rules, issue 43),
     #: besides its loop's --ask-for
     ask_for: Sequence[str] | None = None
+    #: labels a loop must advertise to take it (afk loop --label; issue 44)
+    requires: Sequence[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -264,6 +268,7 @@ def checked_new_task(task: NewTask | Mapping[str, Any]) -> NewTask:
             after=task.get("after"),
             on_dep_failure=task.get("on_dep_failure"),
             ask_for=task.get("ask_for"),
+            requires=task.get("requires"),
         )
     if task.ask_for is not None:
         given = task.ask_for
@@ -275,6 +280,12 @@ def checked_new_task(task: NewTask | Mapping[str, Any]) -> NewTask:
             if not isinstance(rule, str):
                 raise BadInput("ask_for must be a list of permission rules (Bash(git push:*))")
             parse_rule(rule)
+    if task.requires is not None:
+        given = task.requires
+        if isinstance(given, str) or not isinstance(given, list | tuple) or len(given) > 20:
+            raise BadInput("requires must be a list of labels (gpu, linux), 20 at most")
+        for label in given:
+            check_label(label)
     if task.workspace is not None:
         check_workspace(task.workspace)
     if task.concurrency_key is not None:

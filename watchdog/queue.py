@@ -8,7 +8,7 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal, NoReturn, overload
 
@@ -63,7 +63,7 @@ def default_runner_id() -> str:
 
 #: the step's parameters whose NULL changes what it does (no task to finish,
 #: no account, no run to end, ...): written into its text when NULL
-_STEP_SHAPE = ("id", "token", "error", "result", "agent_id", "runner", "account", "run")
+_STEP_SHAPE = ("id", "token", "error", "result", "agent_id", "runner", "account", "run", "labels")
 
 
 class Queue(People, Operators):
@@ -195,7 +195,11 @@ class Queue(People, Operators):
         trace_parent: str | None,
     ) -> EnqueueResult:
         plain = all(
-            t.not_before is None and t.concurrency_key is None and not t.after and not t.ask_for
+            t.not_before is None
+            and t.concurrency_key is None
+            and not t.after
+            and not t.ask_for
+            and not t.requires
             for t in kept
         )
         if not plain:
@@ -221,6 +225,7 @@ class Queue(People, Operators):
                 "after": list(task.after) if task.after else None,
                 "on_dep_failure": task.on_dep_failure,
                 "ask_for": list(task.ask_for) if task.ask_for else None,
+                "requires": list(task.requires) if task.requires else None,
             }
             for n, task in zip(positions, kept, strict=True)
         ]
@@ -355,18 +360,23 @@ class Queue(People, Operators):
         runner: str | None = None,
         lease_seconds: float | None = None,
         account: str | None = None,
+        labels: Sequence[str] = (),
     ) -> Claimed:
         """:meth:`claim`, telling also when the next task is due if none is.
 
         ``account`` names what a usage limit applies to (a supervisor's login):
         while it is parked nothing is claimed and :class:`AccountParked` says
-        until when; a claim under it starts a recorded run of the task."""
+        until when; a claim under it starts a recorded run of the task.
+        ``labels``: what the claimer offers (a task that requires labels is
+        taken only by a claimer that has every one)."""
         agent_id = check_id("agent id", agent_id)
         runner = default_runner_id() if runner is None else check_id("runner id", runner)
         if account is not None:
             account = check_id("account", account)
         lease = self._lease(lease_seconds)
-        row = self._step(agent_id=agent_id, runner=runner, lease_seconds=lease, account=account)
+        row = self._step(
+            agent_id=agent_id, runner=runner, lease_seconds=lease, account=account, labels=labels
+        )
         if row.get("parked_account") is not None:
             raise AccountParked(row["parked_account"], row["parked_until"], row["parked_reason"])
         task = Task.from_row(row) if row["id"] is not None else None
@@ -626,9 +636,11 @@ class Queue(People, Operators):
         conn: Connection | None = None,
         account: str | None = None,
         run: Mapping[str, Any] | None = None,
+        labels: Sequence[str] = (),
     ) -> Row:
         """The one statement of a worker's step (see ``step`` in tasks.sql):
-        finish ``task_id`` if given, then claim if ``claim``."""
+        finish ``task_id`` if given, then claim if ``claim`` (a task that
+        requires labels only if ``labels`` has them all)."""
         s = self.settings
         params = {
             "id": task_id,
@@ -643,6 +655,8 @@ class Queue(People, Operators):
             "lease_seconds": s.lease_seconds if lease_seconds is None else lease_seconds,
             "account": account,
             "run": None if run is None else json_param(dict(run)),
+            # (a claimer's labels: only in a claim, where tasks require them)
+            "labels": list(labels) if labels and claim else None,
         }
         # the parameters that switch parts of it on and off are written in:
         # a claim, a finish and a finish that claims are each planned once

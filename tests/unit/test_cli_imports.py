@@ -26,6 +26,7 @@ LAZY = {
     "sandbox": "the boundary of afk loop --sandbox, and only there",
     "approvals": "the rules of afk loop --ask-for (fnmatch, hashlib), and only there",
     "profiles": "afk profile and afk loop --profile (psycopg)",
+    "fleet": "afk loops and afk status (psycopg)",
     "process": "the agent's process runner, for afk loop only",
     "cli.agents": "afk loop's boundary, for afk doctor --sandbox (psycopg)",
     "brokerlink": "json: the afk an agent runs inside a run, and only there",

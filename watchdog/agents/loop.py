@@ -51,6 +51,7 @@ from ..workspaces import Workspace, WorkspaceError
 from . import approvals, credential, sandbox
 from .accounts import DEFAULT_ACCOUNT, Accounts, Parking
 from .decide import EXIT_PARKED, Decision, Move, RunEnd, decide, probe_after, rules_of
+from .fleet import Membership
 from .harnesses import prompt_argv, with_hooks
 from .outcome import (
     Outcome,
@@ -111,6 +112,8 @@ class LoopOptions:
     #: --profile, in order (issue 44): each run goes to the first whose
     #: account is not parked (none: the one command and account above)
     profiles: list[Profile] = field(default_factory=list)
+    #: --label: what this loop's machine offers (a task's --requires)
+    labels: list[str] = field(default_factory=list)
 
 
 def default_runner() -> str:
@@ -142,6 +145,8 @@ class Loop:
         #: the loop gives every profile's runs
         self.profile: Profile | None = None
         self.base_env = dict(options.env)
+        #: its place in the fleet while it runs
+        self.member: Membership | None = None
         self.start = start
         self.broker = broker
         #: this process is its agents' subreaper (`afk loop`'s own process,
@@ -179,6 +184,23 @@ class Loop:
     # -- the loop -------------------------------------------------------------
 
     def run(self) -> int:
+        """Run until nothing is left (or a stop), registered in the fleet
+        meanwhile (afk loops)."""
+        self.member = Membership(
+            self.q.db,
+            self.runner,
+            self.o.agent,
+            self.o.labels,
+            [p.name for p in self.o.profiles],
+            self.settings.fleet_lost_seconds,
+        )
+        try:
+            return self._run()
+        finally:
+            self.member.leave()
+            self.member = None
+
+    def _run(self) -> int:
         reached = False
         failures = 0
         while not self.stopped.is_set():
@@ -204,6 +226,7 @@ class Loop:
                     runner=self.runner,
                     lease_seconds=self.o.lease,
                     account=self.o.account,
+                    labels=self.o.labels,
                 )
             except AccountParked as parked:
                 if self.o.profiles:
@@ -268,6 +291,8 @@ class Loop:
             if self.stopped.is_set():  # claimed, but asked to stop: give it back
                 self.q.release(claimed.task, "paused: the supervisor was stopped")
                 break
+            if self.member is not None:
+                self.member.now(claimed.task.id, self.profile.name if self.profile else None)
             try:
                 status = self.work(claimed.task)
             except DatabaseError as exc:
@@ -276,6 +301,9 @@ class Loop:
                 self.say(f"task {claimed.task.id} was not settled ({exc}); going on")
                 self.stopped.wait(2.0)
                 continue
+            finally:
+                if self.member is not None:
+                    self.member.now(None, None)
             if status is not None:
                 return status
         return self.stop_status or EXIT_OK

@@ -115,6 +115,7 @@ ZOMBIE_MAY: dict[str, ZombieRule | None] = {
     "approvals": None,  # (a person's list: the calls of every task)
     "web": None,  # makes a person's login
     "profile": None,  # the ways to run an agent: a person's
+    "loops": _READS,
     "trust": None,
     "cancel": None,  # ends other tasks  # lets a worktree's changed config run
     "reclaim": None,

@@ -27,11 +27,13 @@ from .agents import (
     cmd_hooks,
     cmd_limit,
     cmd_loop,
+    cmd_loops,
     cmd_profile,
     configure_hook,
     configure_hooks,
     configure_limit,
     configure_loop,
+    configure_loops,
     configure_profile,
 )
 from .backlog import (
@@ -336,6 +338,12 @@ COMMANDS: dict[str, Command] = {
         "the watchdog service",
         configure_watchdog,
         needs="settings",
+    ),
+    "loops": Command(
+        cmd_loops,
+        "the fleet: every afk loop running (alive or lost), its task and profile, and the "
+        "accounts parked",
+        configure_loops,
     ),
     "profile": Command(
         cmd_profile,

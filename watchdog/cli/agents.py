@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..agents import harnesses, hooklink
 from ..agents.harnesses import HARNESSES, SETTINGS
-from ..checks import check_id
+from ..checks import check_id, check_label
 from ..errors import AfkError, BadInput, dsn_secrets, redact, scrub
 
 if TYPE_CHECKING:
@@ -296,6 +296,14 @@ def configure_loop(p: Parser) -> None:
     )
     boundary_options(p)
     p.add_argument(
+        "--label",
+        action="append",
+        default=[],
+        metavar="LABEL",
+        help="what this machine offers (gpu, linux): a task that --requires labels is taken "
+        "only by a loop that has every one; give it again for more",
+    )
+    p.add_argument(
         "--profile",
         action="append",
         dest="profile",
@@ -408,6 +416,7 @@ def cmd_loop(args: argparse.Namespace, res: Resources) -> int:
         approval_ttl=ttl,
         on_approval_timeout=on_timeout,
         profiles=profiles,
+        labels=[check_label(label) for label in dict.fromkeys(args.label)],
     )
     from ..queue import Queue
 
@@ -459,6 +468,38 @@ def profiles_of(res: Resources, names: list[str]) -> list[Any]:
                 "nothing was claimed"
             )
     return profiles
+
+
+def configure_loops(p: Parser) -> None:
+    p.add_argument("--json", action="store_true", help="as JSON")
+
+
+def cmd_loops(args: argparse.Namespace, res: Resources) -> int:
+    """The fleet: each loop registered (alive, or lost when it stopped
+    beating), the task and profile it runs, and each account's parking."""
+    from ..agents.accounts import Accounts
+    from ..agents.fleet import Fleet
+
+    loops = Fleet(res.queue.db, res.settings.loop.fleet_lost_seconds).loops()
+    parked = {p.account: p.to_json() for p in Accounts(res.queue.db).parked()}
+    rows = [{**r, "task_id": str(r["task_id"]) if r["task_id"] else None} for r in loops]
+    if args.json:
+        emit({"loops": rows, "parked": list(parked.values())})
+        return EXIT_OK
+    for r in rows:
+        doing = f"runs {r['task_title']!r}" if r["task_title"] else "between tasks"
+        profile = f" under {r['profile']}" if r["profile"] else ""
+        labels = f" [{', '.join(r['labels'])}]" if r["labels"] else ""
+        print(
+            f"{r['state']:5} {r['agent_id']} {r['runner']} on {r['host']} (pid {r['pid']}, "
+            f"{r['username'] or '?'}){labels}: {doing}{profile}; seen {r['seen_at']:%H:%M:%S}"
+        )
+    for account, p in parked.items():
+        until = p.get("until") or "a person clears it"
+        print(f"parked {account}: {p.get('kind')} until {until}")
+    if not rows:
+        print("no loop is registered")
+    return EXIT_OK
 
 
 def configure_profile(p: Parser) -> None:

@@ -90,6 +90,7 @@ def read_jsonl(path: str) -> list[dict[str, Any]]:
                 "after",
                 "on_dep_failure",
                 "ask_for",
+                "requires",
             }
             - set(WORKSPACE_FIELDS)
         )
@@ -198,6 +199,13 @@ def configure_enqueue(p: Parser) -> None:
         help="a call of its runs that a person must approve, as Claude Code writes a "
         "permission rule (Bash(git push:*), WebFetch, mcp__deploy__*); give it again for more",
     )
+    p.add_argument(
+        "--requires",
+        action="append",
+        metavar="LABEL",
+        help="taken only by a loop that advertises this label (afk loop --label gpu); "
+        "give it again for more",
+    )
     workspace_options(p, branch=True)
     p.add_argument(
         "--file",
@@ -241,6 +249,8 @@ def cmd_enqueue(args: argparse.Namespace, res: Resources) -> int:
             raise BadInput("--file takes after and on_dep_failure keys per line, not --after")
         if args.ask_for is not None:
             raise BadInput("--file takes an ask_for key per line, not --ask-for")
+        if args.requires is not None:
+            raise BadInput("--file takes a requires key per line, not --requires")
         if args.concurrency_key is not None or args.concurrency_limit is not None:
             raise BadInput(
                 "--file takes concurrency_key and concurrency_limit keys per line, "
@@ -266,6 +276,7 @@ def cmd_enqueue(args: argparse.Namespace, res: Resources) -> int:
                 "after": args.after,
                 "on_dep_failure": args.on_dep_failure,
                 "ask_for": args.ask_for,
+                "requires": args.requires,
             }
         ]
     if args.max_attempts is not None:

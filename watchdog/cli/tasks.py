@@ -189,7 +189,16 @@ def configure_status(p: Parser) -> None:
 
 
 def cmd_status(args: argparse.Namespace, res: Resources) -> int:
-    emit(res.queue.status(agent_of(args, required=False)))
+    from ..agents.fleet import Fleet
+
+    agent = agent_of(args, required=False)
+    counts: dict[str, Any] = dict(res.queue.status(agent))
+    stuck = Fleet(res.queue.db, res.settings.loop.fleet_lost_seconds).waiting_for_a_loop(agent)
+    if stuck:  # (no live loop has the labels they require: they wait in silence)
+        counts["waiting_for_a_loop"] = [
+            {**t, "why": f"waiting for a loop with {', '.join(t['requires'])}"} for t in stuck
+        ]
+    emit(counts)
     return EXIT_OK
 
 

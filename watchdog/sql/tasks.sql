@@ -31,13 +31,13 @@ WITH input AS (
            coalesce(now() + make_interval(secs => x.not_before_in), x.not_before_at)
                AS run_after,
            x.concurrency_key, x.concurrency_limit, coalesce(x.after, '{}') AS after,
-           x.on_dep_failure, x.ask_for
+           x.on_dep_failure, x.ask_for, x.requires
       FROM jsonb_to_recordset(%(tasks)s::jsonb)
            AS x(n int, title text, spec jsonb, idem_key text, max_attempts int,
                 budget_usd numeric, workspace jsonb, trace_parent text,
                 not_before_in float8, not_before_at timestamptz,
                 concurrency_key text, concurrency_limit int, after text[],
-                on_dep_failure text, ask_for text[])
+                on_dep_failure text, ask_for text[], requires text[])
 ), too_big AS (
     SELECT min(n) AS n FROM input WHERE octet_length(spec::text) > %(max_bytes)s
 ), refs AS (
@@ -91,11 +91,11 @@ WITH input AS (
 ), ins AS (
     INSERT INTO afk_task (agent_id, ordinal, title, spec, idem_key, max_attempts, budget_usd,
                           workspace, trace_parent, run_after, concurrency_key, state,
-                          on_dep_failure, last_error, ask_for)
+                          on_dep_failure, last_error, ask_for, requires)
     SELECT %(agent_id)s, p.ordinal, p.title, p.spec, p.idem_key, p.max_attempts, p.budget_usd,
            p.workspace, p.trace_parent, p.run_after, p.concurrency_key, p.state,
            CASE WHEN cardinality(p.after) > 0 THEN coalesce(p.on_dep_failure, 'cancel') END,
-           CASE WHEN p.state = 'failed' THEN p.dep_error END, p.ask_for
+           CASE WHEN p.state = 'failed' THEN p.dep_error END, p.ask_for, p.requires
       FROM placed p
     ON CONFLICT (idem_key) DO NOTHING
     RETURNING id, idem_key, ordinal
@@ -243,6 +243,10 @@ WITH fin AS (
        -- another claimer holds is passed over), the finish above counted out
        AND (concurrency_key IS NULL
             OR afk_concurrency_room(concurrency_key, (SELECT concurrency_key FROM fin)))
+       -- the labels it requires (0036), all of them the claimer's
+       -- without labels: AND requires IS NULL
+       AND coalesce(requires <@ %(labels)s, true)
+       -- end without labels
      ORDER BY ordinal
      LIMIT 1
        FOR UPDATE SKIP LOCKED
@@ -409,8 +413,9 @@ WITH next AS (
      WHERE agent_id = %(agent_id)s AND state IN ('todo', 'paused')
        AND (run_after IS NULL OR run_after <= now())
        -- a batch takes no task of a concurrency key (one claim at a time
-       -- keeps a key's count; a batch would take several of one key at once)
-       AND concurrency_key IS NULL
+       -- keeps a key's count; a batch would take several of one key at once),
+       -- nor one that requires labels (a batch claimer advertises none)
+       AND concurrency_key IS NULL AND requires IS NULL
      ORDER BY ordinal
      LIMIT %(limit)s
        FOR UPDATE SKIP LOCKED

@@ -1,0 +1,92 @@
+"""The fleet (issue 44): each ``afk loop`` registers itself while it runs
+(host, pid, user, labels, profiles, started) and beats four times a
+``AFK_FLEET_LOST_SECONDS`` with the task and profile of its run; one that stops
+beating is shown as lost (its tasks come back as ever, when their leases run
+out), one that exits removes itself. ``afk loops`` and the status pages read
+it; ``afk status`` flags a task that requires labels no live loop has."""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from ..db import Database
+
+
+class Fleet:
+    """The fleet as ``afk loops`` reads it; a loop not heard of for
+    ``lost_after`` seconds (AFK_FLEET_LOST_SECONDS) is lost."""
+
+    def __init__(self, db: Database, lost_after: float = 60.0) -> None:
+        self.db, self.lost_after = db, lost_after
+
+    def loops(self) -> list[dict[str, Any]]:
+        return self.db.all("loops", {"lost_after": self.lost_after})
+
+    def waiting_for_a_loop(self, agent_id: str | None = None) -> list[dict[str, Any]]:
+        given = {"agent_id": agent_id, "lost_after": self.lost_after}
+        return [{**r, "id": str(r["id"])} for r in self.db.all("waiting_for_a_loop", given)]
+
+
+class Membership:
+    """One loop's place in the fleet: registered, beating in a thread of its
+    own (a loop asleep until a reset still beats), removed at the end."""
+
+    def __init__(
+        self,
+        db: Database,
+        runner: str,
+        agent_id: str,
+        labels: Sequence[str],
+        profiles: Sequence[str],
+        lost_after: float = 60.0,
+    ) -> None:
+        self.db, self.runner = db, runner
+        self.every = max(lost_after / 4, 0.2)  # (beats 4 times before it counts as lost)
+        self.task: uuid.UUID | None = None
+        self.profile: str | None = None
+        self._stop = threading.Event()
+        try:
+            user: str | None = getpass.getuser()
+        except (KeyError, OSError):
+            user = None
+        db.execute(
+            "loop_register",
+            {
+                "runner": runner,
+                "agent_id": agent_id,
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+                "username": user,
+                "labels": list(labels),
+                "profiles": list(profiles),
+            },
+        )
+        self._thread = threading.Thread(target=self._beat, name="afk-fleet-beat", daemon=True)
+        self._thread.start()
+
+    def now(self, task: uuid.UUID | None, profile: str | None) -> None:
+        """The run under way (None between runs), said at the next beat."""
+        self.task, self.profile = task, profile
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.every):
+            try:
+                self.db.execute(
+                    "loop_beat",
+                    {"runner": self.runner, "task_id": self.task, "profile": self.profile},
+                )
+            except Exception:  # (a database away: the next beat tries again)
+                continue
+
+    def leave(self) -> None:
+        self._stop.set()
+        # (a database gone: it shows as lost, then its tasks come back)
+        with contextlib.suppress(Exception):
+            self.db.execute("loop_leave", {"runner": self.runner})
