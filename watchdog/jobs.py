@@ -229,6 +229,9 @@ def run_gauges(w: JobHost) -> dict[str, Any]:
     m.poison_pills.set(snap.poison_pills)
     m.oldest_snapshot.set(snap.oldest_snapshot_age)
     m.set_parked(snap.parked)
+    from .agents.fleet import Fleet
+
+    m.set_loops(r["state"] for r in Fleet(w.db, w.settings.loop.fleet_lost_seconds).loops())
     for outcome, n in snap.runs.items():
         m.agent_runs.labels(outcome).inc(n)
     m.runs_seen_until = snap.now

@@ -139,6 +139,18 @@ class Metrics:
             ["account", "kind"],
             registry=r,
         )
+        self.account_parked = Gauge(
+            "afk_account_parked",
+            "1 for each account parked now (a usage limit, an outage, a person's).",
+            ["account"],
+            registry=r,
+        )
+        self.loops = Gauge(
+            "afk_loops",
+            "afk loop supervisors registered, alive or lost (no beat for AFK_FLEET_LOST_SECONDS).",
+            ["state"],
+            registry=r,
+        )
         self.agent_runs = Counter(
             "afk_agent_runs",
             "Agent runs under a supervisor that ended, by outcome class.",
@@ -159,13 +171,22 @@ class Metrics:
 
     def set_parked(self, parked: Iterable[tuple[str, str, float | None]]) -> None:
         self.account_parked_until.clear()
+        self.account_parked.clear()
         n = 0
         for account, kind, until in parked:
             self.account_parked_until.labels(account, kind).set(
                 math.inf if until is None else until
             )
+            self.account_parked.labels(account).set(1)
             n += 1
         self.accounts_parked.set(n)
+
+    def set_loops(self, states: Iterable[str]) -> None:
+        counts = {"alive": 0, "lost": 0}
+        for state in states:
+            counts[state] = counts.get(state, 0) + 1
+        for state, n in counts.items():
+            self.loops.labels(state).set(n)
 
     def set_agents(self, rows: Iterable[tuple[str, str, int]]) -> None:
         self.agent_tasks.clear()

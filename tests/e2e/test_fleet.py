@@ -108,6 +108,14 @@ def test_a_sigkilled_loop_shows_as_lost_and_its_task_is_done_once_by_another(loo
     loops.procs["first"].send_signal(signal.SIGKILL)
     loops.procs["first"].wait()
     poll(lambda: loops.loops()["first"]["state"] == "lost", timeout=30)
+    from helpers.service import Service
+
+    service = Service(afk.env["AFK_DSN"], AFK_FLEET_LOST_SECONDS="2")
+    try:  # Prometheus sees it too
+        poll(lambda: service.value("afk_loops", state="lost") == 1, timeout=60)
+        assert service.value("afk_loops", state="alive") == 0
+    finally:
+        service.cleanup()
     # another loop takes the task back once its lease runs out, and does it
     loops.agent.write_text(AGENT.replace('60 if title == "long" else ', ""))
     loops.start("second")
