@@ -206,6 +206,7 @@ class Watchdog:
             host=host,
             require_token=s.web_require_token,
             public_url=s.public_url,
+            fleet_lost_seconds=self.settings.loop.fleet_lost_seconds,
         )
         if s.web_token and len(s.web_token) < WEB_TOKEN_MIN:
             logger.warning(

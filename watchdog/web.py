@@ -115,6 +115,7 @@ class StatusPages:
         host: str = "127.0.0.1",
         require_token: bool = False,
         public_url: str = "",
+        fleet_lost_seconds: float = 60.0,
     ) -> None:
         import jinja2
 
@@ -124,6 +125,7 @@ class StatusPages:
         self.digest_settings = digest_settings
         self.token = token
         self.public_url = public_url
+        self.fleet_lost_seconds = fleet_lost_seconds
         # loopback alone is open, unless a reverse proxy may reach it
         # (require_token): then, as on any other address, the token is needed
         self.open = not token and is_loopback(host) and not require_token
@@ -192,6 +194,8 @@ class StatusPages:
             )
         if path == "/":
             return Response("200 OK", self.overview())
+        if path == "/fleet":
+            return Response("200 OK", self.fleet())
         if path == "/agents/" and first(query, "id") is None:
             return self.agents(first(query, "q"), first(query, "after"))
         agent = agent_of(path, raw, query)
@@ -542,6 +546,22 @@ class StatusPages:
             truncated=len(rows) >= AGENTS_SHOWN,
             total=rows[0]["total"] if rows else 0,
             paused_after=self.digest_settings.paused_after,
+        )
+
+    def fleet(self) -> str:
+        """Every loop registered (alive or lost), its task and profile, the
+        accounts parked, and the tasks no live loop can take."""
+        from .agents.accounts import Accounts
+        from .agents.fleet import Fleet
+
+        fleet = Fleet(self.db, self.fleet_lost_seconds)
+        return self.page(
+            "fleet.html.j2",
+            title="fleet",
+            loops=fleet.loops(),
+            parked=Accounts(self.db).parked(),
+            stuck=fleet.waiting_for_a_loop(),
+            refresh=REFRESH_SECONDS,
         )
 
     def agents(self, q: str | None, after: str | None) -> Response:

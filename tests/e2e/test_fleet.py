@@ -97,6 +97,18 @@ def test_labels_send_a_task_only_to_a_loop_that_has_them_and_the_fleet_is_listed
     poll(lambda: set(loops.loops()) == {"gpu-box"})
     text = afk("loops", env=loops.env).stdout
     assert text.startswith("alive f gpu-box on ") and "[gpu, linux]" in text, text
+    # and on the status pages' fleet page
+    from helpers.service import Service
+
+    service = Service(afk.env["AFK_DSN"], AFK_FLEET_LOST_SECONDS="2")
+    try:
+        poll(lambda: service.health() == 200, timeout=60)
+        page = service.get("/fleet")
+        assert page is not None and page.status_code == 200
+        assert "gpu-box" in page.text and "laptop" not in page.text
+        assert "waiting for a loop with" in page.text and "tpu job" in page.text
+    finally:
+        service.cleanup()
 
 
 def test_a_sigkilled_loop_shows_as_lost_and_its_task_is_done_once_by_another(loops):
