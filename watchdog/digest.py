@@ -180,6 +180,9 @@ class Digest:
     hung: dict[str, dict[str, float]] = field(default_factory=dict)
     #: hosts a sandbox denied to the runs in the window, per agent: {host: times}
     denied_hosts: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: the night per profile (issue 44): profile, runs, cost, moved (runs
+    #: whose task went on under another profile), parked_seconds
+    profiles: list[dict[str, Any]] = field(default_factory=list)
     #: the done tasks with a workspace, as `afk review` gives them: what the
     #: person reads first after the night's story
     to_review: list[dict[str, Any]] = field(default_factory=list)
@@ -384,6 +387,7 @@ def build(
         runs_done=None if count_done else {str(k): int(n) for k, n in row["runs_done"].items()},
         hung={str(k): dict(v) for k, v in row["hung"].items()},
         denied_hosts={str(k): dict(v) for k, v in row["denied_hosts"].items()},
+        profiles=list(row["profiles"]),
         to_review=_to_review(db, start, end) if review else [],
     )
 

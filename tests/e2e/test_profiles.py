@@ -94,6 +94,12 @@ def test_a_limit_sends_the_next_run_to_the_next_profile_at_once_and_back_after_t
     assert during and set(during) == {"two"}, ran
     assert after and after[-1] == "one", ran
     assert all(afk.json("show", i)["state"] == "done" for i in ids)
+    # the morning's story per profile
+    digest = afk("digest", "--dry-run", "--format", "text").stdout
+    per = digest.split("Per profile:", 1)[1].split("\n\n", 1)[0]
+    (one,) = [x for x in per.splitlines() if x.startswith("  - one:")]
+    assert "1 run(s) went on under another profile after a limit" in one, per
+    assert "parked " in one and any(x.startswith("  - two:") for x in per.splitlines())
 
 
 def test_when_every_profile_is_parked_the_loop_waits_for_the_earliest_reset(fleet):

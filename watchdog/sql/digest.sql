@@ -132,4 +132,26 @@ SELECT
              GROUP BY 1, 2) x
          GROUP BY agent_id) y)
         AS denied_hosts,
+    -- the night per profile (issue 44): its runs, what they cost, the hours
+    -- its account was parked, and the runs whose task went on under another
+    -- profile after a limit or an outage
+    (SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY x.profile), '[]'::jsonb) FROM (
+        SELECT r.profile, count(*) AS runs, sum(r.cost_usd)::float8 AS cost,
+               count(*) FILTER (WHERE r.outcome IN ('usage_limit', 'outage') AND EXISTS (
+                   SELECT 1 FROM afk_run n
+                    WHERE n.task_id = r.task_id AND n.started_at >= r.ended_at
+                      AND n.profile IS DISTINCT FROM r.profile)) AS moved,
+               coalesce((SELECT sum(greatest(extract(epoch FROM
+                                    least(p.cleared_at, p.until, now(), %(end)s)
+                                    - greatest(p.parked_at, %(start)s)), 0))::float8
+                           FROM afk_account_park p
+                          WHERE p.account = coalesce((SELECT account FROM afk_profile f
+                                                       WHERE f.name = r.profile), r.profile)
+                            AND p.parked_at < %(end)s
+                            AND least(p.cleared_at, p.until, 'infinity'::timestamptz) > %(start)s),
+                        0) AS parked_seconds
+          FROM afk_run r
+         WHERE r.profile IS NOT NULL AND r.ended_at >= %(start)s AND r.ended_at < %(end)s
+         GROUP BY r.profile) x)
+        AS profiles,
     now() AS now;
