@@ -14,7 +14,7 @@ import textwrap
 import time
 
 import pytest
-from helpers import Afk
+from helpers import Afk, poll
 
 #: a stand-in: it logs its run, then, per its plan for (its account, the
 #: task, the how-many-th run of that pair), hits a usage limit that resets
@@ -160,3 +160,24 @@ def test_profiles_are_listed_shown_and_removed(afk):
     assert again.returncode == 2 and "exists already" in again.stderr
     assert afk.json("profile", "remove", "max-2") == {"removed": "max-2"}
     assert afk.json("profile", "list") == []
+
+
+def test_a_profile_removed_while_its_loop_runs_ends_the_loop_after_its_run(fleet):
+    """Item 7: the run under way finishes; then the loop stops with one line."""
+    afk = fleet.afk
+    assert fleet.profile("one").returncode == 0
+    lines = "".join(json.dumps({"title": f"task {i}"}) + "\n" for i in range(1, 4))
+    ids = afk.json("enqueue", "--agent", "f", "--file", "-", input=lines)["enqueued"]
+    env = {**fleet.env, "PLAN": "{}", "WORK": "3"}
+    loop = Afk.command("loop", "--agent", "f", "--profile", "one")
+    proc = subprocess.Popen(
+        loop, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+
+    poll(lambda: fleet.ran(), timeout=60)  # the first run is under way
+    assert afk("profile", "remove", "one").returncode == 0
+    _, said = proc.communicate(timeout=120)
+    assert proc.returncode == 2, said
+    assert "profile 'one' was removed (afk profile remove): the loop stops" in said
+    assert afk.json("show", ids[0])["state"] == "done"  # the run it had finished
+    assert afk.json("show", ids[1])["state"] == "todo"

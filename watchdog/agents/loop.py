@@ -63,10 +63,10 @@ from .outcome import (
     failure_text,
 )
 from .process import Limits, Signs, run_agent, run_check, sweep_orphans
-from .profiles import Profile
+from .profiles import Profile, Profiles
 from .sandbox import Boundary, harness_of
 
-EXIT_OK, EXIT_ERROR = 0, 1
+EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 #: the longest a loop sleeps between two looks at the database while it waits
 #: for a reset or a backoff (a parking cleared by hand is seen this soon)
 MAX_NAP = 60.0
@@ -313,6 +313,11 @@ class Loop:
         account is not parked. When every one is, the loop waits until the
         earliest end of their parkings (``self.profile`` None then), or stops
         (exit 5) when no parking ends by itself."""
+        known = {p.name for p in Profiles(self.q.db).all()}
+        gone = [p.name for p in self.o.profiles if p.name not in known]
+        if gone:  # (removed while the loop ran: its run, if any, has ended)
+            self.say(f"profile {gone[0]!r} was removed (afk profile remove): the loop stops")
+            return EXIT_USAGE
         parked = {p.account: p for p in self.accounts.parked()}
         for p in self.o.profiles:
             if p.account in parked:
