@@ -195,7 +195,7 @@ class StatusPages:
         if path == "/":
             return Response("200 OK", self.overview())
         if path == "/fleet":
-            return Response("200 OK", self.fleet())
+            return Response("200 OK", self.fleet(self.session(environ)))
         if path == "/agents/" and first(query, "id") is None:
             return self.agents(first(query, "q"), first(query, "after"))
         agent = agent_of(path, raw, query)
@@ -440,6 +440,7 @@ class StatusPages:
                 back = f"/tasks/{row['task_id']}"
             else:
                 Accounts(self.db).clear(urllib.parse.unquote(m.group("account")), who=name)
+                back = "/fleet"
         except ValueError:
             return self.not_found("not a task id")
         except AfkError as exc:
@@ -548,7 +549,7 @@ class StatusPages:
             paused_after=self.digest_settings.paused_after,
         )
 
-    def fleet(self) -> str:
+    def fleet(self, who: dict[str, Any] | None = None) -> str:
         """Every loop registered (alive or lost), its task and profile, the
         accounts parked, and the tasks no live loop can take."""
         from .agents.accounts import Accounts
@@ -562,6 +563,7 @@ class StatusPages:
             parked=Accounts(self.db).parked(),
             stuck=fleet.waiting_for_a_loop(),
             refresh=REFRESH_SECONDS,
+            who=who,
         )
 
     def agents(self, q: str | None, after: str | None) -> Response:

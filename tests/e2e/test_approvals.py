@@ -262,6 +262,16 @@ def test_page_actions_need_a_signed_in_person_a_csrf_token_and_a_post(approvals,
             assert done.status_code == 303 and done.headers["location"] == f"/tasks/{task_id}"
             again = person.post(deny, data={"note": "again", "csrf": csrf})
             assert again.status_code == 409  # decided already: nothing changed
+            # un-park an account from the fleet page
+            until = sql.one(
+                "SELECT to_char(now() + interval '2 hours', 'YYYY-MM-DD\"T\"HH24:MI:SSOF')"
+            )
+            afk.json("limit", "--account", "max-1", "--until", until + ":00")
+            fleet = person.get("/fleet").text
+            assert 'action="/accounts/max-1/clear"' in fleet
+            cleared = person.post("/accounts/max-1/clear", data={"csrf": csrf})
+            assert cleared.status_code == 303 and cleared.headers["location"] == "/fleet"
+            assert afk.json("limit", "--account", "max-1") == []
         (decided,) = afk.json("approvals", "--all")
         assert (decided["decided_by"], decided["decided_via"]) == ("dana", "page")
         assert decided["note"] == "use a pull request"
