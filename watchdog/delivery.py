@@ -15,7 +15,15 @@ from typing import Any
 from .agents.accounts import Parking
 from .config import DigestSettings
 from .db import Database
-from .destinations import AccountAlert, Alert, DeliveryError, QuestionAlert, Rendered, configured
+from .destinations import (
+    AccountAlert,
+    Alert,
+    AnyAlert,
+    DeliveryError,
+    QuestionAlert,
+    Rendered,
+    configured,
+)
 from .digest import Digest, build, render
 from .errors import AfkError, redact
 from .models import Task
@@ -280,18 +288,27 @@ def alert_questions(
             link = f"{public_url.rstrip('/')}/a/{token}"
         alert = QuestionAlert(str(row["id"]), row["agent_id"], row["title"], row["question"], link)
         kind = f"question:{row['question_id']}"
-
-        def send(
-            destination: str, _row: dict[str, Any], alert: QuestionAlert = alert, kind: str = kind
-        ) -> int:
-            return destinations[destination].send_alert(alert, f"{destination}:{kind}")
-
-        sent = [
-            claim_and_send(db, settings, d, kind, row["asked_at"], 3600, send) for d in destinations
-        ]
-        outcomes += [o for o in sent if o is not None]
+        outcomes += tell_once(db, settings, destinations, alert, kind, row["asked_at"])
         db.execute("question_alerted", {"question_id": row["question_id"]})
     return outcomes
+
+
+def tell_once(
+    db: Database,
+    settings: DigestSettings,
+    destinations: dict[str, Any],
+    alert: AnyAlert,
+    kind: str,
+    period: datetime,
+) -> list[Delivery]:
+    """``alert`` to each destination, once per (destination, kind, period):
+    the delivery ledger claims it, retries it with backoff, and records it."""
+
+    def send(destination: str, _row: dict[str, Any]) -> int:
+        return int(destinations[destination].send_alert(alert, f"{destination}:{kind}"))
+
+    sent = [claim_and_send(db, settings, d, kind, period, 3600, send) for d in destinations]
+    return [o for o in sent if o is not None]
 
 
 #: new approval requests told one by one in a pass; more than this are told
@@ -331,7 +348,7 @@ def alert_approvals(
     """Tell the alert destinations of each new approval request, once per
     request and destination, with its links; many at once as one summary."""
     from .agents.outcome import describe_tool
-    from .destinations import AnyAlert, ApprovalAlert, ApprovalsSummary
+    from .destinations import ApprovalAlert, ApprovalsSummary
 
     destinations = {d.name: d for d in configured(settings)}
     rows = db.all("approvals_unalerted", {"limit": limit})
@@ -375,16 +392,7 @@ def alert_approvals(
             db.execute("approval_alerted", {"approval": row["id"]})
         return [s for s in sent if s is not None]
     for row, kind, alert in told:
-
-        def send(
-            destination: str, _row: dict[str, Any], alert: AnyAlert = alert, kind: str = kind
-        ) -> int:
-            return destinations[destination].send_alert(alert, f"{destination}:{kind}")
-
-        sent = [
-            claim_and_send(db, settings, d, kind, row["asked_at"], 3600, send) for d in destinations
-        ]
-        outcomes += [o for o in sent if o is not None]
+        outcomes += tell_once(db, settings, destinations, alert, kind, row["asked_at"])
     for row in rows:
         db.execute("approval_alerted", {"approval": row["id"]})
     return outcomes
@@ -400,16 +408,6 @@ def alert_waiting(db: Database, settings: DigestSettings, limit: int = 20) -> li
     outcomes: list[Delivery] = []
     for row in db.all("waiting_for_a_person", {"limit": limit}):
         alert = WaitingAlert(str(row["id"]), row["agent_id"], row["title"], row["reason"])
-        kind = f"waiting:{row['id']}"
-
-        def send(
-            destination: str, _row: dict[str, Any], alert: WaitingAlert = alert, kind: str = kind
-        ) -> int:
-            return destinations[destination].send_alert(alert, f"{destination}:{kind}")
-
-        sent = [
-            claim_and_send(db, settings, d, kind, row["updated_at"], 3600, send)
-            for d in destinations
-        ]
-        outcomes += [o for o in sent if o is not None]
+        outcomes += tell_once(db, settings, destinations, alert, f"waiting:{row['id']}",
+                              row["updated_at"])  # fmt: skip
     return outcomes

@@ -240,8 +240,21 @@ def task_ref(task: TaskRef, token: int | None) -> tuple[uuid.UUID, int]:
 
 #: how many tasks one task may wait for
 MAX_AFTER = 100
-#: --ask-for rules one task may carry
-MAX_ASK_FOR = 50
+#: --ask-for rules and labels one task may carry
+MAX_ASK_FOR, MAX_REQUIRES = 50, 20
+
+
+def _listed(given: Any, most: int, name: str, what: str) -> list[str]:
+    """A task's list of words (None: none), each a string, ``most`` at most."""
+    if given is None:
+        return []
+    if isinstance(given, str) or not isinstance(given, list | tuple) or len(given) > most:
+        raise BadInput(f"{name} must be a list of {what}, {most} at most")
+    if not all(isinstance(x, str) for x in given):
+        raise BadInput(f"{name} must be a list of {what}, {most} at most")
+    return list(given)
+
+
 #: what a dependent does when a task it waits for fails
 ON_DEP_FAILURE = ("cancel", "run", "hold")
 #: the furthest ahead a task may be made to start (a year)
@@ -270,22 +283,12 @@ def checked_new_task(task: NewTask | Mapping[str, Any]) -> NewTask:
             ask_for=task.get("ask_for"),
             requires=task.get("requires"),
         )
-    if task.ask_for is not None:
-        given = task.ask_for
-        if isinstance(given, str) or not isinstance(given, list | tuple):
-            raise BadInput("ask_for must be a list of permission rules (Bash(git push:*))")
-        if len(given) > MAX_ASK_FOR:
-            raise BadInput(f"ask_for names more than {MAX_ASK_FOR} rules")
-        for rule in given:
-            if not isinstance(rule, str):
-                raise BadInput("ask_for must be a list of permission rules (Bash(git push:*))")
-            parse_rule(rule)
-    if task.requires is not None:
-        given = task.requires
-        if isinstance(given, str) or not isinstance(given, list | tuple) or len(given) > 20:
-            raise BadInput("requires must be a list of labels (gpu, linux), 20 at most")
-        for label in given:
-            check_label(label)
+    for rule in _listed(
+        task.ask_for, MAX_ASK_FOR, "ask_for", "permission rules (Bash(git push:*))"
+    ):
+        parse_rule(rule)
+    for label in _listed(task.requires, MAX_REQUIRES, "requires", "labels (gpu, linux)"):
+        check_label(label)
     if task.workspace is not None:
         check_workspace(task.workspace)
     if task.concurrency_key is not None:

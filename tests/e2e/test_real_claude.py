@@ -557,8 +557,6 @@ def test_a_real_session_under_the_sandbox_keeps_to_its_worktree_and_its_hosts(
     from helpers.sandbox_runtime import VERSION as SRT_VERSION
     from helpers.sandbox_runtime import binary as srt_binary
 
-    from watchdog.workspaces import worktree_path
-
     srt = require_cli("the sandbox runtime", SRT_VERSION, srt_binary(), "sandbox_runtime")
     heard: list[str] = []
 
@@ -576,23 +574,14 @@ def test_a_real_session_under_the_sandbox_keeps_to_its_worktree_and_its_hosts(
     base = tmp_path if not str(tmp_path).startswith("/dev/") else None
     folder = Path(tempfile.mkdtemp(prefix="afk-real-sandbox-", dir=base or "/tmp"))
     try:
-        home, project = folder / "home", folder / "project"
+        home, project = folder / "home", git_repo(folder / "project")
         (home / ".ssh").mkdir(parents=True)
         (home / ".ssh" / "id_rsa").write_text("PRIVATE KEY 0123\n")
-        project.mkdir()
-        git = {**os.environ, "GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@example.invalid",
-               "GIT_COMMITTER_NAME": "T", "GIT_COMMITTER_EMAIL": "t@example.invalid"}  # fmt: skip
-        for args in (["init", "-q", "-b", "main"], ["commit", "-q", "--allow-empty", "-m", "a"]):
-            subprocess.run(["git", *args], cwd=project, env=git, check=True)
         env = {**tool_env(afk, tmp_path, api.url), "HOME": str(home), "AFK_SRT": srt,
                "AFK_HOME": str(folder / "afk-home")}  # fmt: skip
         enqueued = afk("enqueue", "--agent", "real", "--title", "notes", "--repo", str(project))
         (task_id,) = json.loads(enqueued.stdout)["enqueued"]
-        os.environ["AFK_HOME"], before = env["AFK_HOME"], os.environ.get("AFK_HOME")
-        try:
-            work = worktree_path(str(project.resolve()), task_id)
-        finally:
-            os.environ.pop("AFK_HOME") if before is None else os.environ.update(AFK_HOME=before)
+        work = worktree_of(project, task_id, env["AFK_HOME"])
         notes = {"file_path": str(work / "NOTES.md"), "content": "# notes\n"}
         api.script = [
             "bash:cat ~/.ssh/id_rsa; echo read-rc=$?",
@@ -639,28 +628,18 @@ def test_a_real_zombie_under_the_sandbox_is_still_denied_by_the_hooks(
     from helpers.sandbox_runtime import binary as srt_binary
 
     from watchdog.agents.hooks import CHECK_TTL
-    from watchdog.workspaces import worktree_path
 
     srt = require_cli("the sandbox runtime", SRT_VERSION, srt_binary(), "sandbox_runtime")
     base = tmp_path if not str(tmp_path).startswith("/dev/") else None
     folder = Path(tempfile.mkdtemp(prefix="afk-real-zombie-", dir=base or "/tmp"))
     loop = None
     try:
-        project = folder / "project"
-        project.mkdir()
-        git = {**os.environ, "GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@example.invalid",
-               "GIT_COMMITTER_NAME": "T", "GIT_COMMITTER_EMAIL": "t@example.invalid"}  # fmt: skip
-        for args in (["init", "-q", "-b", "main"], ["commit", "-q", "--allow-empty", "-m", "a"]):
-            subprocess.run(["git", *args], cwd=project, env=git, check=True)
+        project = git_repo(folder / "project")
         env = {**tool_env(afk, tmp_path, api.url), "HOME": str(folder / "home"), "AFK_SRT": srt,
                "AFK_HOME": str(folder / "afk-home")}  # fmt: skip
         enqueued = afk("enqueue", "--agent", "real", "--title", "zombie", "--repo", str(project))
         (task_id,) = json.loads(enqueued.stdout)["enqueued"]
-        os.environ["AFK_HOME"], before = env["AFK_HOME"], os.environ.get("AFK_HOME")
-        try:
-            work = worktree_path(str(project.resolve()), task_id)
-        finally:
-            os.environ.pop("AFK_HOME") if before is None else os.environ.update(AFK_HOME=before)
+        work = worktree_of(project, task_id, env["AFK_HOME"])
         api.script = [
             "bash:touch waiting; while [ ! -f go ]; do sleep 0.1; done; echo woke",
             "bash:touch zombie.txt; echo zombie-rc=$?",
@@ -693,6 +672,30 @@ def test_a_real_zombie_under_the_sandbox_is_still_denied_by_the_hooks(
             loop.kill()
             loop.communicate()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+#: who commits in the tests' repositories
+GIT_ID = {"GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+          "GIT_COMMITTER_NAME": "T", "GIT_COMMITTER_EMAIL": "t@example.invalid"}  # fmt: skip
+
+
+def git_repo(path: Path) -> Path:
+    """A repository at ``path`` with one empty commit on main."""
+    path.mkdir(parents=True)
+    for args in (["init", "-q", "-b", "main"], ["commit", "-q", "--allow-empty", "-m", "a"]):
+        subprocess.run(["git", *args], cwd=path, env={**os.environ, **GIT_ID}, check=True)
+    return path
+
+
+def worktree_of(project: Path, task_id: str, afk_home: str) -> Path:
+    """Where afk makes the task's worktree under that AFK_HOME."""
+    from watchdog.workspaces import worktree_path
+
+    os.environ["AFK_HOME"], before = afk_home, os.environ.get("AFK_HOME")
+    try:
+        return worktree_path(str(project.resolve()), task_id)
+    finally:
+        os.environ.pop("AFK_HOME") if before is None else os.environ.update(AFK_HOME=before)
 
 
 def approval_project(tmp_path: Path) -> tuple[Path, Path]:

@@ -83,6 +83,10 @@ class Browser:
         self._events.clear()
         navigated = self._call("Page.navigate", {"url": url}, session=True)
         assert "errorText" not in navigated, navigated
+        return self._loaded(screenshot)
+
+    def _loaded(self, screenshot: Path | None = None) -> Page:
+        """The page after its load event: its DOM, and what it said."""
         self._wait_event("Page.loadEventFired")
         dom = self._call(
             "Runtime.evaluate",
@@ -104,14 +108,7 @@ class Browser:
             {"expression": f"document.querySelector({json.dumps(selector)}).click()"},
             session=True,
         )
-        self._wait_event("Page.loadEventFired")
-        dom = self._call(
-            "Runtime.evaluate",
-            {"expression": "document.documentElement.outerHTML", "returnByValue": True},
-            session=True,
-        )["result"]["value"]
-        self._drain()
-        return Page(dom, [line for e in self._events if (line := _said(e))])
+        return self._loaded()
 
     def resize(self, width: int, height: int = 900) -> None:
         """The viewport's size for the next loads (a phone is 390 px wide)."""
