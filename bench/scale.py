@@ -156,7 +156,7 @@ def explain_all(dsn: str, slug: str, folder: Path) -> None:
             "runs_since": None,
         },
         "step": {
-            **{k: None for k in ("id", "token", "result", "error", "account", "run")},
+            **{k: None for k in ("id", "token", "result", "error", "account", "run", "labels")},
             "backoff_base": 30,
             "backoff_cap": 3600,
             "claim": True,

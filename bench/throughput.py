@@ -64,6 +64,7 @@ CLAIM_VALUES = {
     "lease_seconds": "300",
     "account": "NULL",
     "run": "NULL",
+    "labels": "NULL",
 }
 
 
@@ -81,7 +82,12 @@ def step_sql(values: dict[str, str]) -> str:
     parameters, ending in one row saying whether a task is held now
     (`have`, with its `id` and `lease_token`)."""
     if hasattr(queries, "shaped"):
-        fixed: dict[str, bool | None] = {k: None for k, v in values.items() if v == "NULL"}
+        # (what the statement of the commit under test has: an older one, under
+        # bench.compare, may not have every parameter of today's)
+        known = queries.statement("step").params
+        fixed: dict[str, bool | None] = {
+            k: None for k, v in values.items() if v == "NULL" and k in known
+        }
         step = queries.statement(queries.shaped("step", **fixed, claim=values["claim"] == "true"))
         text = _pgbench_sql(step.text, values)
     else:  # (a commit before shapes, under bench.compare: the statement as written)

@@ -24,7 +24,8 @@ def plan_of(dsn: str, name: str, params: dict[str, object], generic: bool = Fals
     return json.dumps(row[0])
 
 
-STEP = {"id": None, "token": None, "result": None, "error": None, "account": None, "run": None}
+STEP = {"id": None, "token": None, "result": None, "error": None, "account": None, "run": None,
+        "labels": None}  # fmt: skip
 STEP |= {"backoff_base": 30, "backoff_cap": 3600, "lease_seconds": 60}
 
 
