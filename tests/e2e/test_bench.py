@@ -65,3 +65,21 @@ def test_pgbench_s_claim_and_done_survive_an_agent_that_runs_dry(server_dsn, tmp
         assert count(dsn, "SELECT count(*) FROM afk_task WHERE state = 'done'") == 8
         assert count(dsn, "SELECT count(*) FROM afk_task WHERE state <> 'done'") == 0
     assert rate > 0
+
+
+def test_the_fleet_bench_runs_and_reports_each_step(tmp_path):
+    """bench.fleet --quick: loops as threads and as two processes, with and
+    without an open transaction, each step's p50 and p99 and the sizes."""
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.fleet", "--quick", "--out", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    steps = report["steps"]
+    assert {(s["loops"], s["processes"], s["open_transaction"]) for s in steps} == {
+        (n, p, held) for n in (4, 8) for p in (1, 2) for held in (False, True)
+    }
+    assert all(s["claims"] > 0 and s["hooks"] > 0 and s["claim_p99_ms"] > 0 for s in steps)
+    assert report["end"]["table_bytes"] >= report["start"]["table_bytes"] > 0
+    assert "holds" in report and "holds_with_open_transaction" in report
