@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from watchdog.agents.approvals import call_hash, first_match, matches, parse, run_approvals
+from watchdog.agents.approvals import (
+    call_hash,
+    first_match,
+    matches,
+    parse,
+    resumable,
+    run_approvals,
+)
 from watchdog.errors import BadInput
 
 CASES = [
@@ -63,6 +70,20 @@ def test_a_call_is_its_tool_and_its_exact_input():
     assert call_hash("Bash", {"command": "git push"}) != call_hash(
         "Bash", {"command": "git push -f"}
     )
+
+
+@pytest.mark.parametrize(("session", "ok"), [
+    ("3f0c1f1e-8a3b-4c8e-9a55-0f7c1b2d3e4f", True),
+    ("s-1", True),
+    ("--dangerously-skip-permissions", False),
+    ("-p", False),
+    ("a b", False),
+    ("", False),
+    (None, False),
+    ("x" * 129, False),
+])  # fmt: skip
+def test_only_a_session_id_goes_on_the_command_line_to_resume(session, ok):
+    assert resumable(session) is ok
 
 
 @pytest.mark.parametrize(("value", "n", "ttl", "then"), [

@@ -127,6 +127,19 @@ def _command_matches(spec: str, command: str) -> bool:
     return command == spec
 
 
+#: a session id afk puts on a command line (`claude --resume ID`): the
+#: harness's own ids are UUIDs; anything else came from a forged payload
+SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+
+
+def resumable(session: Any) -> bool:
+    """Whether ``session`` may go on a command line as ``--resume``'s value:
+    a hook's payload is the agent's to write (it may run the hook command
+    itself), and a value like ``--dangerously-skip-permissions`` must never
+    reach the harness as an option."""
+    return isinstance(session, str) and SESSION_ID.match(session) is not None
+
+
 def call_hash(tool: str, tool_input: Any) -> str:
     """The call a person decides: its tool and its exact input."""
     text = json.dumps([tool, tool_input], sort_keys=True, separators=(",", ":"), default=str)

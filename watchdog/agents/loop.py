@@ -786,8 +786,8 @@ class Loop:
         if harness_of(self.o.command) != "claude":
             return None
         decided = self.q.approval_to_resume(task)
-        if decided is None or not decided.get("session_id"):
-            return None
+        if decided is None or not approvals.resumable(decided.get("session_id")):
+            return None  # (none, or not an id: a fresh session reads the decision)
         transcript = decided.get("transcript")
         if transcript and not os.path.isfile(transcript):
             return None
