@@ -11,8 +11,10 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import sys
 import threading
 import time
+import traceback
 import uuid
 from contextlib import suppress
 from dataclasses import dataclass
@@ -30,7 +32,40 @@ from .queue import Queue
 
 #: a web token shorter than this is warned about
 WEB_TOKEN_MIN = 16
+#: on SIGTERM, after the wait for running jobs, this long to close the servers
+#: and connections before the service exits anyway
+CLOSE_GRACE = 5.0
 logger = logging.getLogger(__name__)
+
+
+def _exit_after(seconds: float) -> None:
+    """The last resort of a stop: if the process still runs ``seconds`` from
+    now (a statement waiting on a database that stopped answering, with its
+    connection still open, waits for ever), log where every thread is and
+    exit 0 (all state is in the database). Within systemd's TimeoutStopSec,
+    so a stop is never a SIGKILL."""
+
+    def give_up() -> None:
+        logger.warning(
+            "did not stop within %gs; exiting. Where each thread was:\n%s",
+            seconds,
+            _stacks(),
+            extra={"action": "stop"},
+        )
+        logging.shutdown()
+        os._exit(0)
+
+    timer = threading.Timer(seconds, give_up)
+    timer.daemon = True
+    timer.start()
+
+
+def _stacks() -> str:
+    names = {thread.ident: thread.name for thread in threading.enumerate()}
+    return "\n".join(
+        f"Thread {names.get(ident, ident)}:\n" + "".join(traceback.format_stack(frame))
+        for ident, frame in sys._current_frames().items()
+    )
 
 
 class LeaderLease:
@@ -171,6 +206,7 @@ class Watchdog:
 
         stop.wait()
         systemd.notify("STOPPING=1")
+        _exit_after(s.shutdown_timeout + CLOSE_GRACE)
         logger.info(
             "stopping: waiting up to %gs for running jobs",
             s.shutdown_timeout,

@@ -4,9 +4,11 @@ schedule, leader failover between two replicas, database faults, signals."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import socket
+import subprocess
 import tempfile
 import time
 from datetime import timedelta
@@ -15,7 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 from helpers import poll, require_tool
-from helpers.service import Service, run
+from helpers.service import Service, free_port, run
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from watchdog import NewTask, embedded
 
@@ -73,6 +76,52 @@ def test_sigterm_exits_0_within_a_few_seconds(dsn, services):
     service.signal(signal.SIGTERM)
     assert service.proc.wait(timeout=15) == 0
     assert time.monotonic() - started < 10
+
+
+def test_a_database_gone_silent_does_not_hold_the_stop(dsn, services):
+    """A partition (the database's host stops answering, its connections stay
+    open) between two runs of the jobs: SIGTERM finds no job running, and
+    the release of the leader lease waits on a reply that never comes. The
+    service still exits 0 within its shutdown timeout and a margin, and its
+    log names where it was stuck (every thread's stack)."""
+    socat = require_tool("socat")
+    params = conninfo_to_dict(dsn)
+    host, port = str(params.get("host") or "localhost"), str(params.get("port") or 5432)
+    target = (
+        f"UNIX-CONNECT:{host}/.s.PGSQL.{port}" if host.startswith("/") else f"TCP:{host}:{port}"
+    )
+    listen = free_port()
+    proxy = subprocess.Popen(
+        [socat, f"TCP-LISTEN:{listen},bind=127.0.0.1,reuseaddr,fork", target],
+        start_new_session=True,
+    )
+    try:
+        assert poll(lambda: _listening(listen))
+        through = make_conninfo(dsn, host="127.0.0.1", port=str(listen))
+        slow = {
+            f"AFK_{name}_INTERVAL": "600" for name in ("RECLAIM", "GAUGES", "LEADER", "PRUNE", "POISON")
+        }
+        service = services(through, AFK_SHUTDOWN_TIMEOUT="3", AFK_LEASE_SECONDS="600", **slow)
+        jobs = ("leader", "reclaim", "approvals", "gauges", "poison", "prune")
+        assert poll(
+            lambda: all(
+                service.value("afk_job_last_success_timestamp_seconds", job=job) for job in jobs
+            )
+        )  # each job ran once and is done: nothing runs until the next, in 10 minutes
+        os.killpg(proxy.pid, signal.SIGSTOP)  # the host goes silent
+        service.signal(signal.SIGTERM)
+        assert service.proc.wait(timeout=25) == 0
+        log = service.log()
+        assert "did not stop within" in log
+        assert "release" in log  # the stack it was stuck in
+    finally:
+        os.killpg(proxy.pid, signal.SIGKILL)
+        proxy.wait()
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 def test_two_replicas_one_leader_and_failover(dsn, services, queue, sql):

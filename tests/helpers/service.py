@@ -120,6 +120,9 @@ class Service:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             code = self.proc.wait()
+            # (shown with the test's failure: where the service was stuck)
+            print(f"the service did not stop within {timeout:g}s; its log ends:")
+            print(self.log()[-20_000:])
         self._log.close()
         return code
 
