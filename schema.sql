@@ -101,6 +101,12 @@ CREATE FUNCTION public.afk_end_run(p_task uuid, p_token bigint, p_outcome text, 
     )
     SELECT count(*)::integer FROM ended
 $$;
+CREATE FUNCTION public.afk_fits(requires text[], profiles text[], labels text[], usable text[]) RETURNS boolean
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    SELECT (requires IS NULL OR coalesce(requires <@ labels, false))
+       AND (profiles IS NULL OR coalesce(profiles && usable, false))
+$$;
 CREATE FUNCTION public.afk_free_ports(p_task uuid, p_first integer, p_last integer, p_ports integer) RETURNS integer
     LANGUAGE plpgsql
     AS $$
@@ -485,6 +491,7 @@ CREATE TABLE public.afk_task (
     claimed_at timestamp with time zone,
     ask_for text[],
     requires text[],
+    profiles text[],
     CONSTRAINT afk_task_on_dep_failure_check CHECK ((on_dep_failure = ANY (ARRAY['cancel'::text, 'run'::text, 'hold'::text]))),
     CONSTRAINT afk_task_running_has_lease CHECK (((state <> 'running'::public.afk_state) OR (lease_until IS NOT NULL)))
 );

@@ -63,6 +63,10 @@ class Task:
     claimed_at: datetime | None = None
     #: calls of its runs a person must approve (afk enqueue --ask-for, 0032)
     ask_for: list[str] | None = None
+    #: the labels a claimer must offer (afk enqueue --requires, --harness; 0036)
+    requires: list[str] | None = None
+    #: the profiles it may run under, one of them (afk enqueue --profiles; 0037)
+    profiles: list[str] | None = None
 
     @classmethod
     def from_row(cls, row: Row) -> Task:
@@ -93,6 +97,8 @@ class Task:
             on_dep_failure=row.get("on_dep_failure"),
             claimed_at=row.get("claimed_at"),
             ask_for=row.get("ask_for"),
+            requires=row.get("requires"),
+            profiles=row.get("profiles"),
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -63,7 +63,19 @@ def default_runner_id() -> str:
 
 #: the step's parameters whose NULL changes what it does (no task to finish,
 #: no account, no run to end, ...): written into its text when NULL
-_STEP_SHAPE = ("id", "token", "error", "result", "agent_id", "runner", "account", "run", "labels")
+_STEP_SHAPE = (
+    "id",
+    "token",
+    "ok",
+    "error",
+    "result",
+    "agent_id",
+    "runner",
+    "account",
+    "run",
+    "labels",
+    "profiles",
+)
 
 
 class Queue(People, Operators):
@@ -361,6 +373,7 @@ class Queue(People, Operators):
         lease_seconds: float | None = None,
         account: str | None = None,
         labels: Sequence[str] = (),
+        profiles: Sequence[str] | None = None,
     ) -> Claimed:
         """:meth:`claim`, telling also when the next task is due if none is.
 
@@ -368,14 +381,21 @@ class Queue(People, Operators):
         while it is parked nothing is claimed and :class:`AccountParked` says
         until when; a claim under it starts a recorded run of the task.
         ``labels``: what the claimer offers (a task that requires labels is
-        taken only by a claimer that has every one)."""
+        taken only by a claimer that has every one); ``profiles``: the
+        profiles it can run a task under now (a task that names profiles is
+        taken only by a claimer that can use one of them)."""
         agent_id = check_id("agent id", agent_id)
         runner = default_runner_id() if runner is None else check_id("runner id", runner)
         if account is not None:
             account = check_id("account", account)
         lease = self._lease(lease_seconds)
         row = self._step(
-            agent_id=agent_id, runner=runner, lease_seconds=lease, account=account, labels=labels
+            agent_id=agent_id,
+            runner=runner,
+            lease_seconds=lease,
+            account=account,
+            labels=labels,
+            profiles=profiles,
         )
         if row.get("parked_account") is not None:
             raise AccountParked(row["parked_account"], row["parked_until"], row["parked_reason"])
@@ -637,14 +657,17 @@ class Queue(People, Operators):
         account: str | None = None,
         run: Mapping[str, Any] | None = None,
         labels: Sequence[str] = (),
+        profiles: Sequence[str] | None = None,
     ) -> Row:
         """The one statement of a worker's step (see ``step`` in tasks.sql):
         finish ``task_id`` if given, then claim if ``claim`` (a task that
-        requires labels only if ``labels`` has them all)."""
+        requires labels only if ``labels`` has them all, one that names
+        profiles only if ``profiles`` has one of them)."""
         s = self.settings
         params = {
             "id": task_id,
             "token": token,
+            "ok": None if task_id is None else error is None,
             "error": error,
             "result": None if result is None else json_param(result),
             "backoff_base": s.backoff_base_seconds,
@@ -655,8 +678,9 @@ class Queue(People, Operators):
             "lease_seconds": s.lease_seconds if lease_seconds is None else lease_seconds,
             "account": account,
             "run": None if run is None else json_param(dict(run)),
-            # (a claimer's labels: only in a claim, where tasks require them)
-            "labels": list(labels) if labels and claim else None,
+            # (what a claimer offers: only in a claim, where tasks ask for it)
+            "labels": list(labels) if (labels or profiles) and claim else None,
+            "profiles": list(profiles) if profiles and claim else None,
         }
         # the parameters that switch parts of it on and off are written in:
         # a claim, a finish and a finish that claims are each planned once

@@ -161,7 +161,8 @@ SELECT array_agg(id ORDER BY ordinal) AS ids,
 
 -- name: step :row retry
 -- A worker's step in one round trip: finish the task it holds (%(id)s with
--- its %(token)s: done, or failed with %(error)s), then claim its next task
+-- its %(token)s: done, or failed with %(error)s; %(ok)s says which), then
+-- claim its next task
 -- (%(claim)s). Either half can be left out: no %(id)s is a plain claim for
 -- %(agent_id)s and %(runner)s, and %(claim)s false a plain finish.
 -- The finish is fenced by the token. A reported failure spends the attempt:
@@ -190,17 +191,17 @@ SELECT array_agg(id ORDER BY ordinal) AS ids,
 WITH fin AS (
     -- without id: SELECT * FROM afk_task WHERE false
     UPDATE afk_task
-       SET state = CASE WHEN %(error)s::text IS NULL THEN 'done'
+       SET state = CASE WHEN %(ok)s THEN 'done'
                         WHEN attempts >= max_attempts THEN 'failed'
                         ELSE 'todo' END::afk_state,
-           result = CASE WHEN %(error)s::text IS NULL THEN %(result)s::jsonb ELSE result END,
-           run_after = CASE WHEN %(error)s::text IS NULL OR attempts >= max_attempts THEN NULL
+           result = CASE WHEN %(ok)s THEN %(result)s::jsonb ELSE result END,
+           run_after = CASE WHEN %(ok)s OR attempts >= max_attempts THEN NULL
                             ELSE now() + make_interval(secs => least(
                                 %(backoff_base)s * power(2, greatest(attempts - 1, 0)),
                                 %(backoff_cap)s)) END,
            last_error = coalesce(%(error)s::text, last_error),
            lease_until = NULL, updated_at = now(),
-           change_reason = CASE WHEN %(error)s::text IS NULL THEN 'done'
+           change_reason = CASE WHEN %(ok)s THEN 'done'
                                 ELSE 'failed with error' END,
            change_error = %(error)s::text
      WHERE id = %(id)s::uuid AND state = 'running' AND lease_token = %(token)s
@@ -210,7 +211,7 @@ WITH fin AS (
     -- the claimer's account, while parked: a claim under it takes nothing
     SELECT account, until, reason FROM afk_account_park
      WHERE %(claim)s AND account = %(account)s::text AND cleared_at IS NULL
-       AND (until IS NULL OR until > now())
+       AND coalesce(until > now(), true)
 ), own AS (
     -- (scalar subqueries, not a join: the agent is then a parameter of the
     -- claim index's ordered scan, and LIMIT 1 stops at the first row)
@@ -234,7 +235,7 @@ WITH fin AS (
      WHERE %(claim)s
        AND agent_id = coalesce((SELECT agent_id FROM fin), %(agent_id)s::text)
        AND state IN ('todo', 'paused')
-       AND (run_after IS NULL OR run_after <= now())
+       AND coalesce(run_after <= now(), true)
        AND NOT EXISTS (SELECT 1 FROM own)
        -- without account:
        AND NOT EXISTS (SELECT 1 FROM parked)
@@ -243,9 +244,10 @@ WITH fin AS (
        -- another claimer holds is passed over), the finish above counted out
        AND (concurrency_key IS NULL
             OR afk_concurrency_room(concurrency_key, (SELECT concurrency_key FROM fin)))
-       -- the labels it requires (0036), all of them the claimer's
-       -- without labels: AND requires IS NULL
-       AND coalesce(requires <@ %(labels)s, true)
+       -- the labels it requires (0036), all of them the claimer's, and one
+       -- of the profiles it names (0037) the claimer's usable ones
+       -- without labels: AND requires IS NULL AND profiles IS NULL
+       AND afk_fits(requires, profiles, %(labels)s, %(profiles)s)
        -- end without labels
      ORDER BY ordinal
      LIMIT 1
@@ -262,7 +264,7 @@ WITH fin AS (
            lease_until = now() + make_interval(secs => %(lease_seconds)s),
            run_after = NULL,
            checkpoint_at = now(),
-           claimed_at = CASE WHEN p.resumed THEN coalesce(t.claimed_at, now()) ELSE now() END,
+           claimed_at = coalesce(CASE WHEN p.resumed THEN t.claimed_at END, now()),
            updated_at = now(),
            change_reason = CASE WHEN p.resumed THEN 'resumed' ELSE 'claimed' END,
            had_run = t.had_run OR %(account)s::text IS NOT NULL
@@ -285,7 +287,7 @@ SELECT
        -- (a finish ends its run where one is open: only a task once claimed
        -- under an account may have one, and an API worker's never was)
        CASE WHEN t.had_run
-            THEN afk_end_run(%(id)s::uuid, %(token)s, CASE WHEN %(error)s::text IS NULL
+            THEN afk_end_run(%(id)s::uuid, %(token)s, CASE WHEN %(ok)s
                              THEN 'done' ELSE 'task_failure' END,
                              %(run)s::jsonb, EXISTS (SELECT 1 FROM fin)) END AS run_ended,
        -- the finished attempt, for its span when its task is traced (0031)
@@ -312,7 +314,7 @@ SELECT
        r.attempts, r.max_attempts, r.lease_until, r.lease_owner, r.lease_token, r.last_error,
        r.run_after, r.result, r.created_at, r.updated_at, r.lease_seconds, r.budget_usd,
        r.workspace, r.trace_parent, r.concurrency_key, r.on_dep_failure, r.claimed_at,
-       r.ask_for
+       r.ask_for, r.requires, r.profiles
   FROM (VALUES (1)) AS one
   -- without id:
   LEFT JOIN afk_task t ON t.id = %(id)s::uuid
@@ -415,7 +417,7 @@ WITH next AS (
        -- a batch takes no task of a concurrency key (one claim at a time
        -- keeps a key's count; a batch would take several of one key at once),
        -- nor one that requires labels (a batch claimer advertises none)
-       AND concurrency_key IS NULL AND requires IS NULL
+       AND concurrency_key IS NULL AND requires IS NULL AND profiles IS NULL
      ORDER BY ordinal
      LIMIT %(limit)s
        FOR UPDATE SKIP LOCKED
