@@ -156,7 +156,20 @@ def explain_all(dsn: str, slug: str, folder: Path) -> None:
             "runs_since": None,
         },
         "step": {
-            **{k: None for k in ("id", "token", "result", "error", "account", "run", "labels")},
+            **{
+                k: None
+                for k in (
+                    "id",
+                    "token",
+                    "ok",
+                    "result",
+                    "error",
+                    "account",
+                    "run",
+                    "labels",
+                    "profiles",
+                )
+            },
             "backoff_base": 30,
             "backoff_cap": 3600,
             "claim": True,

@@ -54,6 +54,7 @@ def _pgbench_sql(statement: str, values: dict[str, str]) -> str:
 CLAIM_VALUES = {
     "id": "NULL",
     "token": "NULL",
+    "ok": "NULL",
     "result": "NULL",
     "error": "NULL",
     "backoff_base": "30",
@@ -65,11 +66,18 @@ CLAIM_VALUES = {
     "account": "NULL",
     "run": "NULL",
     "labels": "NULL",
+    "profiles": "NULL",
 }
 
 
 #: ...a finish of the held task, and a finish that claims the next
-DONE_VALUES = {**CLAIM_VALUES, "id": "(:id)::uuid", "token": ":lease_token", "claim": "false"}
+DONE_VALUES = {
+    **CLAIM_VALUES,
+    "id": "(:id)::uuid",
+    "token": ":lease_token",
+    "ok": "true",
+    "claim": "false",
+}
 
 
 DONE_NEXT_VALUES = {**DONE_VALUES, "claim": "true", "agent_id": "NULL", "runner": "NULL"}

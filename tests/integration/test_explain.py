@@ -24,8 +24,8 @@ def plan_of(dsn: str, name: str, params: dict[str, object], generic: bool = Fals
     return json.dumps(row[0])
 
 
-STEP = {"id": None, "token": None, "result": None, "error": None, "account": None, "run": None,
-        "labels": None}  # fmt: skip
+STEP = {"id": None, "token": None, "ok": None, "result": None, "error": None, "account": None,
+        "run": None, "labels": None, "profiles": None}  # fmt: skip
 STEP |= {"backoff_base": 30, "backoff_cap": 3600, "lease_seconds": 60}
 
 
@@ -48,7 +48,13 @@ def test_claim_uses_its_partial_index(sql, dsn, generic, finish, account):
     held = sql("SELECT id, lease_token FROM afk_task WHERE state = 'running' LIMIT 1")[0]
     params = STEP | {"claim": True, "agent_id": "agent-2", "runner": "r", "account": account}
     if finish:
-        params |= {"id": held["id"], "token": held["lease_token"], "agent_id": None, "runner": None}
+        params |= {
+            "id": held["id"],
+            "token": held["lease_token"],
+            "ok": True,
+            "agent_id": None,
+            "runner": None,
+        }
     plan = plan_of(dsn, "step", params, generic)
     assert "afk_task_claim_idx" in plan
     assert '"Node Type": "Seq Scan"' not in plan
@@ -75,7 +81,7 @@ def test_claim_uses_its_partial_index_on_a_fresh_backlog(sql, dsn, generic, fini
         held = sql("""UPDATE afk_task SET state = 'running', lease_until = now() + interval '1 h',
                              lease_token = 7
                        WHERE agent_id = 'agent-2' AND ordinal = 2 RETURNING id""")[0]
-        params |= {"id": held["id"], "token": 7, "agent_id": None, "runner": None}
+        params |= {"id": held["id"], "token": 7, "ok": True, "agent_id": None, "runner": None}
     plan = plan_of(dsn, "step", params, generic)
     assert "afk_task_claim_idx" in plan
     assert "afk_task_agent_ordinal_key" not in plan
