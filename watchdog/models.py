@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from .agents.approvals import parse as parse_rule
+from .agents.harnesses import HARNESSES
 from .checks import (
     MAX_ATTEMPTS,
     check_budget,
@@ -129,6 +130,8 @@ NEW_TASK_FIELDS = frozenset(
         "on_dep_failure",
         "ask_for",
         "requires",
+        "profiles",
+        "harness",
     }
 )
 
@@ -162,6 +165,12 @@ class NewTask:
     ask_for: Sequence[str] | None = None
     #: labels a loop must advertise to take it (afk loop --label; issue 44)
     requires: Sequence[str] | None = None
+    #: the profiles it may run under, one of them (afk enqueue --profiles)
+    profiles: Sequence[str] | None = None
+    #: the harness it must run under (afk enqueue --harness claude): kept as
+    #: the required label harness:claude, which a loop offers for the
+    #: harnesses of its profiles
+    harness: str | None = None
 
 
 @dataclass(frozen=True)
@@ -247,7 +256,17 @@ def task_ref(task: TaskRef, token: int | None) -> tuple[uuid.UUID, int]:
 #: how many tasks one task may wait for
 MAX_AFTER = 100
 #: --ask-for rules and labels one task may carry
-MAX_ASK_FOR, MAX_REQUIRES = 50, 20
+MAX_ASK_FOR, MAX_REQUIRES, MAX_PROFILES = 50, 20, 20
+#: the required label of a harness (afk enqueue --harness)
+HARNESS_LABEL = "harness:"
+
+
+def harness_label(harness: Any) -> str:
+    """``harness:claude``: what a task that must run under a harness requires,
+    and what a loop offers for the harness of each profile it can use."""
+    if harness not in HARNESSES:
+        raise BadInput(f"harness {harness!r}: one of {', '.join(sorted(HARNESSES))}")
+    return HARNESS_LABEL + str(harness)
 
 
 def _listed(given: Any, most: int, name: str, what: str) -> list[str]:
@@ -288,6 +307,8 @@ def checked_new_task(task: NewTask | Mapping[str, Any]) -> NewTask:
             on_dep_failure=task.get("on_dep_failure"),
             ask_for=task.get("ask_for"),
             requires=task.get("requires"),
+            profiles=task.get("profiles"),
+            harness=task.get("harness"),
         )
     for rule in _listed(
         task.ask_for, MAX_ASK_FOR, "ask_for", "permission rules (Bash(git push:*))"
@@ -295,6 +316,12 @@ def checked_new_task(task: NewTask | Mapping[str, Any]) -> NewTask:
         parse_rule(rule)
     for label in _listed(task.requires, MAX_REQUIRES, "requires", "labels (gpu, linux)"):
         check_label(label)
+    for name in _listed(task.profiles, MAX_PROFILES, "profiles", "profile names (max-1)"):
+        check_id("profile", name)
+    if task.harness is not None:
+        needs = harness_label(task.harness)
+        requires = [*(task.requires or ()), *([] if needs in (task.requires or ()) else [needs])]
+        task = dataclasses.replace(task, requires=requires, harness=None)
     if task.workspace is not None:
         check_workspace(task.workspace)
     if task.concurrency_key is not None:

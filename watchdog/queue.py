@@ -212,6 +212,7 @@ class Queue(People, Operators):
             and not t.after
             and not t.ask_for
             and not t.requires
+            and not t.profiles
             for t in kept
         )
         if not plain:
@@ -238,6 +239,7 @@ class Queue(People, Operators):
                 "on_dep_failure": task.on_dep_failure,
                 "ask_for": list(task.ask_for) if task.ask_for else None,
                 "requires": list(task.requires) if task.requires else None,
+                "profiles": list(task.profiles) if task.profiles else None,
             }
             for n, task in zip(positions, kept, strict=True)
         ]

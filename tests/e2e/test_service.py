@@ -99,7 +99,8 @@ def test_a_database_gone_silent_does_not_hold_the_stop(dsn, services):
         assert poll(lambda: _listening(listen))
         through = make_conninfo(dsn, host="127.0.0.1", port=str(listen))
         slow = {
-            f"AFK_{name}_INTERVAL": "600" for name in ("RECLAIM", "GAUGES", "LEADER", "PRUNE", "POISON")
+            f"AFK_{name}_INTERVAL": "600"
+            for name in ("RECLAIM", "GAUGES", "LEADER", "PRUNE", "POISON")
         }
         service = services(through, AFK_SHUTDOWN_TIMEOUT="3", AFK_LEASE_SECONDS="600", **slow)
         jobs = ("leader", "reclaim", "approvals", "gauges", "poison", "prune")

@@ -30,8 +30,22 @@ class Fleet:
         return self.db.all("loops", {"lost_after": self.lost_after})
 
     def waiting_for_a_loop(self, agent_id: str | None = None) -> list[dict[str, Any]]:
+        """The tasks no live loop can take, each with ``why`` ("waiting for a
+        loop with gpu, harness:claude" or "with one of the profiles max-2")."""
         given = {"agent_id": agent_id, "lost_after": self.lost_after}
-        return [{**r, "id": str(r["id"])} for r in self.db.all("waiting_for_a_loop", given)]
+        return [
+            {**r, "id": str(r["id"]), "why": _why(r)}
+            for r in self.db.all("waiting_for_a_loop", given)
+        ]
+
+
+def _why(task: dict[str, Any]) -> str:
+    wanted = []
+    if task["requires"]:
+        wanted.append(", ".join(task["requires"]))
+    if task["profiles"]:
+        wanted.append("one of the profiles " + ", ".join(task["profiles"]))
+    return "waiting for a loop with " + " and ".join(wanted)
 
 
 class Membership:

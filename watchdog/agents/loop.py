@@ -44,7 +44,7 @@ from typing import IO, Any, Literal, Protocol
 from .. import tracing, workspaces
 from ..config import LoopSettings
 from ..errors import AccountParked, DatabaseError, LeaseLost
-from ..models import Task
+from ..models import Task, harness_label
 from ..queue import Queue
 from ..text import clean, one_line
 from ..workspaces import Workspace, WorkspaceError
@@ -52,7 +52,7 @@ from . import approvals, credential, sandbox
 from .accounts import DEFAULT_ACCOUNT, Accounts, Parking
 from .decide import EXIT_PARKED, Decision, Move, RunEnd, decide, probe_after, rules_of
 from .fleet import Membership
-from .harnesses import prompt_argv, with_hooks
+from .harnesses import HARNESSES, prompt_argv, with_hooks
 from .outcome import (
     Outcome,
     Report,
@@ -63,7 +63,7 @@ from .outcome import (
     failure_text,
 )
 from .process import Limits, Signs, run_agent, run_check, sweep_orphans
-from .profiles import Profile, Profiles
+from .profiles import Profile, Profiles, offered, place
 from .sandbox import Boundary, harness_of
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
@@ -114,6 +114,9 @@ class LoopOptions:
     profiles: list[Profile] = field(default_factory=list)
     #: --label: what this loop's machine offers (a task's --requires)
     labels: list[str] = field(default_factory=list)
+    #: --switch-after: how long a task waits for the parked profile of the
+    #: session it resumes before it moves to another, fresh (seconds)
+    switch_after: float = 15 * 60.0
 
 
 def default_runner() -> str:
@@ -144,6 +147,15 @@ class Loop:
         #: the profile of the run under way (--profile), and the environment
         #: the loop gives every profile's runs
         self.profile: Profile | None = None
+        #: the first profile whose account is not parked, and the profiles
+        #: and parked accounts (their ends) it was chosen from
+        self.first: Profile | None = None
+        self.usable: list[Profile] = []
+        self.parked: dict[str, datetime | None] = {}
+        #: the run under way starts a fresh session (its task moved profile)
+        self.fresh = False
+        #: the decided approval whose session a task's run resumes, by task
+        self.decided: dict[uuid.UUID, dict[str, Any] | None] = {}
         self.base_env = dict(options.env)
         #: its place in the fleet while it runs
         self.member: Membership | None = None
@@ -190,7 +202,7 @@ class Loop:
             self.q.db,
             self.runner,
             self.o.agent,
-            self.o.labels,
+            [*self.o.labels, *self.harness_labels(self.o.profiles)],
             [p.name for p in self.o.profiles],
             self.settings.fleet_lost_seconds,
         )
@@ -226,7 +238,8 @@ class Loop:
                     runner=self.runner,
                     lease_seconds=self.o.lease,
                     account=self.o.account,
-                    labels=self.o.labels,
+                    labels=[*self.o.labels, *self.harness_labels(self.usable)],
+                    profiles=[p.name for p in self.usable] if self.o.profiles else None,
                 )
             except AccountParked as parked:
                 if self.o.profiles:
@@ -291,6 +304,8 @@ class Loop:
             if self.stopped.is_set():  # claimed, but asked to stop: give it back
                 self.q.release(claimed.task, "paused: the supervisor was stopped")
                 break
+            if self.o.profiles and not self.place_task(claimed.task, claimed.db_now):
+                continue  # (given back: it waits for its session's profile)
             if self.member is not None:
                 self.member.now(claimed.task.id, self.profile.name if self.profile else None)
             try:
@@ -302,6 +317,8 @@ class Loop:
                 self.stopped.wait(2.0)
                 continue
             finally:
+                self.fresh = False
+                self.decided.pop(claimed.task.id, None)
                 if self.member is not None:
                     self.member.now(None, None)
             if status is not None:
@@ -319,17 +336,16 @@ class Loop:
             self.say(f"profile {gone[0]!r} was removed (afk profile remove): the loop stops")
             return EXIT_USAGE
         parked = {p.account: p for p in self.accounts.parked()}
-        for p in self.o.profiles:
-            if p.account in parked:
-                continue
-            if self.profile is not p:
-                if self.profile is not None:
-                    self.say(f"runs go to profile {p.name!r} (account {p.account!r}) now")
-                self.profile = p
-                self.o.command, self.o.account = list(p.command), p.account
-                self.o.env = {**self.base_env, **p.env}
+        self.parked = {account: p.limited_until for account, p in parked.items()}
+        self.usable = [p for p in self.o.profiles if p.account not in parked]
+        if self.usable:
+            first = self.usable[0]
+            if self.first is not None and self.first is not first:
+                self.say(f"runs go to profile {first.name!r} (account {first.account!r}) now")
+            self.first = first
+            self.use(first)
             return None
-        self.profile = None
+        self.profile = self.first = None
         ends = [parked[p.account].limited_until for p in self.o.profiles]
         if all(end is None for end in ends):
             names = ", ".join(repr(p.name) for p in self.o.profiles)
@@ -342,6 +358,57 @@ class Loop:
         )
         self._nap_until(until)
         return None
+
+    def use(self, profile: Profile) -> None:
+        """The next run goes to ``profile``: its command, environment, account."""
+        self.profile = profile
+        self.o.command, self.o.account = list(profile.command), profile.account
+        self.o.env = {**self.base_env, **profile.env}
+
+    def harness_labels(self, profiles: list[Profile]) -> list[str]:
+        """What the loop offers for its harnesses (harness:claude): its usable
+        profiles', or its one command's."""
+        if self.o.profiles:
+            return offered(profiles)
+        found = harness_of(self.o.command)
+        return [harness_label(found)] if found in HARNESSES else []
+
+    def place_task(self, task: Task, now: datetime) -> bool:
+        """Run a claimed task under the profile :func:`place` chooses (the
+        session it resumes keeps it on its profile, within --switch-after);
+        False when it was given back to wait for that profile's reset."""
+        decided = self.q.approval_to_resume(task)
+        self.decided[task.id] = decided
+        session = (
+            decided.get("profile")
+            if decided is not None and approvals.resumable(decided.get("session_id"))
+            else None
+        )
+        placed = place(task, session, self.o.profiles, self.parked, now, self.o.switch_after)
+        if placed.profile is None:
+            wait = 300.0 if placed.until is None else (placed.until - now).total_seconds()
+            self.q.release(
+                task,
+                f"waits for its profile: {placed.why}",
+                state="todo",
+                retry_in=min(max(wait, 1.0), 7 * 86400.0),
+                outcome=str(Outcome.USAGE_LIMIT),
+                run=next(
+                    (
+                        {"profile": p.name, "account": p.account}
+                        for p in self.o.profiles
+                        if p.name == session
+                    ),
+                    None,
+                ),
+            )
+            self.say(f"task {task.id} {placed.why}; it waits, the others go on")
+            return False
+        if placed.why:
+            self.say(f"task {task.id}: {placed.why}")
+        self.fresh = placed.fresh
+        self.use(placed.profile)
+        return True
 
     def work(self, task: Task) -> int | None:
         """Run the agent on one task and settle it; an exit status ends the loop."""
@@ -783,9 +850,11 @@ class Loop:
         (issue 43): ``claude --resume SESSION -p``, the call then answered by
         the decision; None when there is none, or when its transcript is not
         on this machine (a fresh session then reads the decision in its brief)."""
-        if harness_of(self.o.command) != "claude":
-            return None
-        decided = self.q.approval_to_resume(task)
+        if harness_of(self.o.command) != "claude" or self.fresh:
+            return None  # (a task that moved profile starts fresh: its brief)
+        decided = (
+            self.decided[task.id] if task.id in self.decided else self.q.approval_to_resume(task)
+        )
         if decided is None or not approvals.resumable(decided.get("session_id")):
             return None  # (none, or not an id: a fresh session reads the decision)
         transcript = decided.get("transcript")
@@ -847,8 +916,8 @@ class Loop:
         if engine_log is not None:
             report_extra["sandbox"]["hosts_tried"] = engine_log.record()
         report.extra.update(report_extra)
-        if self.profile is not None:
-            report.extra["profile"] = self.profile.name
+        if self.profile is not None:  # (the run ends under its profile's account)
+            report.extra.update(profile=self.profile.name, account=self.profile.account)
         return report
 
     @contextlib.contextmanager

@@ -9,13 +9,15 @@ an environment variable whose name says it is one is refused."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from ..checks import check_id
 from ..db import Database, json_param
 from ..errors import BadInput
+from ..models import HARNESS_LABEL, Task, harness_label
 from .harnesses import HARNESSES
 from .sandbox import harness_of
 
@@ -40,6 +42,79 @@ class Profile:
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "harness": self.harness, "command": self.command,
                 "env": self.env, "account": self.account}  # fmt: skip
+
+
+def offered(profiles: Iterable[Profile]) -> list[str]:
+    """The labels a loop offers for its profiles' harnesses (harness:claude):
+    a task that must run under a harness (afk enqueue --harness) asks for one."""
+    return list(dict.fromkeys(harness_label(p.harness) for p in profiles if p.harness in HARNESSES))
+
+
+def fits(task: Task, profile: Profile) -> bool:
+    """Whether ``task`` may run under ``profile``: one of the profiles it
+    names (--profiles), the harness it must run under (--harness)."""
+    if task.profiles is not None and profile.name not in task.profiles:
+        return False
+    needs = [x for x in task.requires or () if x.startswith(HARNESS_LABEL)]
+    return all(x == HARNESS_LABEL + profile.harness for x in needs)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a loop over several profiles runs a task it claimed: under
+    ``profile``, resuming its session unless ``fresh``; or (no profile) not
+    now: it waits for its session's profile until ``until``."""
+
+    profile: Profile | None
+    fresh: bool = False
+    until: datetime | None = None
+    why: str = ""
+
+
+def place(
+    task: Task,
+    session_profile: str | None,
+    profiles: Sequence[Profile],
+    parked: Mapping[str, datetime | None],
+    now: datetime,
+    switch_after: float,
+) -> Placement:
+    """The profile of a claimed task's run (issue 44 item 2). ``parked``:
+    each parked account's end (None: until a person clears it). A task keeps
+    the profile of the session it resumes while that profile's account is
+    not parked, or is parked until at most ``switch_after`` seconds from now
+    (it waits for the reset); parked longer, it moves to the first usable
+    profile it fits, and starts fresh from its brief. Otherwise it runs
+    under the first profile it fits whose account is not parked."""
+    fitting = [p for p in profiles if fits(task, p)]
+    usable = [p for p in fitting if p.account not in parked]
+    own = next((p for p in fitting if p.name == session_profile), None)
+    if own is not None:
+        if own.account not in parked:
+            return Placement(own)
+        until = parked[own.account]
+        if until is not None and (until - now).total_seconds() <= switch_after:
+            return Placement(
+                None,
+                until=until,
+                why=f"its session is profile {own.name!r}'s, parked until its reset",
+            )
+        if usable:
+            return Placement(
+                usable[0],
+                fresh=True,
+                why=f"profile {own.name!r} stays parked longer than --switch-after: "
+                f"moved to {usable[0].name!r}, a fresh session from its brief",
+            )
+    if usable:
+        return Placement(usable[0], fresh=session_profile is not None and own is None)
+    ends = [parked[p.account] for p in fitting]
+    known = [end for end in ends if end is not None]
+    return Placement(
+        None,
+        until=min(known) if known else None,
+        why="no profile of this loop that it fits is usable now",
+    )
 
 
 def parse_env(given: Iterable[str]) -> dict[str, str]:

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 from ..agents import harnesses, hooklink
 from ..agents.harnesses import HARNESSES, SETTINGS
 from ..checks import check_id, check_label
+from ..config import parse_duration
 from ..errors import AfkError, BadInput, dsn_secrets, redact, scrub
+from ..models import HARNESS_LABEL
 
 if TYPE_CHECKING:
     from ..agents import hooks
@@ -312,6 +314,14 @@ def configure_loop(p: Parser) -> None:
         "goes to the first whose account is not parked (instead of -- CMD)",
     )
     p.add_argument(
+        "--switch-after",
+        dest="switch_after",
+        metavar="DURATION",
+        help="with --profile: how long a task whose session a parked profile holds waits "
+        "for that profile's reset before it moves to another and starts fresh from its "
+        "brief (default 15m; 0: at once)",
+    )
+    p.add_argument(
         "--ask-for",
         action="append",
         dest="ask_for",
@@ -348,7 +358,8 @@ def configure_loop(p: Parser) -> None:
         "[--stall-after DURATION] [--max-run DURATION] [--repo PATH] [--verify CMD] "
         "[--require-changes] [--sandbox [--allow-host HOST[:PORT]]... [--deny-read PATH]...] "
         "[--unsandboxed] [--ask-for RULE]... [--approval-ttl DURATION] "
-        "[--on-approval-timeout deny|hold] -- CMD [ARG...]"
+        "[--on-approval-timeout deny|hold] [--label LABEL]... "
+        "(-- CMD [ARG...] | --profile NAME... [--switch-after DURATION])"
     )
     p.epilog = (
         "exit 0 when nothing is left, 5 when the account needs a person, 130/143 when stopped"
@@ -395,6 +406,7 @@ def cmd_loop(args: argparse.Namespace, res: Resources) -> int:
     zone = settings.digest.day_zone()
     if profiles and account_of(args):
         raise BadInput("--account goes with -- CMD: a profile names its own account")
+    switch_after = switch_after_of(args.switch_after, bool(profiles))
     first = profiles[0] if profiles else None
     options = LoopOptions(
         agent=agent,
@@ -416,7 +428,8 @@ def cmd_loop(args: argparse.Namespace, res: Resources) -> int:
         approval_ttl=ttl,
         on_approval_timeout=on_timeout,
         profiles=profiles,
-        labels=[check_label(label) for label in dict.fromkeys(args.label)],
+        labels=[loop_label(label) for label in dict.fromkeys(args.label)],
+        switch_after=switch_after,
     )
     from ..queue import Queue
 
@@ -447,6 +460,30 @@ def cmd_loop(args: argparse.Namespace, res: Resources) -> int:
         return loop.run()
     finally:
         broker.stop()
+
+
+def switch_after_of(given: str | None, profiles: bool) -> float:
+    """--switch-after in seconds: from 0 to 7 days, with --profile only."""
+    if given is None:
+        return 15 * 60.0
+    if not profiles:
+        raise BadInput("--switch-after goes with --profile: a task moves between profiles")
+    seconds = parse_duration(given)
+    if not 0 <= seconds <= 7 * 86400:
+        raise BadInput(f"--switch-after {given!r} must be from 0 to 7 days")
+    return seconds
+
+
+def loop_label(label: str) -> str:
+    """A --label, checked; harness:NAME is not one a person gives (the loop
+    offers it for its own harnesses, which a task's --harness asks for)."""
+    label = check_label(label)
+    if label.startswith(HARNESS_LABEL):
+        raise BadInput(
+            f"--label {label}: the loop offers harness:NAME itself, for the harness of each "
+            "of its profiles (or of its -- CMD)"
+        )
+    return label
 
 
 def profiles_of(res: Resources, names: list[str]) -> list[Any]:

@@ -91,6 +91,8 @@ def read_jsonl(path: str) -> list[dict[str, Any]]:
                 "on_dep_failure",
                 "ask_for",
                 "requires",
+                "profiles",
+                "harness",
             }
             - set(WORKSPACE_FIELDS)
         )
@@ -206,6 +208,18 @@ def configure_enqueue(p: Parser) -> None:
         help="taken only by a loop that advertises this label (afk loop --label gpu); "
         "give it again for more",
     )
+    p.add_argument(
+        "--profiles",
+        metavar="NAME,NAME",
+        help="run only under one of these profiles (afk profile list): a loop takes it "
+        "when one of them is among its --profile and not parked",
+    )
+    p.add_argument(
+        "--harness",
+        metavar="HARNESS",
+        help="run only under a profile of this harness (claude, codex, gemini, cursor, "
+        "copilot): the required label harness:NAME, which a loop offers for its profiles",
+    )
     workspace_options(p, branch=True)
     p.add_argument(
         "--file",
@@ -251,6 +265,8 @@ def cmd_enqueue(args: argparse.Namespace, res: Resources) -> int:
             raise BadInput("--file takes an ask_for key per line, not --ask-for")
         if args.requires is not None:
             raise BadInput("--file takes a requires key per line, not --requires")
+        if args.profiles is not None or args.harness is not None:
+            raise BadInput("--file takes profiles and harness keys per line, not --profiles")
         if args.concurrency_key is not None or args.concurrency_limit is not None:
             raise BadInput(
                 "--file takes concurrency_key and concurrency_limit keys per line, "
@@ -277,6 +293,8 @@ def cmd_enqueue(args: argparse.Namespace, res: Resources) -> int:
                 "on_dep_failure": args.on_dep_failure,
                 "ask_for": args.ask_for,
                 "requires": args.requires,
+                "profiles": None if args.profiles is None else args.profiles.split(","),
+                "harness": args.harness,
             }
         ]
     if args.max_attempts is not None:
@@ -284,6 +302,11 @@ def cmd_enqueue(args: argparse.Namespace, res: Resources) -> int:
             task.setdefault("max_attempts", args.max_attempts)
     assert agent is not None
     q = res.queue
+    named = sorted({n for t in tasks if isinstance(t.get("profiles"), list) for n in t["profiles"]})
+    if named and all(isinstance(n, str) for n in named):
+        from ..agents.profiles import Profiles
+
+        Profiles(q.db).named(named)  # (an unknown one: one line, nothing enqueued)
     check_branches(
         q,
         [task.get("workspace") for task in tasks],

@@ -195,9 +195,7 @@ def cmd_status(args: argparse.Namespace, res: Resources) -> int:
     counts: dict[str, Any] = dict(res.queue.status(agent))
     stuck = Fleet(res.queue.db, res.settings.loop.fleet_lost_seconds).waiting_for_a_loop(agent)
     if stuck:  # (no live loop has the labels they require: they wait in silence)
-        counts["waiting_for_a_loop"] = [
-            {**t, "why": f"waiting for a loop with {', '.join(t['requires'])}"} for t in stuck
-        ]
+        counts["waiting_for_a_loop"] = stuck
     emit(counts)
     return EXIT_OK
 

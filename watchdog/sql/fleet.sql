@@ -30,15 +30,16 @@ SELECT l.runner, l.agent_id, l.host, l.pid, l.username, l.labels, l.profiles, l.
  ORDER BY l.agent_id, l.started_at, l.runner;
 
 -- name: waiting_for_a_loop :many retry
--- Tasks waiting to run that require labels no live loop of their agent
--- advertises (%(agent_id)s, or every agent's with NULL).
-SELECT t.id, t.agent_id, left(t.title, 300) AS title, t.requires
+-- Tasks waiting to run that ask for what no live loop of their agent offers
+-- (labels it requires, one of the profiles it names: afk_fits, as a claim
+-- checks) (%(agent_id)s, or every agent's with NULL).
+SELECT t.id, t.agent_id, left(t.title, 300) AS title, t.requires, t.profiles
   FROM afk_task t
- WHERE t.requires IS NOT NULL AND t.state IN ('todo', 'paused')
+ WHERE (t.requires IS NOT NULL OR t.profiles IS NOT NULL) AND t.state IN ('todo', 'paused')
    AND (%(agent_id)s::text IS NULL OR t.agent_id = %(agent_id)s::text)
    AND NOT EXISTS (
        SELECT 1 FROM afk_loop l
-        WHERE l.agent_id = t.agent_id AND t.requires <@ l.labels
+        WHERE l.agent_id = t.agent_id AND afk_fits(t.requires, t.profiles, l.labels, l.profiles)
           AND l.seen_at > now() - make_interval(secs => %(lost_after)s))
  ORDER BY t.agent_id, t.ordinal
  LIMIT 100;

@@ -225,9 +225,12 @@ SELECT r.id, r.task_id, r.tool_name, r.decision AS was, (SELECT count(*) FROM de
 
 -- name: approval_to_resume :one retry
 -- The session a task's next run resumes: its latest decided request whose
--- call has not come back yet (NULL: none).
-SELECT id, session_id, transcript, harness, rule, decision, tool_name, tool_input, note
-  FROM afk_approval
+-- call has not come back yet (NULL: none), and the profile of the run that
+-- asked (its session is that profile's: issue 44).
+SELECT id, session_id, transcript, harness, rule, decision, tool_name, tool_input, note,
+       (SELECT r.profile FROM afk_run r
+         WHERE r.task_id = a.task_id AND r.token = a.asked_token) AS profile
+  FROM afk_approval a
  WHERE task_id = %(id)s AND decision IN ('approved', 'denied') AND used_at IS NULL
    AND session_id IS NOT NULL
  ORDER BY decided_at DESC, id DESC

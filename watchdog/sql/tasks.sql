@@ -31,13 +31,13 @@ WITH input AS (
            coalesce(now() + make_interval(secs => x.not_before_in), x.not_before_at)
                AS run_after,
            x.concurrency_key, x.concurrency_limit, coalesce(x.after, '{}') AS after,
-           x.on_dep_failure, x.ask_for, x.requires
+           x.on_dep_failure, x.ask_for, x.requires, x.profiles
       FROM jsonb_to_recordset(%(tasks)s::jsonb)
            AS x(n int, title text, spec jsonb, idem_key text, max_attempts int,
                 budget_usd numeric, workspace jsonb, trace_parent text,
                 not_before_in float8, not_before_at timestamptz,
                 concurrency_key text, concurrency_limit int, after text[],
-                on_dep_failure text, ask_for text[], requires text[])
+                on_dep_failure text, ask_for text[], requires text[], profiles text[])
 ), too_big AS (
     SELECT min(n) AS n FROM input WHERE octet_length(spec::text) > %(max_bytes)s
 ), refs AS (
@@ -91,11 +91,11 @@ WITH input AS (
 ), ins AS (
     INSERT INTO afk_task (agent_id, ordinal, title, spec, idem_key, max_attempts, budget_usd,
                           workspace, trace_parent, run_after, concurrency_key, state,
-                          on_dep_failure, last_error, ask_for, requires)
+                          on_dep_failure, last_error, ask_for, requires, profiles)
     SELECT %(agent_id)s, p.ordinal, p.title, p.spec, p.idem_key, p.max_attempts, p.budget_usd,
            p.workspace, p.trace_parent, p.run_after, p.concurrency_key, p.state,
            CASE WHEN cardinality(p.after) > 0 THEN coalesce(p.on_dep_failure, 'cancel') END,
-           CASE WHEN p.state = 'failed' THEN p.dep_error END, p.ask_for, p.requires
+           CASE WHEN p.state = 'failed' THEN p.dep_error END, p.ask_for, p.requires, p.profiles
       FROM placed p
     ON CONFLICT (idem_key) DO NOTHING
     RETURNING id, idem_key, ordinal
