@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from .agents.approvals import parse as parse_rule
-from .agents.harnesses import HARNESSES
+from .agents.harnesses import HARNESS_NAMES
 from .checks import (
     MAX_ATTEMPTS,
     check_budget,
@@ -264,8 +264,8 @@ HARNESS_LABEL = "harness:"
 def harness_label(harness: Any) -> str:
     """``harness:claude``: what a task that must run under a harness requires,
     and what a loop offers for the harness of each profile it can use."""
-    if harness not in HARNESSES:
-        raise BadInput(f"harness {harness!r}: one of {', '.join(sorted(HARNESSES))}")
+    if harness not in HARNESS_NAMES:
+        raise BadInput(f"harness {harness!r}: one of {', '.join(sorted(HARNESS_NAMES))}")
     return HARNESS_LABEL + str(harness)
 
 

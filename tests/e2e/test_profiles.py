@@ -135,11 +135,18 @@ def test_when_every_profile_is_parked_the_loop_waits_for_the_earliest_reset(flee
         (("loop", "--agent", "f", "--profile", "nobody"), "no profile 'nobody'"),
         (("loop", "--agent", "f", "--profile", "ghost"), "cannot be found"),
         (("loop", "--agent", "f", "--profile", "ghost", "--", "true"), "not both"),
+        (("loop", "--agent", "f", "--profile", "real", "--switch-after", "8d"), "0 to 7 days"),
+        (("loop", "--agent", "f", "--profile", "real", "--switch-after", "soon"), "soon"),
+        (("loop", "--agent", "f", "--switch-after", "1m", "--", "true"), "goes with --profile"),
+        (("loop", "--agent", "f", "--label", "harness:claude", "--", "true"), "offers harness"),
+        (("enqueue", "--agent", "f", "--title", "x", "--profiles", "real,nobody"), "'nobody'"),
+        (("enqueue", "--agent", "f", "--title", "x", "--harness", "emacs"), "'emacs'"),
     ],
 )
 def test_bad_profiles_are_one_line_exit_2_and_change_nothing(afk, sql, args, says):
     made = afk("profile", "add", "ghost", "--", "/nonexistent/agent")
     assert made.returncode == 0, made.stderr
+    assert afk("profile", "add", "real", "--", "true").returncode == 0
     afk.json("enqueue", "--agent", "f", "--title", "t")
     before = sql.fingerprint(), sql("SELECT name FROM afk_profile ORDER BY name")
     proc = afk(*args)
@@ -181,3 +188,93 @@ def test_a_profile_removed_while_its_loop_runs_ends_the_loop_after_its_run(fleet
     assert "profile 'one' was removed (afk profile remove): the loop stops" in said
     assert afk.json("show", ids[0])["state"] == "done"  # the run it had finished
     assert afk.json("show", ids[1])["state"] == "todo"
+
+
+def test_a_task_runs_only_under_the_profiles_or_harness_it_names(fleet):
+    """``afk enqueue --profiles`` and ``--harness``: a loop takes such a task
+    only when one of its usable profiles fits, runs it under that profile
+    (its run under that profile's account), and leaves the rest in order; a
+    task no live loop can take is flagged in afk status."""
+    afk = fleet.afk
+    made = [fleet.profile(name) for name in ("one", "two", "three")]
+    made.append(fleet.profile("cx", "--harness", "codex"))
+    assert all(m.returncode == 0 for m in made), [m.stderr for m in made]
+    enqueue = ("enqueue", "--agent", "f", "--title")
+    (b,) = afk.json(*enqueue, "task b", "--profiles", "two,three")["enqueued"]
+    (c,) = afk.json(*enqueue, "task c", "--profiles", "three")["enqueued"]
+    (d,) = afk.json(*enqueue, "task d", "--harness", "codex")["enqueued"]
+    (a,) = afk.json(*enqueue, "task a")["enqueued"]
+    code, said = fleet.loop({}, "--profile", "one", "--profile", "two", "--profile", "cx")
+    assert code == 0, said
+    assert [(r["title"], r["who"]) for r in fleet.ran()] == [
+        ("task b", "two"),
+        ("task d", "cx"),
+        ("task a", "one"),
+    ]
+    for task_id, profile in ((b, "two"), (d, "cx"), (a, "one")):
+        (run,) = afk.json("show", task_id)["runs"]
+        assert (run["profile"], run["account"], run["outcome"]) == (profile, profile, "done")
+    assert afk.json("show", c)["state"] == "todo"
+    flagged = afk.json("status", "--agent", "f")["waiting_for_a_loop"]
+    assert [(t["id"], t["why"]) for t in flagged] == [
+        (c, "waiting for a loop with one of the profiles three")
+    ]
+
+
+def _session_under(sql, task_id: str, profile: str) -> None:
+    """The state a run under ``profile`` leaves when a person approved a call
+    it asked for: a decided request whose session the next run resumes."""
+    sql("""INSERT INTO afk_run (task_id, token, agent_id, runner, account, profile, ended_at,
+                                outcome)
+           VALUES (%s, 5, 'f', 'gone', %s, %s, now(), 'needs_approval')""",
+        task_id, profile, profile)  # fmt: skip
+    sql("""INSERT INTO afk_approval (task_id, session_id, harness, tool_name, tool_input,
+                                     call_hash, rule, asked_token, expires_at, decision,
+                                     decided_at, decided_by)
+           VALUES (%s, '6b1c1f1e-0d7e-4c55-9d54-2f0c6f1a7e01', 'claude', 'Bash',
+                   '{"command": "make deploy"}', 'h', 'Bash(make deploy)', 5,
+                   now() + interval '1 hour', 'approved', now(), 'me')""", task_id)  # fmt: skip
+
+
+def test_a_task_keeps_the_profile_of_its_session_while_its_reset_is_near(fleet, sql):
+    """The session of a task's last run is profile one's (a person approved a
+    call it asked for), and one is parked for a few seconds: within
+    --switch-after the task waits for one (no attempt spent, the other task
+    runs meanwhile under two), then runs under one."""
+    afk = fleet.afk
+    for name in ("one", "two"):
+        assert fleet.profile(name).returncode == 0
+    (held,) = afk.json("enqueue", "--agent", "f", "--title", "task 1")["enqueued"]
+    (other,) = afk.json("enqueue", "--agent", "f", "--title", "task 2")["enqueued"]
+    _session_under(sql, held, "one")
+    until = sql.one("SELECT now() + interval '4 seconds'")
+    parked = afk("limit", "--account", "one", "--until", until.isoformat(), "--reason", "test")
+    assert parked.returncode == 0, parked.stderr
+    code, said = fleet.loop({}, "--profile", "one", "--profile", "two")
+    assert code == 0, said
+    assert [(r["title"], r["who"]) for r in fleet.ran()] == [("task 2", "two"), ("task 1", "one")]
+    assert fleet.ran()[1]["at"] >= until.timestamp() - 0.05
+    task = afk.json("show", held)
+    assert [(r["profile"], r["outcome"], r["attempt_spent"]) for r in task["runs"]] == [
+        ("one", "needs_approval", None),
+        ("one", "usage_limit", False),
+        ("one", "done", True),
+    ], task["runs"]
+    assert task["attempts"] == 1 and "parked until its reset" in said
+    assert afk.json("show", other)["state"] == "done"
+
+
+def test_a_task_moves_fresh_when_its_sessions_profile_stays_parked_past_switch_after(fleet, sql):
+    afk = fleet.afk
+    for name in ("one", "two"):
+        assert fleet.profile(name).returncode == 0
+    (held,) = afk.json("enqueue", "--agent", "f", "--title", "task 1")["enqueued"]
+    _session_under(sql, held, "one")
+    until = sql.one("SELECT now() + interval '2 hours'")
+    assert afk("limit", "--account", "one", "--until", until.isoformat()).returncode == 0
+    code, said = fleet.loop({}, "--profile", "one", "--profile", "two", "--switch-after", "10m")
+    assert code == 0, said
+    assert [(r["title"], r["who"]) for r in fleet.ran()] == [("task 1", "two")]
+    assert "stays parked longer than --switch-after: moved to 'two'" in said
+    runs = afk.json("show", held)["runs"]
+    assert [(r["profile"], r["outcome"]) for r in runs][1:] == [("two", "done")]

@@ -675,3 +675,6 @@ SETTINGS = {h.name: h.settings for h in HARNESS_TABLE}
 #: the payload readers `afk hook --harness` takes (claude: Claude Code and Codex CLI)
 READERS = {h.name: h for h in HARNESS_TABLE if h.reads == h.name}
 HARNESSES = tuple(READERS)
+#: every harness afk knows by name (codex's hooks read as claude's): what a
+#: profile runs, what a task may ask for (afk enqueue --harness)
+HARNESS_NAMES = tuple(h.name for h in HARNESS_TABLE)

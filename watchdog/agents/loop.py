@@ -52,7 +52,7 @@ from . import approvals, credential, sandbox
 from .accounts import DEFAULT_ACCOUNT, Accounts, Parking
 from .decide import EXIT_PARKED, Decision, Move, RunEnd, decide, probe_after, rules_of
 from .fleet import Membership
-from .harnesses import HARNESSES, prompt_argv, with_hooks
+from .harnesses import HARNESS_NAMES, prompt_argv, with_hooks
 from .outcome import (
     Outcome,
     Report,
@@ -371,7 +371,7 @@ class Loop:
         if self.o.profiles:
             return offered(profiles)
         found = harness_of(self.o.command)
-        return [harness_label(found)] if found in HARNESSES else []
+        return [harness_label(found)] if found in HARNESS_NAMES else []
 
     def place_task(self, task: Task, now: datetime) -> bool:
         """Run a claimed task under the profile :func:`place` chooses (the

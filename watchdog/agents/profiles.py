@@ -18,7 +18,7 @@ from ..checks import check_id
 from ..db import Database, json_param
 from ..errors import BadInput
 from ..models import HARNESS_LABEL, Task, harness_label
-from .harnesses import HARNESSES
+from .harnesses import HARNESS_NAMES
 from .sandbox import harness_of
 
 #: an --env name that says it holds a credential (refused: afk stores none)
@@ -47,7 +47,9 @@ class Profile:
 def offered(profiles: Iterable[Profile]) -> list[str]:
     """The labels a loop offers for its profiles' harnesses (harness:claude):
     a task that must run under a harness (afk enqueue --harness) asks for one."""
-    return list(dict.fromkeys(harness_label(p.harness) for p in profiles if p.harness in HARNESSES))
+    return list(
+        dict.fromkeys(harness_label(p.harness) for p in profiles if p.harness in HARNESS_NAMES)
+    )
 
 
 def fits(task: Task, profile: Profile) -> bool:
@@ -153,8 +155,8 @@ class Profiles:
         if not command or not command[0]:
             raise BadInput("no agent command given: afk profile add NAME -- CMD [ARG...]")
         found = harness or harness_of(command) or "other"
-        if harness is not None and harness not in HARNESSES:
-            raise BadInput(f"--harness {harness!r}: one of {', '.join(sorted(HARNESSES))}")
+        if harness is not None and harness not in HARNESS_NAMES:
+            raise BadInput(f"--harness {harness!r}: one of {', '.join(sorted(HARNESS_NAMES))}")
         row = self.db.one(
             "profile_add",
             {
