@@ -186,10 +186,13 @@ class Digest:
     #: the done tasks with a workspace, as `afk review` gives them: what the
     #: person reads first after the night's story
     to_review: list[dict[str, Any]] = field(default_factory=list)
+    #: tasks that ask for what no live loop offers (labels, profiles): id,
+    #: agent_id, title, why ("waiting for a loop with gpu")
+    no_loop: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def stuck(self) -> bool:
-        return bool(self.expired or self.paused)
+        return bool(self.expired or self.paused or self.no_loop)
 
     @property
     def needs_person(self) -> list[dict[str, Any]]:
@@ -293,6 +296,7 @@ class Digest:
                 "expired_leases": self.expired,
                 "paused": self.paused,
                 "oldest_todo": self.oldest_todo,
+                "no_loop": self.no_loop,
             },
             "accounts": self.accounts,
             "night": self.night,
@@ -311,12 +315,16 @@ def build(
     *,
     count_done: bool = True,
     review: bool = True,
+    lost_after: float = 60.0,
 ) -> Digest:
     """The digest of the window [start, end). ``count_done=False`` leaves
     each agent's finished count at 0: the status page's overview, whose cost
     must follow the live work, not the window's finishes. ``review``: read
     the done tasks' worktrees for "to review" (git, and `gh` for their pull
-    requests)."""
+    requests). ``lost_after``: a loop not seen for that long is lost (its
+    labels and profiles take nothing)."""
+    from .agents.fleet import Fleet
+
     row = db.row(
         "digest_data",
         {
@@ -389,6 +397,7 @@ def build(
         denied_hosts={str(k): dict(v) for k, v in row["denied_hosts"].items()},
         profiles=list(row["profiles"]),
         to_review=_to_review(db, start, end) if review else [],
+        no_loop=Fleet(db, lost_after).waiting_for_a_loop(),
     )
 
 

@@ -504,6 +504,7 @@ class StatusPages:
             UTC,
             count_done=False,
             review=False,
+            lost_after=self.fleet_lost_seconds,
         )
         finished = {r["agent_id"]: r for r in day.per_agent}
         agents = []

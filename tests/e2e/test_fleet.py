@@ -87,6 +87,8 @@ def test_labels_send_a_task_only_to_a_loop_that_has_them_and_the_fleet_is_listed
     (flag,) = status["waiting_for_a_loop"]
     assert flag["id"] == tpu and flag["why"] == "waiting for a loop with tpu"
     assert afk.json("show", tpu, env=loops.env)["state"] == "todo"
+    digest = afk("digest", "--dry-run", "--format", "text", env=loops.env).stdout
+    assert "  - waiting for a loop with tpu: tpu job (f)" in digest, digest
     # both registered, alive, with their labels
     seen = poll(lambda: len(loops.loops()) == 2 and loops.loops())
     assert seen["gpu-box"]["labels"] == ["gpu", "linux"] and seen["laptop"]["labels"] == []

@@ -72,6 +72,16 @@ def sample_digest() -> Digest:
                 "created_at": "2026-11-28T22:10:00+00:00",
             }
         ],
+        no_loop=[
+            {
+                "id": "66666666-6666-6666-6666-666666666666",
+                "agent_id": "backlog-b",
+                "title": "Train the ranker",
+                "requires": ["gpu"],
+                "profiles": None,
+                "why": "waiting for a loop with gpu",
+            }
+        ],
         waiting=[
             {
                 "id": "55555555-5555-5555-5555-555555555555",
