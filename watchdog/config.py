@@ -652,12 +652,20 @@ def load_all(config_path: str | None = None, env: Mapping[str, str] | None = Non
 
 
 #: AFK_* variables that are not settings fields
+#: what afk reads that is not a setting of the tables above, and what each is
+READ_ELSEWHERE = {
+    "AFK_DSN": "the PostgreSQL connection string (default: the embedded server)",
+    "AFK_CONFIG": "a TOML file of settings",
+    "AFK_HOME": "where the embedded server keeps its data (default "
+    "~/.local/share/afk-watchdog, /var/lib/afk-watchdog for root)",
+    "AFK_LOG_LEVEL": "the service's log level (default INFO)",
+    "AFK_AGENT_ID": "the default of --agent",
+    "AFK_RUNNER_ID": "the default of --runner",
+    "AFK_ACCOUNT": "the default of --account (else: default)",
+    "AFK_TEST_DSN": "the tests' server: any PostgreSQL where they may create databases",
+}
 OTHER_ENV = (
-    "AFK_DSN",
-    "AFK_CONFIG",
-    "AFK_HOME",
-    "AFK_LOG_LEVEL",
-    "AFK_TEST_DSN",
+    *READ_ELSEWHERE,
     *credential.NAMES,
     credential.BROKERED,
     # what afk doctor --live sets for the hooks it fires (P28)

@@ -13,11 +13,39 @@ from typing import Any
 
 logging.getLogger("watchdog").addHandler(logging.NullHandler())
 
+#: every exit status of ``afk``, in the one place they are defined: the
+#: parser's epilog and the reference's page are written from it
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_EMPTY, EXIT_LEASE_LOST, EXIT_PARKED, EXIT_IN_DOUBT = range(7)
+EXIT_CODES: tuple[tuple[int, str, str], ...] = (
+    (EXIT_OK, "ok", "the command did what it was asked"),
+    (
+        EXIT_USAGE,
+        "bad usage or input",
+        "a bad option or value, one line on stderr; nothing changed",
+    ),
+    (EXIT_EMPTY, "nothing to claim", "afk claim found no task the agent may take now"),
+    (EXIT_LEASE_LOST, "lease lost", "the token no longer holds the task: stop working on it"),
+    (
+        EXIT_PARKED,
+        "account parked",
+        "the account is parked (a usage limit, or a login that needs a person); afk loop: "
+        "the account needs a person, or the agent command cannot run",
+    ),
+    (
+        EXIT_IN_DOUBT,
+        "effect in doubt",
+        "an effect was started by a call that died unrecorded: it is not run again",
+    ),
+    (EXIT_ERROR, "anything else", "such as an unreachable database"),
+)
+#: a stop by a signal: 128 + its number (afk loop: 130 on SIGINT, 143 on SIGTERM)
+SIGNALLED = 128
+
 
 class AfkError(Exception):
     """An afk-watchdog error."""
 
-    exit_code = 1
+    exit_code = EXIT_ERROR
 
     def __init__(self, message: str | None = None) -> None:
         super().__init__(message or (self.__doc__ or "").strip())
@@ -26,7 +54,7 @@ class AfkError(Exception):
 class BadInput(AfkError):
     """The request is not valid; nothing was changed."""
 
-    exit_code = 2
+    exit_code = EXIT_USAGE
 
 
 class TaskNotFound(BadInput):
@@ -47,7 +75,7 @@ class LeaseLost(AfkError):
     The lease expired and was reclaimed, the task was paused, or another
     runner claimed it since. Stop working on it."""
 
-    exit_code = 4
+    exit_code = EXIT_LEASE_LOST
     #: what a command run by ``afk once`` printed before its record was refused
     stdout: bytes | None = None
 
@@ -57,13 +85,13 @@ class EffectInDoubt(AfkError):
     never recorded: the call may or may not have happened. It is not run
     again under this token."""
 
-    exit_code = 6
+    exit_code = EXIT_IN_DOUBT
 
 
 class DatabaseError(AfkError):
     """The database could not be reached or refused the statement."""
 
-    exit_code = 1
+    exit_code = EXIT_ERROR
 
 
 class Conflict(DatabaseError):
@@ -162,7 +190,7 @@ class AccountParked(AfkError):
     """The claimer's account is parked (a usage limit, an outage, a login that
     needs a person): nothing was claimed."""
 
-    exit_code = 5
+    exit_code = EXIT_PARKED
 
     def __init__(self, account: str, limited_until: datetime | None, reason: str) -> None:
         until = limited_until.isoformat() if limited_until else "a person clears it"

@@ -587,6 +587,7 @@ def review(row: Mapping[str, Any], *, with_pr: bool = True) -> dict[str, Any]:
     """One done task's work, as the morning reviews it."""
     repo = str(row["repo"])
     done_at = row["done_at"]
+    check = row["last_check"]
     out: dict[str, Any] = {
         "id": str(row["id"]),
         "agent_id": row["agent_id"],
@@ -594,7 +595,8 @@ def review(row: Mapping[str, Any], *, with_pr: bool = True) -> dict[str, Any]:
         "done_at": done_at.isoformat() if hasattr(done_at, "isoformat") else done_at,
         "branch": row["branch"],
         "cost_usd": row["cost_usd"],
-        "check": row["last_check"] if row.get("verify") else None,
+        # (the last run's check, the task's own --verify or its loop's)
+        "check": check if check and check.get("status") is not None else None,
         "denied_runs": row.get("runs_denied") or 0,
         "error": None,
         "path": row["path"],

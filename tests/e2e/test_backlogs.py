@@ -1,4 +1,4 @@
-"""A backlog written where people already write it: the README's Ralph
+"""A backlog written where people already write it: the documentation's Ralph
 prd.json imported, re-imported, and its passes exported after two tasks are
 done, against the real database and the real CLI."""
 
@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from helpers import require_tool
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+BACKLOGS = Path(__file__).resolve().parents[2] / "docs" / "backlog.md"
 
 
 def readme_prd() -> str:
-    """The prd.json the README shows (the code block after its heading)."""
-    text = README.read_text()
+    """The prd.json the documentation shows (the code block after its heading)."""
+    text = BACKLOGS.read_text()
     section = text[text.index("**A Ralph `prd.json`.**") :]
     return re.search(r"```json\n(.*?)```", section, re.S).group(1)  # type: ignore[union-attr]
 

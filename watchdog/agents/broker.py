@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..config import Settings
+from ..errors import EXIT_LEASE_LOST, EXIT_USAGE
 from ..models import Task
 from . import credential, hooks
 from .harnesses import HARNESSES
@@ -59,7 +60,6 @@ AGENT_COMMANDS = (
 #: agent's own command: as long as the run may)
 COMMAND_WAIT = 300.0
 #: exit statuses (as the command line's)
-EXIT_USAGE, EXIT_LEASE_LOST = 2, 4
 
 
 class Broker(HookServer):

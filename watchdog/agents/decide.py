@@ -24,11 +24,11 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from ..config import LoopSettings
+from ..errors import EXIT_PARKED
 from .outcome import Outcome
 
 #: the loop's exit status when a person must act (a login, a command that
 #: cannot start)
-EXIT_PARKED = 5
 
 #: outcomes that would retry a task: over its budget, it is held instead
 HELD_OVER_BUDGET = (Outcome.TASK_FAILURE, Outcome.TIMED_OUT, Outcome.OUTAGE, Outcome.USAGE_LIMIT)

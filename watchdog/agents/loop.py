@@ -43,14 +43,14 @@ from typing import IO, Any, Literal, Protocol
 
 from .. import tracing, workspaces
 from ..config import LoopSettings
-from ..errors import AccountParked, DatabaseError, LeaseLost
+from ..errors import EXIT_OK, EXIT_PARKED, EXIT_USAGE, AccountParked, DatabaseError, LeaseLost
 from ..models import Task, harness_label
 from ..queue import Queue
 from ..text import clean, one_line
 from ..workspaces import Workspace, WorkspaceError
 from . import approvals, credential, sandbox
 from .accounts import DEFAULT_ACCOUNT, Accounts, Parking
-from .decide import EXIT_PARKED, Decision, Move, RunEnd, decide, probe_after, rules_of
+from .decide import Decision, Move, RunEnd, decide, probe_after, rules_of
 from .fleet import Membership
 from .harnesses import HARNESS_NAMES, prompt_argv, with_hooks
 from .outcome import (
@@ -66,7 +66,6 @@ from .process import Limits, Signs, run_agent, run_check, sweep_orphans
 from .profiles import Profile, Profiles, offered, place
 from .sandbox import Boundary, harness_of
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 #: the longest a loop sleeps between two looks at the database while it waits
 #: for a reset or a backoff (a parking cleared by hand is seen this soon)
 MAX_NAP = 60.0

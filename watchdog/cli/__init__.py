@@ -20,7 +20,7 @@ from ..agents import credential
 from ..agents.harnesses import HARNESSES
 from ..agents.hooklink import parse_argv
 from ..config import is_utf8
-from ..errors import AfkError, redact
+from ..errors import EXIT_CODES, EXIT_ERROR, EXIT_USAGE, AfkError, redact
 from ..logs import level_of
 from .agents import (
     cmd_hook,
@@ -45,8 +45,6 @@ from .backlog import (
     configure_import,
 )
 from .common import (
-    EXIT_ERROR,
-    EXIT_USAGE,
     Needs,
     Parser,
     Resources,
@@ -364,8 +362,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="afk",
         description="A durable task queue on PostgreSQL for unattended coding agents.",
         parents=[common],
-        epilog="Exit status: 0 ok, 2 bad usage or input, 3 nothing to claim, "
-        "4 lease lost, 5 account parked, 6 effect in doubt, 1 anything else.",
+        epilog="Exit status: "
+        + ", ".join(f"{code} {short}" for code, short, _ in EXIT_CODES)
+        + ".",
     )
     parser.add_argument("--version", action="version", version=f"afk {package_version()}")
     sub = parser.add_subparsers(

@@ -17,14 +17,13 @@ from ..agents import harnesses, hooklink
 from ..agents.harnesses import HARNESSES, SETTINGS
 from ..checks import check_id, check_label
 from ..config import parse_duration
-from ..errors import AfkError, BadInput, dsn_secrets, redact, scrub
+from ..errors import EXIT_OK, AfkError, BadInput, dsn_secrets, redact, scrub
 from ..models import HARNESS_LABEL
 
 if TYPE_CHECKING:
     from ..agents import hooks
 
 from .common import (
-    EXIT_OK,
     Parser,
     Resources,
     account_of,

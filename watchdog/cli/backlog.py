@@ -18,10 +18,9 @@ from typing import Any
 
 from ..checks import WORKSPACE_FIELDS
 from ..config import parse_duration
-from ..errors import AfkError, BadInput
+from ..errors import EXIT_OK, AfkError, BadInput
 from ..text import one_line
 from .common import (
-    EXIT_OK,
     Parser,
     Resources,
     agent_of,

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn
 from ..agents import credential
 from ..checks import check_id, check_token, json_type
 from ..config import load_all, parse_duration
-from ..errors import AfkError, BadInput
+from ..errors import EXIT_USAGE, AfkError, BadInput
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("watchdog.cli")
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_EMPTY, EXIT_LEASE_LOST, EXIT_PARKED = 0, 1, 2, 3, 4, 5
 
 MAX_SINCE = 100 * 365 * 86400
 

@@ -20,14 +20,12 @@ from ..config import (
     describe,
     no_destination,
 )
-from ..errors import BadInput
+from ..errors import EXIT_ERROR, EXIT_OK, BadInput
 from ..jobs import JOBS
 
 if TYPE_CHECKING:
     pass
 from .common import (
-    EXIT_ERROR,
-    EXIT_OK,
     Parser,
     Resources,
     boundary_options,

@@ -13,7 +13,7 @@ from ..agents import credential
 from ..agents.brief import resume_brief
 from ..checks import parse_task_id
 from ..config import parse_duration
-from ..errors import AccountParked, BadInput, LeaseLost
+from ..errors import EXIT_EMPTY, EXIT_OK, EXIT_PARKED, AccountParked, BadInput, LeaseLost
 from ..text import terminal
 
 if TYPE_CHECKING:
@@ -22,9 +22,6 @@ if TYPE_CHECKING:
     from ..queue import Queue
 
 from .common import (
-    EXIT_EMPTY,
-    EXIT_OK,
-    EXIT_PARKED,
     MAX_SINCE,
     NEXT_HELP,
     Parser,
