@@ -95,6 +95,7 @@ CREATE FUNCTION public.afk_end_run(p_task uuid, p_token bigint, p_outcome text, 
                trace_id = coalesce(p_run ->> 'trace_id', trace_id),
                sandbox = p_run -> 'sandbox',
                profile = coalesce(p_run ->> 'profile', profile),
+               account = coalesce(p_run ->> 'account', account),
                attempt_spent = p_spent
          WHERE task_id = p_task AND token = p_token AND ended_at IS NULL
         RETURNING 1
@@ -123,6 +124,60 @@ BEGIN
      ORDER BY p LIMIT 1;
     RETURN found;
 END $$;
+CREATE TABLE public.afk_task (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    agent_id text NOT NULL,
+    ordinal integer NOT NULL,
+    title text NOT NULL,
+    spec jsonb DEFAULT '{}'::jsonb NOT NULL,
+    state public.afk_state DEFAULT 'todo'::public.afk_state NOT NULL,
+    checkpoint jsonb DEFAULT '{}'::jsonb NOT NULL,
+    idem_key text,
+    lease_until timestamp with time zone,
+    attempts integer DEFAULT 0 NOT NULL,
+    max_attempts integer DEFAULT 5 NOT NULL,
+    last_error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    lease_owner text,
+    lease_token bigint DEFAULT 0 NOT NULL,
+    lease_seconds integer,
+    run_after timestamp with time zone,
+    result jsonb,
+    checkpoint_at timestamp with time zone,
+    change_reason text,
+    change_error text,
+    change_by text,
+    budget_usd numeric,
+    workspace jsonb,
+    trace_parent text,
+    concurrency_key text,
+    on_dep_failure text,
+    has_dependents boolean DEFAULT false NOT NULL,
+    had_run boolean DEFAULT false NOT NULL,
+    claimed_at timestamp with time zone,
+    ask_for text[],
+    requires text[],
+    profiles text[],
+    CONSTRAINT afk_task_on_dep_failure_check CHECK ((on_dep_failure = ANY (ARRAY['cancel'::text, 'run'::text, 'hold'::text]))),
+    CONSTRAINT afk_task_running_has_lease CHECK (((state <> 'running'::public.afk_state) OR (lease_until IS NOT NULL)))
+);
+CREATE FUNCTION public.afk_give_back(p_ids uuid[], p_tokens bigint[], p_state public.afk_state, p_run_after timestamp with time zone, p_reason text, p_outcome text, p_run jsonb) RETURNS SETOF public.afk_task
+    LANGUAGE sql
+    AS $$
+    WITH upd AS (
+        UPDATE afk_task t
+           SET state = p_state, attempts = greatest(t.attempts - 1, 0),
+               run_after = p_run_after, lease_until = NULL, updated_at = now(),
+               change_reason = p_reason
+          FROM unnest(p_ids, p_tokens) AS g(id, token)
+         WHERE t.id = g.id AND t.state = 'running' AND t.lease_token = g.token
+        RETURNING t.*
+    ), ended AS (
+        SELECT afk_end_run(id, lease_token, p_outcome, p_run, false) FROM upd
+    )
+    SELECT * FROM upd WHERE (SELECT count(*) FROM ended) >= 0
+$$;
 CREATE FUNCTION public.afk_held() RETURNS timestamp with time zone
     LANGUAGE sql IMMUTABLE
     AS $$ SELECT '9999-12-31 00:00:00+00'::timestamptz $$;
@@ -457,44 +512,6 @@ CREATE SEQUENCE public.afk_run_id_seq
     NO MAXVALUE
     CACHE 1;
 ALTER SEQUENCE public.afk_run_id_seq OWNED BY public.afk_run.id;
-CREATE TABLE public.afk_task (
-    id uuid DEFAULT gen_random_uuid() NOT NULL,
-    agent_id text NOT NULL,
-    ordinal integer NOT NULL,
-    title text NOT NULL,
-    spec jsonb DEFAULT '{}'::jsonb NOT NULL,
-    state public.afk_state DEFAULT 'todo'::public.afk_state NOT NULL,
-    checkpoint jsonb DEFAULT '{}'::jsonb NOT NULL,
-    idem_key text,
-    lease_until timestamp with time zone,
-    attempts integer DEFAULT 0 NOT NULL,
-    max_attempts integer DEFAULT 5 NOT NULL,
-    last_error text,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    lease_owner text,
-    lease_token bigint DEFAULT 0 NOT NULL,
-    lease_seconds integer,
-    run_after timestamp with time zone,
-    result jsonb,
-    checkpoint_at timestamp with time zone,
-    change_reason text,
-    change_error text,
-    change_by text,
-    budget_usd numeric,
-    workspace jsonb,
-    trace_parent text,
-    concurrency_key text,
-    on_dep_failure text,
-    has_dependents boolean DEFAULT false NOT NULL,
-    had_run boolean DEFAULT false NOT NULL,
-    claimed_at timestamp with time zone,
-    ask_for text[],
-    requires text[],
-    profiles text[],
-    CONSTRAINT afk_task_on_dep_failure_check CHECK ((on_dep_failure = ANY (ARRAY['cancel'::text, 'run'::text, 'hold'::text]))),
-    CONSTRAINT afk_task_running_has_lease CHECK (((state <> 'running'::public.afk_state) OR (lease_until IS NOT NULL)))
-);
 CREATE TABLE public.afk_task_effect (
     task_id uuid NOT NULL,
     name text NOT NULL,

@@ -52,6 +52,37 @@ def test_only_the_module_that_owns_a_file_runs_its_statements():
         assert (PACKAGE.parent / statement.owner).is_file(), statement.owner
 
 
+#: a statement that writes afk_task (not afk_task_effect, not afk_task_history),
+#: itself or through the function that gives a task back (migration 0038)
+WRITES_TASKS = re.compile(
+    r"\b(?:UPDATE|INSERT\s+INTO|DELETE\s+FROM)\s+afk_task\b(?!_)|\bafk_give_back\(", re.I
+)
+
+
+def writers_outside_the_family() -> list[str]:
+    out = []
+    for path in sorted((PACKAGE / "sql").glob("*.sql")):
+        for name, statement in sql.parse(path.read_text()).items():
+            if WRITES_TASKS.search(statement.text) and not sql.TASK_WRITERS.match(path.name):
+                out.append(f"{path.name}: {name}")
+    return out
+
+
+def test_every_writer_of_afk_task_is_in_the_one_family_of_files():
+    """Who writes afk_task is one family of SQL files (sql.TASK_WRITERS,
+    named in its module's header and in CONTRIBUTING): a statement that
+    writes the table anywhere else fails here."""
+    assert writers_outside_the_family() == [], "move it to the family's file of its module"
+    assert sql.TASK_WRITERS.pattern in (PACKAGE.parent / "CONTRIBUTING.md").read_text()
+    # the check finds a writer where there is one, and only there
+    planted = "-- name: sneaky :exec\nUPDATE afk_task SET title = 'x' WHERE id = %(id)s;\n"
+    assert WRITES_TASKS.search(sql.parse(planted)["sneaky"].text)
+    ledger = "-- name: ok :exec\nUPDATE afk_task_effect SET done = true;\n"
+    assert not WRITES_TASKS.search(sql.parse(ledger)["ok"].text)
+    family = [bool(sql.TASK_WRITERS.match(n)) for n in ("tasks_people.sql", "people.sql")]
+    assert family == [True, False]
+
+
 @pytest.mark.parametrize(
     "text, message",
     [
@@ -185,28 +216,3 @@ def test_the_step_returns_the_task_as_task_from_row_reads_it():
     listed = set(re.findall(r"\br\.(\w+)", text[text.rindex("db_now") :]))
     assert listed == read
     assert "r.*" not in text
-
-
-#: the one family of files whose statements write afk_task (CONTRIBUTING's
-#: "Where things go" names it): the queue's, its operators', the people's,
-#: and the effect ledger's begin, which refreshes a lease
-TASK_WRITERS = ("tasks.sql", "operators.sql", "people.sql", "effects.sql")
-WRITES_TASK = re.compile(r"\b(?:UPDATE|INSERT\s+INTO|DELETE\s+FROM)\s+afk_task\b(?!_)", re.I)
-
-
-def test_only_the_writer_family_writes_afk_task():
-    """House round four, item 3: writers of afk_task were in five files,
-    stated four ways. One family; a writer anywhere else fails here."""
-    elsewhere = [
-        f"{path.name}: {name}"
-        for path in sorted((PACKAGE / "sql").glob("*.sql"))
-        if path.name not in TASK_WRITERS
-        for name, statement in sql.parse(path.read_text()).items()
-        if WRITES_TASK.search(statement.text)
-    ]
-    assert elsewhere == [], "move it to the family, or the family's file it belongs with"
-    # the check finds a writer where there is one
-    planted = "-- name: sneaky :exec\nUPDATE afk_task SET title = 'x' WHERE id = %(id)s;\n"
-    assert WRITES_TASK.search(sql.parse(planted)["sneaky"].text)
-    assert not WRITES_TASK.search(sql.parse(
-        "-- name: ok :exec\nUPDATE afk_task_effect SET done = true;\n")["ok"].text)  # fmt: skip

@@ -41,6 +41,13 @@ readied)::
 In a shape with ``id`` written in as NULL (or false), the lines between the
 two markers are the one line after ``without id:`` (nothing, if there is
 none); otherwise they stay, and the markers are comments like any other.
+
+Who writes ``afk_task`` is one family of files, :data:`TASK_WRITERS`:
+``tasks.sql`` (the queue's) and ``tasks_<module>.sql`` (each another
+module's: ``tasks_operators.sql``, ``tasks_people.sql``,
+``tasks_effects.sql``). A statement that updates, inserts or deletes a task
+lives there and nowhere else (``tests/unit/test_sql.py`` holds it); the
+state machine is read in these files alone.
 """
 
 from __future__ import annotations
@@ -140,6 +147,8 @@ class Statement:
 
 
 _OWNER = re.compile(r"^-- owner: (\S+)\s*$", re.MULTILINE)
+#: the one family of files whose statements write afk_task (see above)
+TASK_WRITERS = re.compile(r"^tasks(_[a-z]+)?\.sql$")
 
 
 def parse(text: str, owner: str = "") -> dict[str, Statement]:

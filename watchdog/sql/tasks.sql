@@ -360,51 +360,33 @@ SELECT t.state AS cur_state, t.lease_token AS cur_token,
  WHERE t.id = %(id)s;
 
 -- name: pause_task :one retry
--- A runner's own clean stop of one task: fenced, gives the attempt back; its
--- run ends as interrupted.
+-- A runner's own clean stop of one task: fenced, gives the attempt back
+-- (afk_give_back, migration 0038); its run ends as interrupted.
 WITH upd AS (
-    UPDATE afk_task
-       SET state = 'paused', attempts = greatest(attempts - 1, 0),
-           lease_until = NULL, updated_at = now(), change_reason = %(reason)s
-     WHERE id = %(id)s AND state = 'running' AND lease_token = %(token)s
-    RETURNING *
-), ended AS (
-    SELECT afk_end_run(id, lease_token, 'interrupted', NULL, false) FROM upd
+    SELECT * FROM afk_give_back(ARRAY[%(id)s::uuid], ARRAY[%(token)s::bigint], 'paused',
+                                NULL, %(reason)s, 'interrupted', NULL)
 )
 SELECT t.state AS cur_state, t.lease_token AS cur_token,
-       (t.run_after = afk_held()) IS TRUE AS cur_held,
-       (SELECT count(*) FROM ended) AS runs_ended, u.*
+       (t.run_after = afk_held()) IS TRUE AS cur_held, u.*
   FROM afk_task t LEFT JOIN upd u ON true
  WHERE t.id = %(id)s;
 
 -- name: pause_agent :many retry
 -- A Stop: every running row of the agent, or only those one runner holds.
--- A deliberate pause gives the attempt back.
-WITH upd AS (
-    UPDATE afk_task
-       SET state = 'paused', attempts = greatest(attempts - 1, 0),
-           lease_until = NULL, updated_at = now(), change_reason = %(reason)s
-     WHERE agent_id = %(agent_id)s AND state = 'running'
-       AND (%(runner)s::text IS NULL OR lease_owner = %(runner)s::text)
-    RETURNING *
-), ended AS (
-    SELECT afk_end_run(id, lease_token, 'interrupted', NULL, false) FROM upd
-)
-SELECT id FROM upd WHERE (SELECT count(*) FROM ended) >= 0;
+-- A deliberate pause gives the attempt back (afk_give_back).
+SELECT g.id
+  FROM (SELECT array_agg(id) AS ids, array_agg(lease_token) AS tokens FROM afk_task
+         WHERE agent_id = %(agent_id)s AND state = 'running'
+           AND (%(runner)s::text IS NULL OR lease_owner = %(runner)s::text)) r,
+       afk_give_back(r.ids, r.tokens, 'paused', NULL, %(reason)s, 'interrupted', NULL) g;
 
 -- name: pause_runner :many retry
 -- The same for one runner across every agent (a Stop hook knows its session,
 -- not always its agent).
-WITH upd AS (
-    UPDATE afk_task
-       SET state = 'paused', attempts = greatest(attempts - 1, 0),
-           lease_until = NULL, updated_at = now(), change_reason = %(reason)s
-     WHERE state = 'running' AND lease_owner = %(runner)s
-    RETURNING *
-), ended AS (
-    SELECT afk_end_run(id, lease_token, 'interrupted', NULL, false) FROM upd
-)
-SELECT id FROM upd WHERE (SELECT count(*) FROM ended) >= 0;
+SELECT g.id
+  FROM (SELECT array_agg(id) AS ids, array_agg(lease_token) AS tokens FROM afk_task
+         WHERE state = 'running' AND lease_owner = %(runner)s) r,
+       afk_give_back(r.ids, r.tokens, 'paused', NULL, %(reason)s, 'interrupted', NULL) g;
 
 -- name: claim_batch :many
 -- Up to %(limit)s of the agent's next tasks in one statement, each with a
@@ -463,19 +445,20 @@ SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bi
 -- %(run)s. Fenced by the token, as every worker's write.
 -- %(hold)s holds it for a person instead (run_after afk_held(): no claim
 -- takes it until a person puts it back).
+-- (afk_give_back; a run whose lease was lost still ends, with what it cost)
 WITH upd AS (
-    UPDATE afk_task
-       SET state = %(state)s::afk_state, attempts = greatest(attempts - 1, 0),
-           run_after = CASE WHEN %(hold)s THEN afk_held()
-                            WHEN %(retry_in)s::float8 IS NULL THEN NULL
-                            ELSE now() + make_interval(secs => %(retry_in)s::float8) END,
-           lease_until = NULL, updated_at = now(), change_reason = %(reason)s
-     WHERE id = %(id)s AND state = 'running' AND lease_token = %(token)s
-    RETURNING *
+    SELECT * FROM afk_give_back(
+        ARRAY[%(id)s::uuid], ARRAY[%(token)s::bigint], %(state)s::afk_state,
+        CASE WHEN %(hold)s THEN afk_held()
+             WHEN %(retry_in)s::float8 IS NULL THEN NULL
+             ELSE now() + make_interval(secs => %(retry_in)s::float8) END,
+        %(reason)s, %(outcome)s, %(run)s::jsonb)
 )
 SELECT t.state AS cur_state, t.lease_token AS cur_token,
        (t.run_after = afk_held()) IS TRUE AS cur_held,
-       afk_end_run(t.id, %(token)s, %(outcome)s, %(run)s::jsonb, false) AS run_ended, u.*
+       CASE WHEN NOT EXISTS (SELECT 1 FROM upd)
+            THEN afk_end_run(t.id, %(token)s, %(outcome)s, %(run)s::jsonb, false) END AS run_ended,
+       u.*
   FROM afk_task t LEFT JOIN upd u ON true
  WHERE t.id = %(id)s;
 
