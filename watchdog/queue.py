@@ -44,6 +44,7 @@ from .models import (
 )
 from .operators import Operators
 from .people import People
+from .workspaces import Worktrees
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ _STEP_SHAPE = (
 )
 
 
-class Queue(People, Operators):
+class Queue(People, Operators, Worktrees):
     """A durable task queue in one PostgreSQL database.
 
     >>> q = Queue.connect("postgresql://localhost/afk")
@@ -778,12 +779,6 @@ class Queue(People, Operators):
                 {"agent_id": check_id("agent id", agent_id), "runner": runner, "reason": reason},
             )
         return [r["id"] for r in rows]
-
-    def adopt_workspace(self, task: TaskRef, request: Mapping[str, Any]) -> None:
-        """A supervisor's default workspace (``afk loop --repo``) for a task
-        that asked for none: written once, never over a task's own."""
-        given = json_param(dict(request))
-        self.db.one("workspace_adopt", {"id": task_id_of(task), "request": given})
 
     @contextmanager
     def leased(

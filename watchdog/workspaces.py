@@ -27,10 +27,11 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .db import Database
+from .db import Database, json_param
 from .errors import AfkError, BadInput, Conflict
+from .models import Task, TaskRef, task_id_of
 from .text import one_line
 
 #: the longest branch name a task may ask for (a ref is a file: its name
@@ -939,3 +940,36 @@ def git_version() -> tuple[int, ...] | None:
         return None
     found = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", said)
     return tuple(int(n) for n in found.groups() if n is not None) if found else None
+
+
+class Worktrees:
+    """A claimed task's worktree, as the queue's methods (one of
+    :class:`~watchdog.queue.Queue`'s bases): ``afk claim`` and ``afk loop``
+    both take it from :meth:`worktree`."""
+
+    db: Database
+    if TYPE_CHECKING:  # (the queue's)
+
+        def release(self, task: TaskRef, reason: str, *, outcome: str = ...) -> Task: ...
+
+    def adopt_workspace(self, task: TaskRef, request: Mapping[str, Any]) -> None:
+        """A supervisor's default workspace (``afk loop --repo``) for a task
+        that asked for none: written once, never over a task's own."""
+        given = json_param(dict(request))
+        self.db.one("workspace_adopt", {"id": task_id_of(task), "request": given})
+
+    def worktree(
+        self, task: Task, ports: int, default: Mapping[str, Any] | None = None
+    ) -> Workspace | None:
+        """The claimed task's worktree, made at its first claim and found
+        again after (None: the task has no workspace); ``default``: a
+        supervisor's request for a task that asked for none. One that cannot
+        be made gives the task back, paused, no attempt spent (its run ends
+        as cannot_start), and raises :class:`WorkspaceError`."""
+        if task.workspace is None and default is not None:
+            self.adopt_workspace(task, default)
+        try:
+            return prepare(self.db, task.id, task.title, ports)
+        except WorkspaceError as exc:
+            self.release(task, f"paused: {exc}", outcome="cannot_start")
+            raise

@@ -416,7 +416,7 @@ class Loop:
         try:
             ws = self.workspace(task)
         except WorkspaceError as exc:
-            return self.cannot_start(task, str(exc))
+            return self.cannot_start(task, str(exc), given_back=True)
         if ws is None and (self.o.verify or self.o.require_changes):  # (P17: not in silence)
             self.say(
                 f"task {task.id} has no workspace: the loop's --verify and "
@@ -511,17 +511,17 @@ class Loop:
 
     def workspace(self, task: Task) -> Workspace | None:
         """The task's worktree (made at its first claim; ``--repo`` gives one
-        to a task that asked for none)."""
-        if task.workspace is None and self.o.workspace is not None:
-            self.q.adopt_workspace(task, self.o.workspace)
-        return workspaces.prepare(self.q.db, task.id, task.title, self.settings.ports_per_task)
+        to a task that asked for none; one it cannot make: the task paused)."""
+        return self.q.worktree(task, self.settings.ports_per_task, self.o.workspace)
 
-    def cannot_start(self, task: Task, why: str) -> int:
+    def cannot_start(self, task: Task, why: str, *, given_back: bool = False) -> int:
         """A run that cannot start for a reason of a person's (its repository
         is gone, its command cannot run): paused, no attempt spent, and the
-        loop stops (exit 5) instead of failing the backlog."""
+        loop stops (exit 5) instead of failing the backlog. ``given_back``:
+        paused already (the queue's worktree did it)."""
         line = self.scrub(why)
-        self.q.release(task, f"paused: {line}", outcome=Outcome.CANNOT_START)
+        if not given_back:
+            self.q.release(task, f"paused: {line}", outcome=Outcome.CANNOT_START)
         self.say(
             f"{line}; task {task.id} paused with no attempt spent, and no other task "
             "started: fix it, then run afk loop again"

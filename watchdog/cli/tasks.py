@@ -76,14 +76,8 @@ def claim_workspace(q: Queue, task: Task, settings: Settings) -> dict[str, Any]:
     prints it; a worktree that cannot be made gives the task back, paused."""
     if task.workspace is None:
         return {}
-    from .. import workspaces
-    from ..agents.outcome import Outcome
 
-    try:
-        ws = workspaces.prepare(q.db, task.id, task.title, settings.loop.ports_per_task)
-    except workspaces.WorkspaceError as exc:
-        q.release(task, f"paused: {exc}", outcome=Outcome.CANNOT_START)
-        raise
+    ws = q.worktree(task, settings.loop.ports_per_task)  # (one it cannot make: paused)
     return {} if ws is None else {"workspace": {**ws.to_json(), "env": ws.env()}}
 
 

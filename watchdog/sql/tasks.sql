@@ -527,10 +527,3 @@ SELECT g.id, g.token, t.state::text AS cur_state, t.lease_token AS cur_token,
        -- then runs out a little sooner), never a task's state or token
        set_config('synchronous_commit', 'off', true) AS commit_mode
   FROM target g JOIN afk_task t ON t.id = g.id;
-
--- name: workspace_adopt :one
--- A supervisor's default (afk loop --repo) for a task that asked for none:
--- written once, never over a task's own request.
-UPDATE afk_task SET workspace = %(request)s::jsonb
- WHERE id = %(id)s AND workspace IS NULL
-RETURNING workspace AS request;
