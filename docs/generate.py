@@ -160,7 +160,9 @@ def exit_codes_page() -> str:
 
 def agent_environment_page() -> str:
     from watchdog.agents import credential
+    from watchdog.config import GIVEN_NOT_SETTINGS
 
+    also = " (also a setting of afk's: inside the run, the agent's afk reads it as the run's)"
     lines = [
         "# What an agent is given",
         "",
@@ -172,7 +174,10 @@ def agent_environment_page() -> str:
         "",
         "| variable | why |",
         "|---|---|",
-        *(f"| `{name}` | {_cell(why)} |" for name, why in credential.GIVEN.items()),
+        *(
+            f"| `{name}` | {_cell(why)}{also if name in GIVEN_NOT_SETTINGS else ''} |"
+            for name, why in credential.GIVEN.items()
+        ),
         "",
     ]
     return "\n".join(lines)

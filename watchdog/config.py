@@ -638,6 +638,10 @@ def load_all(config_path: str | None = None, env: Mapping[str, str] | None = Non
     if unknown:
         raise BadInput(f"config file {path}: unknown setting(s) {', '.join(unknown)}")
     warn_unknown_env(env)
+    if credential.BROKER in env:
+        # the afk an agent runs: what its run gave it (its ports, the hooks'
+        # socket and token) is the run's, never one of its settings
+        env = {k: v for k, v in env.items() if k not in credential.GIVEN}
     queue = load(QueueSettings, env, file_values)
     service = load(ServiceSettings, env, file_values)
     digest = load_digest(file_values, env)
@@ -651,7 +655,6 @@ def load_all(config_path: str | None = None, env: Mapping[str, str] | None = Non
     return Settings(queue, service, digest, dsn, loop)
 
 
-#: AFK_* variables that are not settings fields
 #: what afk reads that is not a setting of the tables above, and what each is
 READ_ELSEWHERE = {
     "AFK_DSN": "the PostgreSQL connection string (default: the embedded server)",
@@ -675,12 +678,22 @@ OTHER_ENV = (
 )
 
 
-def known_env() -> list[str]:
-    names = list(OTHER_ENV)
+def setting_names() -> list[str]:
+    """The variable of every setting of the tables."""
+    names = []
     for cls in (QueueSettings, ServiceSettings, LoopSettings, DigestSettings):
         prefix = getattr(cls, "ENV_PREFIX", "AFK_")
         names += [f.metadata.get("env") or env_name(f.name, prefix) for f in fields(cls)]
     return names
+
+
+def known_env() -> list[str]:
+    return [*OTHER_ENV, *setting_names()]
+
+
+#: what afk gives an agent's run (credential.GIVEN) that is also a setting:
+#: inside a run (its broker in the environment) afk reads none of it as one
+GIVEN_NOT_SETTINGS = tuple(sorted(set(credential.GIVEN) & set(setting_names())))
 
 
 def warn_unknown_env(env: Mapping[str, str]) -> None:

@@ -41,7 +41,9 @@ AGENT = textwrap.dedent(
 )
 
 
-def run_loop(afk: Afk, tmp_path: Path, tries: list[list[str]], other: str) -> list[dict[str, Any]]:
+def run_loop(
+    afk: Afk, tmp_path: Path, tries: list[list[str]], other: str, *loop_args: str
+) -> list[dict[str, Any]]:
     agent, log = tmp_path / "agent.py", tmp_path / "agent.log"
     agent.write_text(AGENT)
     (tmp_path / "patch.json").write_text('{"from": "a file"}')
@@ -56,7 +58,7 @@ def run_loop(afk: Afk, tmp_path: Path, tries: list[list[str]], other: str) -> li
     }
     proc = subprocess.run(
         [
-            *Afk.command("loop", "--agent", "b", "--max-tasks", "1", "--"),
+            *Afk.command("loop", "--agent", "b", "--max-tasks", "1", *loop_args, "--"),
             sys.executable,
             str(agent),
         ],
@@ -163,3 +165,22 @@ def test_a_command_that_skips_permissions_needs_a_boundary(afk, tmp_path):
     ran = afk("loop", "--agent", "y", "--unsandboxed", "--", *stand_in, "--yolo")
     assert ran.returncode == 0, ran.stderr
     assert afk.json("show", task)["state"] == "done"
+
+
+def test_afk_inside_a_workspace_run_warns_of_nothing(afk, tmp_path):
+    """Issue 42 item 2: an agent's `afk status` in a worktree logged an
+    "unknown setting" warning for each variable the run gave it, and read
+    the task's AFK_PORTS_PER_TASK as its own setting."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}  # fmt: skip
+    for args in (["init", "-q", "-b", "main"], ["commit", "-q", "--allow-empty", "-m", "first"]):
+        subprocess.run(["git", *args], cwd=repo, env={**afk.env, **git}, check=True)
+    afk.json("enqueue", "--agent", "b", "--title", "in a worktree")
+    (run,) = run_loop(afk, tmp_path, [["status"], ["done"]], "none", "--repo", str(repo))
+    given = {k for k in run["env"] if k.startswith("AFK_")}
+    assert {"AFK_WORKTREE", "AFK_BRANCH", "AFK_BASE_SHA", "AFK_PORT", "AFK_PORTS_PER_TASK"} <= given
+    status, done = run["said"]
+    assert (status["exit"], status["stderr"]) == (0, ""), status
+    assert (done["exit"], done["stderr"]) == (0, ""), done

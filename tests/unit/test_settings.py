@@ -67,3 +67,33 @@ def test_every_destination_has_its_switch_and_its_class():
     )
     on = DigestSettings(webhook_url="https://h/x", webhook_secret="s" * 16)
     assert on.destinations() == ["webhook"]
+
+
+@pytest.mark.parametrize(
+    "name, value, read",
+    [
+        ("AFK_PORTS_PER_TASK", "7", lambda s: s.loop.ports_per_task),
+        ("AFK_HOOK_TOKEN", "t" * 20, lambda s: s.service.hook_token),
+        ("AFK_HOOK_SOCKET", "/run/broker.sock", lambda s: s.service.hook_socket),
+    ],
+)
+def test_what_a_run_gives_its_agent_is_never_the_agents_afks_setting(name, value, read):
+    """Issue 42 item 2: AFK_PORTS_PER_TASK (and the hooks' socket and token)
+    is given to an agent's run and is also a setting. Inside a run (its
+    broker in the environment) the agent's afk reads none of what the run
+    gave it as a setting; a person's afk still does."""
+    from watchdog.agents import credential
+
+    default = read(load_all(env={}))
+    assert read(load_all(env={name: value})) != default  # a person's: a setting
+    inside = {name: value, credential.BROKER: "/run/afk-broker/b.sock"}
+    assert read(load_all(env=inside)) == default
+
+
+def test_each_variable_both_given_and_a_setting_is_named_and_dropped_inside_a_run():
+    from watchdog import config
+    from watchdog.agents import credential
+
+    both = set(credential.GIVEN) & set(config.setting_names())
+    assert both and sorted(both) == list(config.GIVEN_NOT_SETTINGS)
+    assert {"AFK_PORTS_PER_TASK", "AFK_HOOK_TOKEN", "AFK_HOOK_SOCKET"} <= both
