@@ -115,3 +115,23 @@ def test_the_zone_of_the_persons_day(tz, expected):
     from watchdog.config import DigestSettings
 
     assert DigestSettings(tz=tz).day_zone() == (expected or tzlocal.get_localzone())
+
+
+NOON = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    "lines, expected",
+    [
+        # a StopFailure payload's message and details, as Claude Code writes them
+        (["Claude AI usage limit reached|1796346000"], datetime.fromtimestamp(1796346000, UTC)),
+        (["rate_limit", "You've hit your limit · resets 3pm (UTC)"], NOON.replace(hour=15)),
+        (["Claude AI usage limit reached|99999999999"], None),  # years off: not believed
+        (["API Error: 529 Overloaded"], None),  # not a usage limit
+        ([], None),
+    ],
+)
+def test_the_reset_a_stop_failure_names(lines, expected):
+    from watchdog.agents.outcome import limit_reset
+
+    assert limit_reset(lines, NOON, UTC) == expected

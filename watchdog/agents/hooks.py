@@ -782,7 +782,7 @@ class Hook:
         from ..text import clean
         from .accounts import DEFAULT_ACCOUNT, Accounts
         from .decide import RunEnd, decide, rules_of
-        from .outcome import Outcome, Report, classify, compile_patterns, reading_zone
+        from .outcome import Outcome, compile_patterns, limit_reset, reading_zone
 
         account = self.ctx.env.get("AFK_ACCOUNT") or DEFAULT_ACCOUNT
         said = [
@@ -801,7 +801,7 @@ class Hook:
         reset = None
         if kind == "usage_limit":
             limits = compile_patterns(self.loop.limit_patterns)
-            reset = classify(Report(1, said), now, reading_zone(self.ctx.env), limits).reset
+            reset = limit_reset(said, now, reading_zone(self.ctx.env), limits)
         decision = decide(
             Outcome(kind), rules, now, RunEnd(reset=reset, outages_in_a_row=rules.outage_breaker)
         )

@@ -391,13 +391,7 @@ def classify(
             match = said_by_the_client(pattern, line)
             if match is None:
                 continue
-            reset: datetime | None = None
-            if outcome is Outcome.USAGE_LIMIT:
-                hint = match.groupdict().get("reset")
-                if hint is None:
-                    found = _RESET_HINT.search(line, match.start())
-                    hint = found.group("reset") if found else None
-                reset = reset_time(hint, now, tz) if hint else None
+            reset = _reset_of(match, line, now, tz) if outcome is Outcome.USAGE_LIMIT else None
             return believed(Verdict(outcome, one_line(line), reset), now)
     if report.api_status == 429:
         return Verdict(Outcome.USAGE_LIMIT, f"API error {report.api_status}")
@@ -406,6 +400,36 @@ def classify(
     if status < 0:
         return Verdict(Outcome.TASK_FAILURE, f"agent killed by signal {-status}")
     return Verdict(Outcome.TASK_FAILURE, f"agent exited {status}")
+
+
+def limit_reset(
+    lines: list[str],
+    now: datetime,
+    tz: tzinfo,
+    patterns: list[tuple[Outcome, re.Pattern[str]]] | None = None,
+) -> datetime | None:
+    """The reset a usage-limit message among ``lines`` names (a StopFailure
+    hook's payload: its message and details), believed as :func:`classify`
+    believes one; None when none does."""
+    patterns = patterns if patterns is not None else compile_patterns()
+    for whole in lines:
+        line = whole[:MATCH_CHARS]
+        for outcome, pattern in patterns:
+            match = said_by_the_client(pattern, line) if outcome is Outcome.USAGE_LIMIT else None
+            if match is not None:
+                reset = _reset_of(match, line, now, tz)
+                return believed(Verdict(outcome, "", reset), now).reset
+    return None
+
+
+def _reset_of(match: re.Match[str], line: str, now: datetime, tz: tzinfo) -> datetime | None:
+    """The reset a usage-limit pattern's match names: its ``reset`` group,
+    else the words after "resets" or "try again" on its line."""
+    hint = match.groupdict().get("reset")
+    if hint is None:
+        found = _RESET_HINT.search(line, match.start())
+        hint = found.group("reset") if found else None
+    return reset_time(hint, now, tz) if hint else None
 
 
 def said_by_the_client(pattern: re.Pattern[str], line: str) -> re.Match[str] | None:
