@@ -18,6 +18,7 @@ from bench.common import Config, Results, Server, fill_afk, log, vacuum
 from bench.throughput import drain
 from watchdog import Queue, jobs
 from watchdog import sql as queries
+from watchdog.agents.decide import account_outcomes
 from watchdog.config import DigestSettings
 from watchdog.digest import build
 from watchdog.states import EXACT_BELOW
@@ -185,6 +186,7 @@ def explain_all(dsn: str, slug: str, folder: Path) -> None:
             "todo_late_after": 21600,
             "count_done": True,
             "exact_below": EXACT_BELOW,
+            **dict(zip(("parking", "resets"), account_outcomes(), strict=True)),
         },
     }
     for name, params in plans.items():

@@ -13,6 +13,7 @@ from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
+from .agents.decide import account_outcomes
 from .config import DigestSettings
 from .db import Database
 from .errors import AfkError
@@ -335,6 +336,8 @@ def build(
             "todo_late_after": settings.todo_late_after,
             "exact_below": EXACT_BELOW,
             "count_done": count_done,
+            # the outcomes that wait on an account, from decide's table
+            **dict(zip(("parking", "resets"), account_outcomes(), strict=True)),
         },
     )
     groups: dict[tuple[str, str], list[FailedTask]] = defaultdict(list)

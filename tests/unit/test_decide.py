@@ -4,6 +4,7 @@ outcome and circumstance, with the clock pinned."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -146,3 +147,16 @@ def test_the_hook_counts_a_stop_failure_outage_as_the_breakers_worth():
 @pytest.mark.parametrize("n, seconds", [(0, 30), (1, 30), (2, 60), (3, 100), (30, 100)])
 def test_the_outage_backoff_doubles_up_to_its_cap(n, seconds):
     assert outage_backoff(RULES, n) == seconds
+
+
+def test_the_outcomes_that_wait_on_an_account_come_from_the_table():
+    """The digest's lists (tasks that waited on their account; runs of a
+    limit or an outage) are decide's, passed to its query, never a copy."""
+    from watchdog.agents.decide import account_outcomes
+
+    assert account_outcomes() == (
+        ["usage_limit", "outage", "needs_human"],
+        ["usage_limit", "outage"],
+    )
+    digest = (Path(__file__).parents[2] / "watchdog" / "sql" / "digest.sql").read_text()
+    assert "'usage_limit'" not in digest and "'needs_human'" not in digest

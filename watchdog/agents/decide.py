@@ -20,7 +20,7 @@ as the breaker's worth of outages in a row.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
 from ..config import LoopSettings
@@ -198,3 +198,17 @@ def decide(outcome: Outcome, rules: Rules, now: datetime, run: RunEnd | None = N
     if run.stopped_outside_before:  # the second time in a row: the task's
         return Decision(Move.FAIL)
     return Decision(Move.PAUSE, retry_in=rules.requeue_seconds)
+
+
+def account_outcomes() -> tuple[list[str], list[str]]:
+    """From :func:`decide` itself: the outcomes whose run may park its
+    account (a task that waited on its account), and of those the ones that
+    wait for a reset rather than a person (the provider's: a limit, an
+    outage). The digest's queries take them as parameters, never as a list
+    of their own."""
+    rules, now = Rules(), datetime(2000, 1, 1, tzinfo=UTC)
+    worst = RunEnd(outages_in_a_row=rules.outage_breaker)
+    decided = {o: decide(o, rules, now, worst) for o in Outcome}
+    parking = [str(o) for o, d in decided.items() if d.park is not None]
+    resets = [str(o) for o, d in decided.items() if d.park is not None and d.park_until]
+    return parking, resets

@@ -69,10 +69,10 @@ SELECT
                   FILTER (WHERE p.cleared_at IS NULL AND p.until > now()))[1] AS until,
                (SELECT count(DISTINCT r.task_id) FROM afk_run r
                  WHERE r.account = p.account
-                   AND r.outcome IN ('usage_limit', 'outage', 'needs_human')
+                   AND r.outcome = ANY(%(parking)s::text[])
                    AND r.ended_at >= %(start)s AND r.ended_at < %(end)s) AS tasks_waited,
                (SELECT count(*) FROM afk_run r
-                 WHERE r.account = p.account AND r.outcome IN ('usage_limit', 'outage')
+                 WHERE r.account = p.account AND r.outcome = ANY(%(resets)s::text[])
                    AND r.attempt_spent
                    AND r.ended_at >= %(start)s AND r.ended_at < %(end)s) AS attempts_spent
           FROM afk_account_park p
@@ -137,7 +137,7 @@ SELECT
     -- profile after a limit or an outage
     (SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY x.profile), '[]'::jsonb) FROM (
         SELECT r.profile, count(*) AS runs, sum(r.cost_usd)::float8 AS cost,
-               count(*) FILTER (WHERE r.outcome IN ('usage_limit', 'outage') AND EXISTS (
+               count(*) FILTER (WHERE r.outcome = ANY(%(resets)s::text[]) AND EXISTS (
                    SELECT 1 FROM afk_run n
                     WHERE n.task_id = r.task_id AND n.started_at >= r.ended_at
                       AND n.profile IS DISTINCT FROM r.profile)) AS moved,
