@@ -30,6 +30,8 @@ from .outcome import Outcome
 #: the loop's exit status when a person must act (a login, a command that
 #: cannot start)
 
+#: how the queue ends a run besides a run's own end: never decided here
+SETTLED_ELSEWHERE = (Outcome.LEASE_LOST, Outcome.OVER_BUDGET)
 #: outcomes that would retry a task: over its budget, it is held instead
 HELD_OVER_BUDGET = (Outcome.TASK_FAILURE, Outcome.TIMED_OUT, Outcome.OUTAGE, Outcome.USAGE_LIMIT)
 #: outcomes that a person decides instead when the agent was denied tools
