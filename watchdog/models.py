@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from .agents.approvals import parse as parse_rule
-from .agents.harnesses import HARNESS_NAMES
+from .agents.harnesses import harness_label
 from .checks import (
     MAX_ATTEMPTS,
     check_budget,
@@ -257,16 +257,6 @@ def task_ref(task: TaskRef, token: int | None) -> tuple[uuid.UUID, int]:
 MAX_AFTER = 100
 #: --ask-for rules and labels one task may carry
 MAX_ASK_FOR, MAX_REQUIRES, MAX_PROFILES = 50, 20, 20
-#: the required label of a harness (afk enqueue --harness)
-HARNESS_LABEL = "harness:"
-
-
-def harness_label(harness: Any) -> str:
-    """``harness:claude``: what a task that must run under a harness requires,
-    and what a loop offers for the harness of each profile it can use."""
-    if harness not in HARNESS_NAMES:
-        raise BadInput(f"harness {harness!r}: one of {', '.join(sorted(HARNESS_NAMES))}")
-    return HARNESS_LABEL + str(harness)
 
 
 def _listed(given: Any, most: int, name: str, what: str) -> list[str]:

@@ -678,3 +678,13 @@ HARNESSES = tuple(READERS)
 #: every harness afk knows by name (codex's hooks read as claude's): what a
 #: profile runs, what a task may ask for (afk enqueue --harness)
 HARNESS_NAMES = tuple(h.name for h in HARNESS_TABLE)
+#: the required label of a harness (afk enqueue --harness)
+HARNESS_LABEL = "harness:"
+
+
+def harness_label(harness: Any) -> str:
+    """``harness:claude``: what a task that must run under a harness requires,
+    and what a loop offers for the harness of each profile it can use."""
+    if harness not in HARNESS_NAMES:
+        raise BadInput(f"harness {harness!r}: one of {', '.join(sorted(HARNESS_NAMES))}")
+    return HARNESS_LABEL + str(harness)

@@ -44,7 +44,7 @@ from typing import IO, Any, Literal, Protocol
 from .. import tracing, workspaces
 from ..config import LoopSettings
 from ..errors import EXIT_OK, EXIT_PARKED, EXIT_USAGE, AccountParked, DatabaseError, LeaseLost
-from ..models import Task, harness_label
+from ..models import Task
 from ..queue import Queue
 from ..text import clean, one_line
 from ..workspaces import Workspace, WorkspaceError
@@ -52,7 +52,7 @@ from . import approvals, credential, sandbox
 from .accounts import DEFAULT_ACCOUNT, Accounts, Parking
 from .decide import Decision, Move, RunEnd, decide, probe_after, rules_of
 from .fleet import Membership
-from .harnesses import HARNESS_NAMES, prompt_argv, with_hooks
+from .harnesses import HARNESS_NAMES, harness_label, prompt_argv, with_hooks
 from .outcome import (
     Outcome,
     Report,

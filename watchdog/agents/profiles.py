@@ -17,8 +17,8 @@ from typing import Any
 from ..checks import check_id
 from ..db import Database, json_param
 from ..errors import BadInput
-from ..models import HARNESS_LABEL, Task, harness_label
-from .harnesses import HARNESS_NAMES
+from ..models import Task
+from .harnesses import HARNESS_LABEL, HARNESS_NAMES, harness_label
 from .sandbox import harness_of
 
 #: an --env name that says it holds a credential (refused: afk stores none)

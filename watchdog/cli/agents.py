@@ -14,11 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..agents import harnesses, hooklink
-from ..agents.harnesses import HARNESSES, SETTINGS
+from ..agents.harnesses import HARNESS_LABEL, HARNESSES, SETTINGS
 from ..checks import check_id, check_label
 from ..config import parse_duration
 from ..errors import EXIT_OK, AfkError, BadInput, dsn_secrets, redact, scrub
-from ..models import HARNESS_LABEL
 
 if TYPE_CHECKING:
     from ..agents import hooks
