@@ -33,7 +33,7 @@ FLOORS = {
     2: ["agents.outcome", "logs"],
     3: ["config", "agents.process"],
     4: ["db", "checks", "agents.decide"],
-    5: ["embedded", "models", "agents.fleet"],
+    5: ["embedded", "models", "agents.fleet", "agents.words"],
     6: ["resolve", "fence", "backlogs", "keepalive", "dependencies"],
     7: ["effects", "workspaces", "people", "operators"],
     8: ["queue"],

@@ -60,11 +60,11 @@ from .outcome import (
     classify,
     compile_patterns,
     describe_tool,
-    failure_text,
 )
 from .process import Limits, Signs, run_agent, run_check, sweep_orphans
 from .profiles import Profile, Profiles, offered, place
 from .sandbox import Boundary, harness_of
+from .words import words
 
 #: the longest a loop sleeps between two looks at the database while it waits
 #: for a reset or a backoff (a parking cleared by hand is seen this soon)
@@ -639,6 +639,8 @@ class Loop:
             rules = rules_of(self.settings, self.q.settings.backoff_base_seconds)
             after = probe_after(rules, max(self.guessed, 1))
             line += f" (no reset time read: a guessed reset, probed again after {after:g}s)"
+        said = words(kind, d, report, verdict, line, task=task.id, account=account,
+                     outages=self.outages, scrub=self.scrub)  # fmt: skip
         parking = None
         if d.park is not None:
             reason = f"provider outage: {line}" if d.park == "outage" else line
@@ -657,14 +659,12 @@ class Loop:
         elif d.move is Move.DONE:
             self.q.done(task, run=run)
         elif d.move is Move.FAIL:
-            self.q.fail(task, self._failure(kind, report, verdict, line), run=run)
+            self.q.fail(task, said.error, run=run)
         elif d.move in (Move.RETRY, Move.PAUSE):
             state: Literal["todo", "paused"] = "todo" if d.move is Move.RETRY else "paused"
-            why = self._why(kind, report, d, line)
-            self.q.release(task, why, state=state, retry_in=d.retry_in, outcome=kind, run=run)
-        said = self._telling(task, kind, report, d, line)
-        if said:
-            self.say(said)
+            self.q.release(task, said.why, state=state, retry_in=d.retry_in, outcome=kind, run=run)
+        if said.line:
+            self.say(said.line)
         if parking is not None and d.park == "needs_human":
             self._alert(parking)
         if d.ends_loop:
@@ -672,72 +672,6 @@ class Loop:
                 return d.exit_status
             return self.stop_status or report.exit_status or 130
         return None
-
-    def _failure(self, kind: Outcome, report: Report, verdict: Verdict, line: str) -> str:
-        """The error of a run that spent an attempt."""
-        if kind is Outcome.TASK_FAILURE:
-            return self.scrub(report.failure or failure_text(report, verdict))
-        if kind is Outcome.STALLED:
-            return f"{line}, twice in a row\n\n{self._stopped_text(line, report)}"
-        if kind is Outcome.INTERRUPTED:
-            return (
-                f"the agent was stopped from outside twice in a row (exit "
-                f"{report.exit_status}); the agent's last lines:\n{report.tail}"
-            )
-        return self._stopped_text(line, report)  # timed out
-
-    def _why(self, kind: Outcome, report: Report, d: Decision, line: str) -> str:
-        """The reason of a task put back without an attempt spent."""
-        if kind is Outcome.STALLED:
-            return self._stopped_text(line, report)[:1000]
-        if kind is Outcome.OUTAGE:
-            return f"provider outage: {line}; retried in {d.retry_in:g}s"
-        if kind is Outcome.USAGE_LIMIT:
-            return f"usage limit: {line}"
-        if kind is Outcome.NEEDS_HUMAN:
-            return f"needs a human: {line}"
-        if kind is Outcome.CANNOT_START:
-            return f"paused: {line}"
-        if d.ends_loop:  # interrupted: the loop was stopped
-            return "paused: the supervisor was stopped"
-        return (
-            f"paused: the agent was stopped from outside (exit {report.exit_status}); "
-            f"due again in {d.retry_in:g}s"
-        )
-
-    def _telling(self, task: Task, kind: Outcome, report: Report, d: Decision, line: str) -> str:
-        """The line the loop says of a settled run ("" for none)."""
-        account = self.o.account
-        if d.move in (Move.HOLD, Move.ASK, Move.APPROVAL, Move.DONE):
-            return ""  # (hold, ask and approval say their own)
-        if kind is Outcome.TIMED_OUT:
-            return f"task {task.id} {line}: stopped, an attempt spent"
-        if kind is Outcome.STALLED:
-            if d.move is Move.FAIL:
-                return f"task {task.id} {line}, twice in a row: stopped, an attempt spent"
-            return f"task {task.id} {line}: stopped, and put back with no attempt spent"
-        if kind is Outcome.CANNOT_START:
-            return (
-                f"{line}; task {task.id} paused with no attempt spent, and no other "
-                "task started: fix the command, then run afk loop again"
-            )
-        if kind is Outcome.USAGE_LIMIT:
-            return f"account {account!r} hit a usage limit: {line}"
-        if kind is Outcome.OUTAGE:
-            return f"provider outage ({self.outages} in a row): {line}"
-        if kind is Outcome.NEEDS_HUMAN:
-            return (
-                f"account {account!r} needs a person: {line} (then: afk limit "
-                f"--account {account} --clear)"
-            )
-        if kind is Outcome.TASK_FAILURE or d.move is Move.FAIL:
-            return ""
-        if d.ends_loop:
-            return f"interrupted: task {task.id} paused"
-        return (
-            f"task {task.id}: its agent was stopped by a signal the loop did not send "
-            f"(exit {report.exit_status}); paused without an attempt spent, going on"
-        )
 
     def _stalled_before(self, task: Task) -> bool:
         """Whether the task's last ended run stalled too."""
@@ -799,11 +733,6 @@ class Loop:
         run = {**run, "outcome": str(Outcome.NEEDS_APPROVAL)}
         self.q.release(task, line[:1000], outcome=Outcome.NEEDS_APPROVAL, run=run, hold=True)
         self.say(f"task {task.id} is {line}: afk approvals; afk approve N or afk deny N")
-
-    def _stopped_text(self, line: str, report: Report) -> str:
-        """The error of a run the loop stopped: why, then its last lines."""
-        tail = report.tail or "(none: it printed nothing)"
-        return self.scrub(f"{line}\n\nthe agent's last lines:\n{tail}")
 
     def hold_over_budget(
         self, task: Task, run: dict[str, Any], over: tuple[float, float], line: str

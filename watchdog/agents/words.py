@@ -1,0 +1,130 @@
+"""What a run's end says (issue 42 item 1): for its outcome and what
+:func:`~watchdog.agents.decide.decide` made of it, the line the loop prints,
+the reason a task put back without an attempt spent is given, and the error
+of an attempt spent. Pure, beside ``decide``'s table: the loop applies a
+decision and says these words, with no chain of its own."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .decide import Decision, Move
+from .outcome import Outcome, Report, Verdict, failure_text
+
+
+@dataclass(frozen=True)
+class Said:
+    #: the loop's line of the run ("" for none: hold, ask, approval and a
+    #: failure say their own)
+    line: str
+    #: the reason of a task put back with no attempt spent
+    why: str
+    #: the error of an attempt spent
+    error: str
+
+
+def words(
+    kind: Outcome,
+    d: Decision,
+    report: Report,
+    verdict: Verdict,
+    line: str,
+    *,
+    task: uuid.UUID,
+    account: str,
+    outages: int,
+    scrub: Callable[[str], str] = lambda text: text,
+) -> Said:
+    """What a run of ``task`` under ``account`` that ended with ``kind``
+    (``line``: its verdict's line, scrubbed) says, once decided as ``d``;
+    ``outages``: the outages in a row, this one included."""
+    stopped = scrub(
+        f"{line}\n\nthe agent's last lines:\n{report.tail or '(none: it printed nothing)'}"
+    )
+    return Said(
+        _line(kind, d, report, line, task, account, outages),
+        _why(kind, d, report, line, stopped),
+        _error(kind, report, verdict, line, stopped, scrub),
+    )
+
+
+def _error(
+    kind: Outcome,
+    report: Report,
+    verdict: Verdict,
+    line: str,
+    stopped: str,
+    scrub: Callable[[str], str],
+) -> str:
+    if kind is Outcome.TASK_FAILURE:
+        return scrub(report.failure or failure_text(report, verdict))
+    if kind is Outcome.STALLED:
+        return f"{line}, twice in a row\n\n{stopped}"
+    if kind is Outcome.INTERRUPTED:
+        return (
+            f"the agent was stopped from outside twice in a row (exit "
+            f"{report.exit_status}); the agent's last lines:\n{report.tail}"
+        )
+    return stopped  # timed out
+
+
+def _why(kind: Outcome, d: Decision, report: Report, line: str, stopped: str) -> str:
+    if kind is Outcome.STALLED:
+        return stopped[:1000]
+    if kind is Outcome.OUTAGE:
+        return f"provider outage: {line}; retried in {d.retry_in or 0:g}s"
+    if kind is Outcome.USAGE_LIMIT:
+        return f"usage limit: {line}"
+    if kind is Outcome.NEEDS_HUMAN:
+        return f"needs a human: {line}"
+    if kind is Outcome.CANNOT_START:
+        return f"paused: {line}"
+    if d.ends_loop:  # interrupted: the loop was stopped
+        return "paused: the supervisor was stopped"
+    return (
+        f"paused: the agent was stopped from outside (exit {report.exit_status}); "
+        f"due again in {d.retry_in or 0:g}s"
+    )
+
+
+def _line(
+    kind: Outcome,
+    d: Decision,
+    report: Report,
+    line: str,
+    task: uuid.UUID,
+    account: str,
+    outages: int,
+) -> str:
+    if d.move in (Move.HOLD, Move.ASK, Move.APPROVAL, Move.DONE):
+        return ""  # (hold, ask and approval say their own)
+    if kind is Outcome.TIMED_OUT:
+        return f"task {task} {line}: stopped, an attempt spent"
+    if kind is Outcome.STALLED:
+        if d.move is Move.FAIL:
+            return f"task {task} {line}, twice in a row: stopped, an attempt spent"
+        return f"task {task} {line}: stopped, and put back with no attempt spent"
+    if kind is Outcome.CANNOT_START:
+        return (
+            f"{line}; task {task} paused with no attempt spent, and no other "
+            "task started: fix the command, then run afk loop again"
+        )
+    if kind is Outcome.USAGE_LIMIT:
+        return f"account {account!r} hit a usage limit: {line}"
+    if kind is Outcome.OUTAGE:
+        return f"provider outage ({outages} in a row): {line}"
+    if kind is Outcome.NEEDS_HUMAN:
+        return (
+            f"account {account!r} needs a person: {line} (then: afk limit "
+            f"--account {account} --clear)"
+        )
+    if kind is Outcome.TASK_FAILURE or d.move is Move.FAIL:
+        return ""
+    if d.ends_loop:
+        return f"interrupted: task {task} paused"
+    return (
+        f"task {task}: its agent was stopped by a signal the loop did not send "
+        f"(exit {report.exit_status}); paused without an attempt spent, going on"
+    )
