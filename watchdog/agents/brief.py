@@ -5,9 +5,13 @@ compaction and in a task's page: the task, its spec and what it checkpointed
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..text import one_line, plain
+from . import approvals
+from .harnesses import prompt_argv
 from .outcome import describe_tool
 
 if TYPE_CHECKING:
@@ -156,3 +160,28 @@ def json_block(value: Any) -> str:
     while ticks in text:
         ticks += "`"
     return f"{ticks}json\n{text}\n{ticks}"
+
+
+def resume_argv(decided: Mapping[str, Any] | None, command: Sequence[str]) -> list[str] | None:
+    """The command that resumes the session a person decided a call of
+    (issue 43): ``claude --resume SESSION -p``, the call then answered by the
+    decision; None when there is none, or when its transcript is not on this
+    machine (a fresh session then reads the decision in its brief)."""
+    if decided is None or not approvals.resumable(decided.get("session_id")):
+        return None  # (none, or not an id: a fresh session reads the decision)
+    transcript = decided.get("transcript")
+    if transcript and not os.path.isfile(transcript):
+        return None
+    given = [a for a in command if a != "--"]
+    resumed = [given[0], "--resume", str(decided["session_id"]), *given[1:]]
+    if decided["rule"] != approvals.ASKED:
+        return resumed  # (deferred: the same call fires again, no prompt)
+    # a call Claude Code denied after asking: the session ended its turn,
+    # and is told what the person decided
+    call = describe_tool(dict(decided))
+    if decided["decision"] == "approved":
+        told = f"A person approved your call {call}: make it again now, then go on."
+    else:
+        note = f" Their note: {decided['note']}" if decided.get("note") else ""
+        told = f"A person denied your call {call}: go on without it.{note}"
+    return prompt_argv([*resumed, "--"], told)

@@ -44,12 +44,13 @@ from typing import IO, Any, Literal, Protocol
 from .. import tracing, workspaces
 from ..config import LoopSettings
 from ..errors import EXIT_OK, EXIT_PARKED, EXIT_USAGE, AccountParked, DatabaseError, LeaseLost
-from ..models import Task
+from ..models import Claimed, Task
 from ..queue import Queue
 from ..text import clean, one_line
 from ..workspaces import Workspace, WorkspaceError
 from . import approvals, credential, sandbox
 from .accounts import DEFAULT_ACCOUNT, Accounts, Parking
+from .brief import resume_argv, resume_brief
 from .decide import Decision, Move, RunEnd, decide, probe_after, rules_of
 from .fleet import Membership
 from .harnesses import HARNESS_NAMES, harness_label, prompt_argv, with_hooks
@@ -62,7 +63,7 @@ from .outcome import (
     describe_tool,
 )
 from .process import Limits, Signs, run_agent, run_check, sweep_orphans
-from .profiles import Profile, Profiles, offered, place
+from .profiles import Profile, Route, offered
 from .sandbox import Boundary, harness_of
 from .words import words
 
@@ -146,11 +147,8 @@ class Loop:
         #: the profile of the run under way (--profile), and the environment
         #: the loop gives every profile's runs
         self.profile: Profile | None = None
-        #: the first profile whose account is not parked, and the profiles
-        #: and parked accounts (their ends) it was chosen from
-        self.first: Profile | None = None
-        self.usable: list[Profile] = []
-        self.parked: dict[str, datetime | None] = {}
+        #: its way through --profile (the profiles usable now, parked ones)
+        self.route = Route(queue.db, options.profiles, options.switch_after)
         #: the run under way starts a fresh session (its task moved profile)
         self.fresh = False
         #: the decided approval whose session a task's run resumes, by task
@@ -201,7 +199,7 @@ class Loop:
             self.q.db,
             self.runner,
             self.o.agent,
-            [*self.o.labels, *self.harness_labels(self.o.profiles)],
+            [*self.o.labels, *self.offered(self.o.profiles)],
             [p.name for p in self.o.profiles],
             self.settings.fleet_lost_seconds,
         )
@@ -237,8 +235,8 @@ class Loop:
                     runner=self.runner,
                     lease_seconds=self.o.lease,
                     account=self.o.account,
-                    labels=[*self.o.labels, *self.harness_labels(self.usable)],
-                    profiles=[p.name for p in self.usable] if self.o.profiles else None,
+                    labels=[*self.o.labels, *self.offered(self.route.usable)],
+                    profiles=[p.name for p in self.route.usable] if self.o.profiles else None,
                 )
             except AccountParked as parked:
                 if self.o.profiles:
@@ -265,38 +263,7 @@ class Loop:
                 continue
             reached, failures = True, 0
             if claimed.task is None:
-                held, now = claimed.held_until, claimed.db_now
-                if held is not None and held <= now:
-                    # a lease that holds a task of the agent ran out: its holder
-                    # is gone; taken back here, as the watchdog would
-                    reclaimed = self.q.reclaim()
-                    if reclaimed.total:
-                        self.say(f"took back {reclaimed.total} task(s) whose lease ran out")
-                    self.stopped.wait(1.0)  # (a lease just renewed: look again soon)
-                    continue
-                if claimed.next_at is not None and (held is None or claimed.next_at <= held):
-                    self.say(
-                        f"the next task of {self.o.agent!r} is due at "
-                        f"{self._local(claimed.next_at)} (a retry's backoff or its "
-                        "--not-before); waiting",
-                        once=True,
-                    )
-                    self._nap(claimed.next_at, now)
-                    continue
-                if held is not None:
-                    self.say(
-                        f"a task of {self.o.agent!r} is held by a lease (maybe a dead "
-                        "loop's) or waits for room under its concurrency key; waiting until "
-                        "it ends or the lease runs out",
-                        once=True,
-                    )
-                    # (a held task can end any moment: looked at as often as --wait looks)
-                    poll = timedelta(seconds=self.settings.loop_poll_seconds)
-                    self._nap(min(held, now + poll), now)
-                    continue
-                if self.o.wait:
-                    self.say(f"nothing to do for {self.o.agent!r}; waiting for tasks", once=True)
-                    self.stopped.wait(self.settings.loop_poll_seconds)
+                if self.waited_for_work(claimed):
                     continue
                 self.say(f"nothing left for agent {self.o.agent!r}")
                 return EXIT_OK
@@ -324,38 +291,63 @@ class Loop:
                 return status
         return self.stop_status or EXIT_OK
 
+    def waited_for_work(self, claimed: Claimed) -> bool:
+        """Nothing was claimed: wait for what the agent has coming (a lease
+        run out, taken back here as the watchdog would; a backoff or a start
+        time; a held task; --wait), True; False when nothing is left."""
+        held, now = claimed.held_until, claimed.db_now
+        if held is not None and held <= now:
+            reclaimed = self.q.reclaim()
+            if reclaimed.total:
+                self.say(f"took back {reclaimed.total} task(s) whose lease ran out")
+            self.stopped.wait(1.0)  # (a lease just renewed: look again soon)
+        elif claimed.next_at is not None and (held is None or claimed.next_at <= held):
+            due = self._local(claimed.next_at)
+            self.say(
+                f"the next task of {self.o.agent!r} is due at {due} (a retry's backoff or "
+                "its --not-before); waiting",
+                once=True,
+            )
+            self._nap(claimed.next_at, now)
+        elif held is not None:
+            self.say(
+                f"a task of {self.o.agent!r} is held by a lease (maybe a dead loop's) or "
+                "waits for room under its concurrency key; waiting until it ends or the "
+                "lease runs out",
+                once=True,
+            )
+            # (a held task can end any moment: looked at as often as --wait looks)
+            self._nap(min(held, now + timedelta(seconds=self.settings.loop_poll_seconds)), now)
+        elif self.o.wait:
+            self.say(f"nothing to do for {self.o.agent!r}; waiting for tasks", once=True)
+            self.stopped.wait(self.settings.loop_poll_seconds)
+        else:
+            return False
+        return True
+
     def choose_profile(self) -> int | None:
         """The profile of the next run (issue 44): the first of --profile whose
         account is not parked. When every one is, the loop waits until the
         earliest end of their parkings (``self.profile`` None then), or stops
         (exit 5) when no parking ends by itself."""
-        known = {p.name for p in Profiles(self.q.db).all()}
-        gone = [p.name for p in self.o.profiles if p.name not in known]
-        if gone:  # (removed while the loop ran: its run, if any, has ended)
-            self.say(f"profile {gone[0]!r} was removed (afk profile remove): the loop stops")
+        look = self.route.look({p.account: p.limited_until for p in self.accounts.parked()})
+        if look.gone is not None:
+            self.say(f"profile {look.gone!r} was removed (afk profile remove): the loop stops")
             return EXIT_USAGE
-        parked = {p.account: p for p in self.accounts.parked()}
-        self.parked = {account: p.limited_until for account, p in parked.items()}
-        self.usable = [p for p in self.o.profiles if p.account not in parked]
-        if self.usable:
-            first = self.usable[0]
-            if self.first is not None and self.first is not first:
+        if look.first is not None:
+            if look.switched:
+                first = look.first
                 self.say(f"runs go to profile {first.name!r} (account {first.account!r}) now")
-            self.first = first
-            self.use(first)
+            self.use(look.first)
             return None
-        self.profile = self.first = None
-        ends = [parked[p.account].limited_until for p in self.o.profiles]
-        if all(end is None for end in ends):
+        self.profile = None
+        if look.until is None:
             names = ", ".join(repr(p.name) for p in self.o.profiles)
             self.say(f"every profile ({names}) is parked until a person clears it: afk limit")
             return EXIT_PARKED
-        until = min(end for end in ends if end is not None)
-        self.say(
-            f"every profile is parked; waiting until {self._local(until)}, the earliest reset",
-            once=True,
-        )
-        self._nap_until(until)
+        waiting = f"waiting until {self._local(look.until)}, the earliest reset"
+        self.say(f"every profile is parked; {waiting}", once=True)
+        self._nap_until(look.until)
         return None
 
     def use(self, profile: Profile) -> None:
@@ -364,7 +356,7 @@ class Loop:
         self.o.command, self.o.account = list(profile.command), profile.account
         self.o.env = {**self.base_env, **profile.env}
 
-    def harness_labels(self, profiles: list[Profile]) -> list[str]:
+    def offered(self, profiles: list[Profile]) -> list[str]:
         """What the loop offers for its harnesses (harness:claude): its usable
         profiles', or its one command's."""
         if self.o.profiles:
@@ -376,30 +368,20 @@ class Loop:
         """Run a claimed task under the profile :func:`place` chooses (the
         session it resumes keeps it on its profile, within --switch-after);
         False when it was given back to wait for that profile's reset."""
-        decided = self.q.approval_to_resume(task)
-        self.decided[task.id] = decided
-        session = (
-            decided.get("profile")
-            if decided is not None and approvals.resumable(decided.get("session_id"))
-            else None
-        )
-        placed = place(task, session, self.o.profiles, self.parked, now, self.o.switch_after)
+        decided = self.decided[task.id] = self.q.approval_to_resume(task)
+        resumable = decided is not None and approvals.resumable(decided.get("session_id"))
+        session = decided.get("profile") if decided is not None and resumable else None
+        placed = self.route.place(task, session, now)
         if placed.profile is None:
             wait = 300.0 if placed.until is None else (placed.until - now).total_seconds()
+            held = self.route.named(session)
             self.q.release(
                 task,
                 f"waits for its profile: {placed.why}",
                 state="todo",
                 retry_in=min(max(wait, 1.0), 7 * 86400.0),
                 outcome=str(Outcome.USAGE_LIMIT),
-                run=next(
-                    (
-                        {"profile": p.name, "account": p.account}
-                        for p in self.o.profiles
-                        if p.name == session
-                    ),
-                    None,
-                ),
+                run={"profile": held.name, "account": held.account} if held else None,
             )
             self.say(f"task {task.id} {placed.why}; it waits, the others go on")
             return False
@@ -747,8 +729,6 @@ class Loop:
     # -- the agent ------------------------------------------------------------
 
     def _prompt(self, task: Task) -> str:
-        from .brief import resume_brief
-
         return fit_prompt(f"{task.title}\n\n{resume_brief(self.q, str(task.id))}")
 
     def agent_env(self, task: Task) -> dict[str, str]:
@@ -775,32 +755,12 @@ class Loop:
 
     def _resumed(self, task: Task) -> list[str] | None:
         """The command that resumes the session a person decided a call of
-        (issue 43): ``claude --resume SESSION -p``, the call then answered by
-        the decision; None when there is none, or when its transcript is not
-        on this machine (a fresh session then reads the decision in its brief)."""
+        (:func:`~watchdog.agents.brief.resume_argv`), if any."""
         if harness_of(self.o.command) != "claude" or self.fresh:
             return None  # (a task that moved profile starts fresh: its brief)
-        decided = (
-            self.decided[task.id] if task.id in self.decided else self.q.approval_to_resume(task)
-        )
-        if decided is None or not approvals.resumable(decided.get("session_id")):
-            return None  # (none, or not an id: a fresh session reads the decision)
-        transcript = decided.get("transcript")
-        if transcript and not os.path.isfile(transcript):
-            return None
-        command = [a for a in self.o.command if a != "--"]
-        resumed = [command[0], "--resume", str(decided["session_id"]), *command[1:]]
-        if decided["rule"] != approvals.ASKED:
-            return resumed  # (deferred: the same call fires again, no prompt)
-        # a call Claude Code denied after asking: the session ended its turn,
-        # and is told what the person decided
-        call = describe_tool(decided)
-        if decided["decision"] == "approved":
-            told = f"A person approved your call {call}: make it again now, then go on."
-        else:
-            note = f" Their note: {decided['note']}" if decided.get("note") else ""
-            told = f"A person denied your call {call}: go on without it.{note}"
-        return prompt_argv([*resumed, "--"], told)
+        known = task.id in self.decided
+        decided = self.decided[task.id] if known else self.q.approval_to_resume(task)
+        return resume_argv(decided, self.o.command)
 
     def run_agent(
         self,

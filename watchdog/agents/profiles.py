@@ -185,3 +185,50 @@ class Profiles:
     def remove(self, name: str) -> None:
         if self.db.one("profile_remove", {"name": check_id("profile", name)}) is None:
             raise BadInput(f"no profile {name!r}: afk profile list shows them")
+
+
+@dataclass(frozen=True)
+class Look:
+    """What a look at a loop's profiles found: one removed (``gone``), or
+    the profile of the next run (``first``; ``switched`` when it is not the
+    last one's), or every one parked (``first`` None), until the earliest
+    end of their parkings (``until``; None: a person must clear one)."""
+
+    gone: str | None = None
+    first: Profile | None = None
+    switched: bool = False
+    until: datetime | None = None
+
+
+class Route:
+    """A loop's way through its profiles (issue 44): the first whose account
+    is not parked takes the next run; a claimed task goes where :func:`place`
+    puts it."""
+
+    def __init__(self, db: Database, profiles: list[Profile], switch_after: float) -> None:
+        self.db, self.profiles, self.switch_after = db, profiles, switch_after
+        self.first: Profile | None = None
+        self.usable: list[Profile] = []
+        self.parked: dict[str, datetime | None] = {}
+
+    def look(self, parked: Mapping[str, datetime | None]) -> Look:
+        """Look again, with each parked account's end (None: a person's)."""
+        known = {p.name for p in Profiles(self.db).all()}
+        gone = [p.name for p in self.profiles if p.name not in known]
+        if gone:  # (removed while the loop ran: its run, if any, has ended)
+            return Look(gone=gone[0])
+        self.parked = dict(parked)
+        self.usable = [p for p in self.profiles if p.account not in parked]
+        if self.usable:
+            first, before = self.usable[0], self.first
+            self.first = first
+            return Look(first=first, switched=before is not None and before is not first)
+        self.first = None
+        ends = [end for end in (parked[p.account] for p in self.profiles) if end is not None]
+        return Look(until=min(ends) if ends else None)
+
+    def place(self, task: Task, session: str | None, now: datetime) -> Placement:
+        return place(task, session, self.profiles, self.parked, now, self.switch_after)
+
+    def named(self, name: str | None) -> Profile | None:
+        return next((p for p in self.profiles if p.name == name), None)
