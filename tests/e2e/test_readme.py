@@ -43,6 +43,7 @@ def work(title: str) -> list[dict[str, str]]:
 
 def test_the_first_night_runs_as_the_readme_says(afk, tmp_path):
     require_tool("git")
+    require_tool("make")  # (the README's check: make test)
     lines = [x for x in block(ROOT / "README.md", "<!-- first night", "sh").splitlines() if x]
     assert lines[0].startswith("afk enqueue") and any(x.startswith("afk loop") for x in lines)
     repo = tmp_path / "app"
