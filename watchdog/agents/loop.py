@@ -384,6 +384,7 @@ class Loop:
                 run={"profile": held.name, "account": held.account} if held else None,
             )
             self.say(f"task {task.id} {placed.why}; it waits, the others go on")
+            del self.decided[task.id]
             return False
         if placed.why:
             self.say(f"task {task.id}: {placed.why}")
