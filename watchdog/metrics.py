@@ -22,7 +22,7 @@ from prometheus_client import (
     make_wsgi_app,
 )
 
-from .agents.outcome import Outcome
+from .agents.outcome import RUN_OUTCOMES
 from .errors import BadInput
 from .states import STATES
 
@@ -49,7 +49,7 @@ class Metrics:
         for job in jobs:
             self.job_runs.labels(job)
             self.job_failures.labels(job)
-        for outcome in Outcome:
+        for outcome in RUN_OUTCOMES:
             self.agent_runs.labels(str(outcome))
 
     def _queue_metrics(self, r: CollectorRegistry) -> None:

@@ -144,11 +144,9 @@ def test_what_each_end_of_a_run_does(outcome, run, expected):
 
 def test_every_outcome_a_run_can_end_with_has_its_rows():
     """Adding an outcome is its member, its branch of decide and its rows
-    here: a member without a row fails (the queue's own, lease_lost and
-    over_budget, are settled elsewhere)."""
-    from watchdog.agents.decide import SETTLED_ELSEWHERE
-
-    assert set(Outcome) - set(SETTLED_ELSEWHERE) - {row[0] for row in TABLE} == set()
+    here: a member without a row fails (how the queue itself ends a run,
+    lease_lost and over_budget, is ``Settled``, no outcome)."""
+    assert set(Outcome) - {row[0] for row in TABLE} == set()
 
 
 def test_the_hook_counts_a_stop_failure_outage_as_the_breakers_worth():

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from watchdog.agents.decide import SETTLED_ELSEWHERE, Decision, Move, Rules, RunEnd, decide
+from watchdog.agents.decide import Decision, Move, Rules, RunEnd, decide
 from watchdog.agents.outcome import Outcome, Report, Verdict
 from watchdog.agents.words import words
 
@@ -61,7 +61,7 @@ def test_an_attempt_spent_says_why_with_the_agents_last_lines_scrubbed():
 
 def test_every_outcome_a_run_can_end_with_has_its_words():
     """Adding an outcome: a decision that moves the task needs its words."""
-    for kind in set(Outcome) - set(SETTLED_ELSEWHERE):
+    for kind in Outcome:
         for run in (RunEnd(), RunEnd(stalled_before=True, stopped_outside_before=True)):
             d = decide(kind, Rules(), NOW, run)
             got = said(kind, d)

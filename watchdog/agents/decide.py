@@ -30,8 +30,6 @@ from .outcome import Outcome
 #: the loop's exit status when a person must act (a login, a command that
 #: cannot start)
 
-#: how the queue ends a run besides a run's own end: never decided here
-SETTLED_ELSEWHERE = (Outcome.LEASE_LOST, Outcome.OVER_BUDGET)
 #: outcomes that would retry a task: over its budget, it is held instead
 HELD_OVER_BUDGET = (Outcome.TASK_FAILURE, Outcome.TIMED_OUT, Outcome.OUTAGE, Outcome.USAGE_LIMIT)
 #: outcomes that a person decides instead when the agent was denied tools
@@ -193,8 +191,7 @@ def decide(outcome: Outcome, rules: Rules, now: datetime, run: RunEnd | None = N
         return Decision(Move.RETRY, retry_in=backoff)
     if outcome is Outcome.NEEDS_HUMAN:
         return Decision(Move.PAUSE, park="needs_human", ends_loop=True, exit_status=EXIT_PARKED)
-    # interrupted (and what no run's end is classed as: lease_lost and
-    # over_budget, which the queue settles elsewhere)
+    # interrupted
     if run.stopped_by_loop:
         return Decision(Move.PAUSE, ends_loop=True)
     if run.stopped_outside_before:  # the second time in a row: the task's

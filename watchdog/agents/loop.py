@@ -57,6 +57,7 @@ from .harnesses import HARNESS_NAMES, harness_label, prompt_argv, with_hooks
 from .outcome import (
     Outcome,
     Report,
+    Settled,
     Verdict,
     classify,
     compile_patterns,
@@ -461,8 +462,8 @@ class Loop:
             tracing.set_attributes(session, {"gen_ai.conversation.id": report.session_id})
             if lease.lost.is_set() and not self.stopped.is_set():
                 # the run still ends, with what it cost: budgets count it
-                tracing.error(session, str(Outcome.LEASE_LOST))
-                self.q.record_lost_run(task, report.to_run(Outcome.LEASE_LOST, self.scrub))
+                tracing.error(session, str(Settled.LEASE_LOST))
+                self.q.record_lost_run(task, report.to_run(Settled.LEASE_LOST, self.scrub))
                 self.say(
                     f"task {task.id}: {lease.error or 'the lease was lost'}; the agent was "
                     "stopped and the task left to its new holder"
@@ -723,8 +724,8 @@ class Loop:
         """A task whose runs cost its budget: held for a person, not retried."""
         spent, budget = over
         why = f"over budget: ${spent:.2f} spent of ${budget:.2f} ({line})"
-        run = {**run, "outcome": str(Outcome.OVER_BUDGET)}
-        self.q.release(task, why, outcome=Outcome.OVER_BUDGET, run=run, hold=True)
+        run = {**run, "outcome": str(Settled.OVER_BUDGET)}
+        self.q.release(task, why, outcome=Settled.OVER_BUDGET, run=run, hold=True)
         self.say(f"task {task.id} is {why}; held for a person (afk retry ID --budget-usd N)")
 
     # -- the agent ------------------------------------------------------------

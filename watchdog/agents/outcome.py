@@ -1,17 +1,9 @@
 """How an agent's run ended, read from what it said: the classes a supervisor
 acts on (``afk loop``, ``examples/worker.py``, the ``StopFailure`` hook).
-
-- ``done``: exit 0.
-- ``usage_limit``: the account hit its usage limit: the task is paused with no
-  attempt spent, and the account parked until the reset the message names
-  (an epoch, a clock time, a weekday and time, "in 2 hours"), else for
-  ``AFK_LIMIT_PROBE_SECONDS``.
-- ``outage``: the provider is down or overloaded: the task goes back with no
-  attempt spent and is retried after a doubling backoff.
-- ``needs_human``: logged out, a bad key, no credit: nothing more can run on
-  this account until a person acts.
-- ``interrupted``: exit 130/143 or SIGINT/SIGTERM.
-- ``task_failure``: anything else: the task's own failure, an attempt spent.
+The classes are the members of :class:`Outcome`, each said at its member;
+what each does to the task and the account is ``decide``'s table. How the
+queue itself ends a run (its lease lost, its budget spent) is
+:class:`Settled`, never a class of a run's output.
 
 Only the agent's last few lines are read (and its JSON result and rate-limit
 objects, when it prints them: Claude Code's ``--output-format json`` and
@@ -42,21 +34,28 @@ from ..text import clean, one_line
 
 
 class Outcome(StrEnum):
+    """What a run's end is classified as."""
+
+    #: the agent exited 0
     DONE = "done"
+    #: the account hit its usage limit: the reset is read from the message
+    #: (an epoch, a clock time, a weekday and time, "in 2 hours"), else
+    #: ``AFK_LIMIT_PROBE_SECONDS`` from now
     USAGE_LIMIT = "usage_limit"
+    #: the provider is down or overloaded
     OUTAGE = "outage"
+    #: logged out, a bad key, no credit: nothing more runs on this account
+    #: until a person acts
     NEEDS_HUMAN = "needs_human"
+    #: exit 130/143, or stopped by SIGINT/SIGTERM/SIGHUP/SIGKILL
     INTERRUPTED = "interrupted"
+    #: anything else: the task's own failure
     TASK_FAILURE = "task_failure"
-    #: the supervisor lost the task's lease while the agent ran
-    LEASE_LOST = "lease_lost"
     #: the agent asked a person a question (`afk ask`): held until answered
     NEEDS_INPUT = "needs_input"
     #: a call an --ask-for rule names waits for a person's approval (issue
     #: 43): held, no attempt spent, until `afk approve` / `afk deny`
     NEEDS_APPROVAL = "needs_approval"
-    #: the task's runs cost what its budget allows: held for a person
-    OVER_BUDGET = "over_budget"
     #: the agent printed nothing and fired no hook for the stall time: stopped
     STALLED = "stalled"
     #: the run reached its cap (afk loop --max-run): stopped, an attempt spent
@@ -64,6 +63,21 @@ class Outcome(StrEnum):
     #: the agent's command could not run (not found, not executable, a bad
     #: interpreter): a person's problem, not the task's
     CANNOT_START = "cannot_start"
+
+
+class Settled(StrEnum):
+    """How the queue ended a run, where the run's end is not what decided
+    it: never a verdict, never a row of ``decide``'s table."""
+
+    #: the supervisor lost the task's lease while the agent ran
+    LEASE_LOST = "lease_lost"
+    #: the task's runs cost what its budget allows: held for a person,
+    #: whatever the run's own end was
+    OVER_BUDGET = "over_budget"
+
+
+#: every outcome a run's record (``afk_run.outcome``) may hold
+RUN_OUTCOMES: tuple[Outcome | Settled, ...] = (*Outcome, *Settled)
 
 
 #: how an agent that a signal stopped exits (the signal's number, negated, or
@@ -222,7 +236,7 @@ class Report:
         lines = [line for line in self.lines if line.strip()][-TELLING_LINES:]
         return ([self.result_error] if self.result_error else []) + lines
 
-    def to_run(self, outcome: Outcome, scrub: Any = None) -> dict[str, Any]:
+    def to_run(self, outcome: Outcome | Settled, scrub: Any = None) -> dict[str, Any]:
         """The run's record (``afk_run``)."""
         tail = scrub(self.tail) if scrub else self.tail
         return {
