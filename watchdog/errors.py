@@ -65,6 +65,11 @@ class NotRunning(BadInput):
     """The task is not running, so there is nothing to finish or fail."""
 
 
+class WorkspaceError(AfkError):
+    """A task's worktree could not be made or used (its repository is gone,
+    git refused): the run cannot start, and nothing was lost."""
+
+
 class ServiceError(AfkError):
     """The watchdog service cannot start as it is configured."""
 

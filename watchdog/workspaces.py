@@ -11,7 +11,8 @@ it; it holds a block of ``AFK_PORTS_PER_TASK`` ports that no other live
 workspace overlaps (``AFK_PORT``, the first).
 
 Git is a real dependency here: every git call is a subprocess with a
-timeout, and a failure is one line (:class:`WorkspaceError`).
+timeout, and a failure is one line (:class:`~watchdog.errors.WorkspaceError`);
+afk's own git, which no repository's config can change, is :mod:`watchdog.git`.
 """
 
 from __future__ import annotations
@@ -24,33 +25,39 @@ import shutil
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .db import Database, json_param
-from .errors import AfkError, BadInput, Conflict
+from .errors import BadInput, Conflict, WorkspaceError
+from .git import (
+    GIT_TIMEOUT,
+    base_tip,
+    commits,
+    common_dir,
+    conflicts,
+    diffstat,
+    dirty,
+    git,
+    git_argv,
+    git_env,
+    head,
+    quiet,
+)
 from .models import Task, TaskRef, task_id_of
 from .text import one_line
 
 #: the longest branch name a task may ask for (a ref is a file: its name
 #: must fit the file system's, with room for its folders)
 MAX_BRANCH = 200
-#: seconds a git command may take (a worktree of a large repository is made
-#: in seconds; a hung one must not hold the night)
-GIT_TIMEOUT = 120
 #: seconds `gh pr view` may take: never a noticeable delay to a run
 GH_TIMEOUT = 5
 #: where the port blocks are taken from
 FIRST_PORT, LAST_PORT = 20000, 59999
 #: characters of a check's output kept
 CHECK_TAIL = 4000
-
-
-class WorkspaceError(AfkError):
-    """A task's worktree could not be made or used (its repository is gone,
-    git refused): the run cannot start, and nothing was lost."""
 
 
 @dataclass(frozen=True)
@@ -83,117 +90,6 @@ class Workspace:
         }
 
 
-# -- git ------------------------------------------------------------------------
-
-
-#: what afk's own git runs with, whatever the repository's config says (an
-#: agent's branch may plant a .git/config or a .gitattributes): no hook, no
-#: fsmonitor, no ssh command, askpass, credential helper, pager, editor or
-#: signing program of the repository's (issue 40 item 5)
-SAFE_CONFIG = (
-    "core.hooksPath=/dev/null",
-    "core.fsmonitor=false",
-    "core.sshCommand=ssh",
-    "core.askPass=",
-    "credential.helper=",
-    "core.pager=cat",
-    "core.editor=true",
-    "sequence.editor=true",
-    "commit.gpgSign=false",
-    "tag.gpgSign=false",
-    "gpg.program=gpg",
-    "core.alternateRefsCommand=",
-)
-#: and for each driver the repository's config names (its .gitattributes
-#: picks them), commands that run nothing of its: filters pass content
-#: through, a diff's text conversion is the content, a merge driver fails
-DRIVER_CONFIG = {
-    "filter": ("clean=cat", "smudge=cat", "process=", "required=false"),
-    "diff": ("textconv=cat", "command=true"),
-    "merge": ("driver=false", "recursive=text"),
-}
-#: what afk's git never takes from its own environment
-GIT_ENV_DROPPED = ("GIT_EXTERNAL_DIFF", "GIT_PAGER", "GIT_ASKPASS", "GIT_SSH", "GIT_SSH_COMMAND")
-
-
-def git_argv(args: Sequence[str], cwd: str, *, timeout: float = GIT_TIMEOUT) -> list[str]:
-    """``git ARGS`` as afk runs it in ``cwd``: with :data:`SAFE_CONFIG`, and
-    every driver of the repository's config defused (:data:`DRIVER_CONFIG`),
-    read by ``git config``, which runs nothing of the repository's."""
-    safe = [arg for pair in SAFE_CONFIG for arg in ("-c", pair)]
-    try:
-        named = subprocess.run(
-            ["git", *safe, "config", "--name-only", "--get-regexp", r"^(filter|diff|merge)\."],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=git_env(),
-        ).stdout.split()
-    except (OSError, subprocess.TimeoutExpired):
-        named = []  # (the command itself says what is wrong)
-    drivers = sorted({tuple(name.split(".")[:-1]) for name in named if name.count(".") >= 2})
-    for section, *driver in drivers:
-        for setting in DRIVER_CONFIG.get(section, ()):
-            safe += ["-c", ".".join([section, *driver, setting])]
-    return ["git", *safe, *args]
-
-
-def git_env(**extra: str) -> dict[str, str]:
-    """The environment of afk's git: its own, without what would run a
-    program of the environment's choosing, never prompting."""
-    env = {k: v for k, v in os.environ.items() if k not in GIT_ENV_DROPPED}
-    return {**env, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", **extra}
-
-
-def git(args: Sequence[str], cwd: str, *, timeout: float = GIT_TIMEOUT) -> str:
-    """``git ARGS`` in ``cwd``: its stdout, or WorkspaceError with git's own line."""
-    try:
-        proc = subprocess.run(
-            git_argv(args, cwd, timeout=timeout),
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=git_env(),
-        )
-    except FileNotFoundError as exc:
-        if not os.path.isdir(cwd):
-            raise WorkspaceError(f"{cwd} does not exist") from None
-        raise WorkspaceError("git is not installed (afk doctor checks it)") from exc
-    except NotADirectoryError:
-        raise WorkspaceError(f"{cwd} is not a folder") from None
-    except subprocess.TimeoutExpired:
-        raise WorkspaceError(f"git {args[0]} in {cwd} took over {timeout:g}s") from None
-    if proc.returncode != 0:
-        said = [line for line in proc.stderr.splitlines() if line.strip()]
-        raise WorkspaceError(f"git {args[0]} in {cwd}: {said[-1] if said else 'failed'}")
-    return proc.stdout
-
-
-def _quiet(args: Sequence[str], cwd: str) -> str | None:
-    try:
-        return git(args, cwd).strip()
-    except WorkspaceError:
-        return None
-
-
-def toplevel(folder: str) -> str | None:
-    """The top of the git working tree ``folder`` is in, or None."""
-    return _quiet(["rev-parse", "--show-toplevel"], folder) if os.path.isdir(folder) else None
-
-
-def common_dir(path: str) -> str | None:
-    """The git folder a worktree at ``path`` shares with its repository
-    (its objects and refs: where its commits go)."""
-    return _quiet(["rev-parse", "--path-format=absolute", "--git-common-dir"], path)
-
-
-def tracked(repo: str, path: str) -> bool:
-    """Whether git tracks ``path`` in ``repo`` (committed or staged)."""
-    return _quiet(["ls-files", "--error-unmatch", "--", path], repo) is not None
-
-
 def request(
     repo: str,
     *,
@@ -215,16 +111,16 @@ def request(
         raise BadInput(f"--repo {repo} is a file, not a folder")
     if not path.is_dir():
         raise BadInput(f"--repo {repo}: no such folder")
-    top = _quiet(["rev-parse", "--show-toplevel"], str(path))
+    top = quiet(["rev-parse", "--show-toplevel"], str(path))
     if not top:
-        if _quiet(["rev-parse", "--is-bare-repository"], str(path)) == "true":
+        if quiet(["rev-parse", "--is-bare-repository"], str(path)) == "true":
             raise BadInput(f"--repo {repo} is a bare repository: a task needs one with a checkout")
         raise BadInput(f"--repo {repo} is not a git repository")
-    if base is not None and not _quiet(
+    if base is not None and not quiet(
         ["rev-parse", "--verify", "--quiet", f"{base}^{{commit}}"], top
     ):
         raise BadInput(f"--base {base!r} does not resolve to a commit in {top}")
-    if base is None and not _quiet(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], top):
+    if base is None and not quiet(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], top):
         raise BadInput(  # (P22: else the night stopped at its claim)
             f"--repo {repo} has no commit to start from: commit first, or give --base"
         )
@@ -233,9 +129,9 @@ def request(
     if branch is not None:
         # (git expands @{-1} and @ to another branch's name: what gc would
         # delete later is then whatever they name by then, P3)
-        if _quiet(["check-ref-format", "--branch", branch], top) != branch:
+        if quiet(["check-ref-format", "--branch", branch], top) != branch:
             raise BadInput(f"--branch {branch!r} is not a valid branch name")
-        if _quiet(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], top):
+        if quiet(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], top):
             raise BadInput(
                 f"--branch {branch!r} exists in {top}: a task works on a branch of its own "
                 "(afk would commit onto yours, and afk gc would remove it)"
@@ -385,7 +281,7 @@ def stack_base(db: Database, task_id: uuid.UUID, repo: str) -> str | None:
     if found is None:
         return None
     branch = str(found["branch"])
-    there = _quiet(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], repo)
+    there = quiet(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], repo)
     return branch if there else None
 
 
@@ -413,8 +309,8 @@ def prepare(db: Database, task_id: uuid.UUID, title: str, ports: int) -> Workspa
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         # a worktree deleted by hand is still registered: forget it, and make
         # it again from its branch, which holds its committed work (P22)
-        _quiet(["worktree", "prune"], repo)
-        if _quiet(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], repo):
+        quiet(["worktree", "prune"], repo)
+        if quiet(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], repo):
             if row["base_sha"] is None:  # (P4: made since the task was enqueued)
                 raise WorkspaceError(
                     f"branch {branch} of {repo} exists and is not this task's: afk works "
@@ -457,44 +353,16 @@ def prepare(db: Database, task_id: uuid.UUID, title: str, ports: int) -> Workspa
 def lock(path: str, repo: str, task_id: uuid.UUID) -> None:
     """No `git worktree prune` (nor any other tool) removes it while it runs."""
     reason = f"afk: task {task_id} holds its lease"
-    _quiet(["worktree", "lock", "--reason", reason, path], repo)  # (locked already: fine)
+    quiet(["worktree", "lock", "--reason", reason, path], repo)  # (locked already: fine)
 
 
 def unlock(ws: Workspace) -> None:
-    _quiet(["worktree", "unlock", ws.path], ws.repo)
+    quiet(["worktree", "unlock", ws.path], ws.repo)
 
 
 def record_head(db: Database, ws: Workspace, head: str | None) -> None:
     if head:
         db.execute("workspace_head", {"id": ws.task_id, "head_sha": head})
-
-
-def head(path: str) -> str | None:
-    return _quiet(["rev-parse", "HEAD"], path)
-
-
-def dirty(path: str) -> bool:
-    return bool(_quiet(["status", "--porcelain"], path))
-
-
-def commits(path: str, since: str, until: str = "HEAD") -> list[dict[str, str]]:
-    out = _quiet(["log", "--format=%H%x1f%s", f"{since}..{until}"], path) or ""
-    return [
-        {"sha": sha, "subject": subject}
-        for sha, _, subject in (line.partition("\x1f") for line in out.splitlines() if line)
-    ]
-
-
-def diffstat(path: str, since: str, until: str = "HEAD") -> dict[str, int]:
-    """``git diff --shortstat`` as numbers."""
-    text = (
-        _quiet(["diff", "--no-ext-diff", "--no-textconv", "--shortstat", since, until], path) or ""
-    )
-    found = {
-        key: int(m.group(1)) if (m := re.search(rf"(\d+) {word}", text)) else 0
-        for key, word in (("files", "file"), ("insertions", "insertion"), ("deletions", "deletion"))
-    }
-    return found
 
 
 def pull_request(branch: str, cwd: str) -> dict[str, Any] | None:
@@ -555,35 +423,6 @@ def telling(tail: str) -> str:
 # -- the morning review ---------------------------------------------------------
 
 
-def base_tip(repo: str, base: str | None) -> tuple[str, str | None]:
-    """The base a branch is reviewed against, now: the ref it asked for, else
-    the repository's current branch (main, say); its name and commit."""
-    name = base or _quiet(["symbolic-ref", "--short", "HEAD"], repo) or "HEAD"
-    return name, _quiet(["rev-parse", "--verify", "--quiet", f"{name}^{{commit}}"], repo)
-
-
-def conflicts(repo: str, base: str, tip: str) -> list[str]:
-    """The files that would conflict if ``tip`` were merged into ``base``,
-    by `git merge-tree --write-tree` (git 2.38 and later): no checkout, no
-    index, no working tree is touched."""
-    try:
-        proc = subprocess.run(
-            git_argv(
-                ["merge-tree", "--write-tree", "--name-only", "--no-messages", base, tip], repo
-            ),
-            env=git_env(),
-            cwd=repo,
-            capture_output=True,
-            text=True,
-            timeout=GIT_TIMEOUT,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    if proc.returncode != 1:  # 0: merges cleanly; anything else: no answer
-        return []
-    return [line for line in proc.stdout.splitlines()[1:] if line.strip()]
-
-
 def review(row: Mapping[str, Any], *, with_pr: bool = True) -> dict[str, Any]:
     """One done task's work, as the morning reviews it."""
     repo = str(row["repo"])
@@ -623,7 +462,7 @@ def review(row: Mapping[str, Any], *, with_pr: bool = True) -> dict[str, Any]:
     seen = lineage(row, with_pr=with_pr)
     name, tip = base_tip(repo, row.get("base"))
     head_sha = seen["head_sha"]
-    behind = _quiet(["rev-list", "--count", f"{row['base_sha']}..{tip}"], repo) if tip else None
+    behind = quiet(["rev-list", "--count", f"{row['base_sha']}..{tip}"], repo) if tip else None
     return {
         **out,
         "path": seen["path"],
@@ -680,7 +519,7 @@ def _ours(row: Mapping[str, Any]) -> str | None:
     home = os.path.realpath(worktrees_home())
     if os.path.commonpath([path, home]) != home:
         return f"{path} is not in afk's worktrees folder"
-    listed = _quiet(["worktree", "list", "--porcelain"], str(row["repo"])) or ""
+    listed = quiet(["worktree", "list", "--porcelain"], str(row["repo"])) or ""
     registered = {
         os.path.realpath(line[len("worktree ") :])
         for line in listed.splitlines()
@@ -784,7 +623,7 @@ def submodules_inside(path: str) -> bool:
     """Whether the worktree at ``path`` holds an initialised submodule: its
     repository lives in the worktree's git folder, which `git worktree
     remove` deletes (P2)."""
-    own = _quiet(["rev-parse", "--path-format=absolute", "--git-dir"], path)
+    own = quiet(["rev-parse", "--path-format=absolute", "--git-dir"], path)
     modules = os.path.join(own, "modules") if own else None
     return bool(modules and os.path.isdir(modules) and os.listdir(modules))
 
@@ -794,9 +633,9 @@ def remove(db: Database, row: Mapping[str, Any], *, trash: str | None) -> None:
     its branch where git agrees that nothing is lost (`git branch -d`, or -D
     once saved)."""
     repo, path = str(row["repo"]), str(row["path"])
-    _quiet(["worktree", "unlock", path], repo)
+    quiet(["worktree", "unlock", path], repo)
     git(["worktree", "remove", *(["--force"] if trash else []), path], repo)
-    _quiet(["branch", "-D" if trash else "-d", str(row["branch"])], repo)
+    quiet(["branch", "-D" if trash else "-d", str(row["branch"])], repo)
     db.execute("workspace_removed", {"id": row["task_id"], "trash_ref": trash})
 
 
@@ -897,10 +736,10 @@ def restore(db: Database, task_id: uuid.UUID) -> dict[str, Any]:
     if os.path.exists(path):
         raise BadInput(f"{path} exists: move it away first")
     branch = str(row["branch"])
-    if _quiet(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], repo):
+    if quiet(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], repo):
         branch = f"{branch}-restored"
     git(["worktree", "add", "-b", branch, path, f"{ref}/branch"], repo)
-    if _quiet(["rev-parse", "--verify", "--quiet", f"{ref}/work"], repo):
+    if quiet(["rev-parse", "--verify", "--quiet", f"{ref}/work"], repo):
         git(["read-tree", "-u", "--reset", f"{ref}/work"], path)
         git(["reset", "-q"], path)  # uncommitted again, as it was
     kept = archive_path(repo, str(task_id))
@@ -921,25 +760,9 @@ def counts(db: Database, *, measure: bool) -> tuple[dict[str, int], int | None]:
     return per_state, sum(folder_size(p) for p in paths)
 
 
-#: the oldest git whose `merge-tree --write-tree` afk review reads
-GIT_NEEDED = (2, 38)
-
-
 def used(db: Database) -> bool:
     row = db.one("workspaces_used")
     return bool(row and row["used"])
-
-
-def git_version() -> tuple[int, ...] | None:
-    """The installed git's version, None without git."""
-    try:
-        said = subprocess.run(
-            ["git", "--version"], capture_output=True, text=True, timeout=10
-        ).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    found = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", said)
-    return tuple(int(n) for n in found.groups() if n is not None) if found else None
 
 
 class Worktrees:

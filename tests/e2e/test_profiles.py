@@ -169,6 +169,23 @@ def test_profiles_are_listed_shown_and_removed(afk):
     assert afk.json("profile", "list") == []
 
 
+@pytest.mark.parametrize(
+    "command, harness",
+    [
+        (["/opt/bin/claude", "-p"], "claude"),
+        (["codex", "exec"], "codex"),
+        (["gemini", "-p"], "gemini"),
+        # Cursor's CLI is cursor-agent: its profile is a cursor one, which a
+        # task of `afk enqueue --harness cursor` fits (it was "cursor-agent")
+        (["cursor-agent", "-p"], "cursor"),
+        (["copilot", "-p"], "copilot"),
+        (["./my-agent.sh"], "other"),
+    ],
+)
+def test_a_profile_is_of_the_harness_its_command_runs(afk, command, harness):
+    assert afk.json("profile", "add", "p", "--", *command)["harness"] == harness
+
+
 def test_a_profile_removed_while_its_loop_runs_ends_the_loop_after_its_run(fleet):
     """Item 7: the run under way finishes; then the loop stops with one line."""
     afk = fleet.afk

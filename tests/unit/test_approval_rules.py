@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from watchdog.agents.approvals import (
+    answer,
     call_hash,
     first_match,
     matches,
@@ -97,3 +98,35 @@ def test_only_a_session_id_goes_on_the_command_line_to_resume(session, ok):
 def test_what_a_run_is_given_reads_or_is_nothing(value, n, ttl, then):
     rules, seconds, on_timeout = run_approvals({"AFK_RUN_APPROVALS": value} if value else {})
     assert (len(rules), seconds, on_timeout) == (n, ttl, then)
+
+
+ASKED = {"approval_id": 7}
+PERSON = {"decided_by": "ana", "decided_via": "web", "note": "only to staging"}
+
+
+@pytest.mark.parametrize(
+    "row, defer, said",
+    [
+        ({**ASKED, "action": "allow", **PERSON}, True,
+         ("allow", "afk: a person approved this call (ana, via web): only to staging")),
+        ({**ASKED, "action": "allow"}, False,
+         ("allow", "afk: a person approved this call (someone, via afk)")),
+        ({**ASKED, "action": "deny", **PERSON}, True,
+         ("deny", "afk: a person denied this call (ana, via web): only to staging; "
+                  "go on without it")),
+        ({**ASKED, "action": "deny", "decision": "expired"}, True,
+         ("deny", "afk: no one decided on this call in time: it is denied; go on without it")),
+        ({**ASKED, "action": "deny", "decided_via": "ttl"}, False,
+         ("deny", "afk: no one decided on this call in time: it is denied; go on without it")),
+        # waiting: a harness that can defers the call, another is denied and told
+        ({**ASKED, "action": "defer"}, True,
+         ("defer", "afk: Bash(git push:*) needs a person's approval (request 7, afk "
+                   "approvals): this session waits for it")),
+        ({**ASKED, "action": "defer"}, False,
+         ("deny", "afk: Bash(git push:*) needs a person's approval, and a person was asked "
+                  "(request 7): do not do it another way; end your turn, the task waits for "
+                  "their answer")),
+    ],
+)  # fmt: skip
+def test_what_a_call_that_needs_a_person_is_answered(row, defer, said):
+    assert answer(row, "Bash(git push:*)", defer=defer) == said

@@ -39,6 +39,7 @@ LAZY = {
     "sql": "importlib.resources and the statements",
     "hooks": "the hook's handlers (ten modules)",
     "doctor": "every check (four modules)",
+    "checkup": "afk doctor's agent half, with doctor",
     "delivery": "httpx, smtplib",
     # the standard library's
     "subprocess": "subprocess",

@@ -5,10 +5,11 @@ adapters are pure and tested here as tables."""
 
 from __future__ import annotations
 
+import ast
 import json
 
 import pytest
-from helpers import TESTS
+from helpers import ROOT, TESTS
 
 from watchdog.agents.harnesses import (
     BY_NAME,
@@ -21,7 +22,9 @@ from watchdog.agents.harnesses import (
     cursor_answer,
     cursor_payload,
     gemini_answer,
+    harness_of,
 )
+from watchdog.agents.sandbox import allowed_hosts, home_paths
 
 FIXTURES = TESTS / "fixtures" / "hooks"
 DENY = {
@@ -141,3 +144,40 @@ def test_a_cursor_payload_in_claude_codes_words(payload, session, cwd, tool):
     assert got.get("session_id") == session and got.get("cwd") == cwd
     assert (got.get("tool_name"), got.get("tool_input")) == (tool or (None, None))
     assert payload.get("tool_name") is None  # (the payload itself is not changed)
+
+
+def _names_a_harness(node: ast.AST) -> bool:
+    """A string (or a tuple, list or set of strings) that is a harness's name
+    or its command's program."""
+    names = {h.name for h in HARNESS_TABLE} | {h.command for h in HARNESS_TABLE}
+    if isinstance(node, ast.Constant):
+        return node.value in names
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return any(_names_a_harness(e) for e in node.elts)
+    return False
+
+
+def test_no_module_tests_a_harness_by_its_name():
+    """A harness's quirks are fields of its record: a comparison with a
+    harness's name (``kind == "gemini"``, ``harness in ("gemini",
+    "cursor")``) anywhere but the records' module fails here."""
+    found = []
+    for path in sorted((ROOT / "watchdog").rglob("*.py")):
+        if path.name == "harnesses.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.Compare) and any(
+                _names_a_harness(side) for side in (node.left, *node.comparators)
+            ):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert found == []
+
+
+def test_the_sandbox_reads_each_harness_state_and_api_from_its_record():
+    for harness in HARNESS_TABLE:
+        assert harness_of([f"/usr/bin/{harness.command}", "-p"]) is harness
+        _, state = home_paths("/h", harness)
+        assert state and all(p.startswith("/h/.") for p in state), harness.name
+        assert allowed_hosts(harness, {}, (), None) == [harness.api[0]], harness.name
+    assert harness_of(["cursor", "-p"]) is None  # (the editor, not its CLI)
+    assert home_paths("/h", None)[1] == [] and allowed_hosts(None, {}, (), None) == []

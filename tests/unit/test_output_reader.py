@@ -38,7 +38,7 @@ def test_a_long_line_is_kept_cut():
 def test_a_prompt_always_fits_one_argument(size):
     """M25: Linux refuses one argument over 128 KiB; the brief is cut with a
     pointer to the whole of it, on a character boundary."""
-    from watchdog.agents.loop import CUT_NOTE, MAX_PROMPT, fit_prompt
+    from watchdog.agents.brief import CUT_NOTE, MAX_PROMPT, fit_prompt
 
     prompt = "title\n\n" + "é" * size
     fitted = fit_prompt(prompt)

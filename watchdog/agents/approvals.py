@@ -33,10 +33,6 @@ from urllib.parse import urlsplit
 
 from ..errors import BadInput
 
-#: the harnesses whose PreToolUse may answer "defer" (Claude Code -p, v2.1.89+:
-#: https://code.claude.com/docs/en/hooks#defer-a-tool-call-for-later); the
-#: others' calls are denied with a line saying a person was asked
-DEFERS = frozenset({"claude"})
 #: the rule of a request that no rule made: a call the harness itself would
 #: have asked a person about (Claude Code's PermissionRequest in -p mode)
 ASKED = "(a call Claude Code would ask about)"
@@ -163,3 +159,31 @@ def run_approvals(env: Mapping[str, str]) -> tuple[list[Rule], float, str]:
     except (ValueError, TypeError, AttributeError, BadInput):
         return [], DEFAULT_APPROVAL_TTL, "deny"
     return rules, ttl, "hold" if given.get("on_timeout") == "hold" else "deny"
+
+
+def answer(row: Mapping[str, Any], rule: str, *, defer: bool) -> tuple[str, str]:
+    """What a PreToolUse says of a call that needs a person, from what its
+    request says (``approval_for_call`` in people.sql: its ``action``, allow,
+    deny or defer): allow, deny or defer (where the harness can, ``defer``),
+    and the line the agent reads."""
+    who = f"{row.get('decided_by') or 'someone'}, via {row.get('decided_via') or 'afk'}"
+    noted = f": {row['note']}" if row.get("note") else ""
+    if row["action"] == "allow":
+        return "allow", f"afk: a person approved this call ({who}){noted}"
+    if row["action"] == "deny":
+        if row.get("decision") == "expired" or row.get("decided_via") == "ttl":
+            return (
+                "deny",
+                "afk: no one decided on this call in time: it is denied; go on without it",
+            )
+        return "deny", f"afk: a person denied this call ({who}){noted}; go on without it"
+    if defer:
+        return "defer", (
+            f"afk: {rule} needs a person's approval (request {row['approval_id']}, "
+            "afk approvals): this session waits for it"
+        )
+    return "deny", (
+        f"afk: {rule} needs a person's approval, and a person was asked (request "
+        f"{row['approval_id']}): do not do it another way; end your turn, the "
+        "task waits for their answer"
+    )

@@ -185,3 +185,19 @@ def resume_argv(decided: Mapping[str, Any] | None, command: Sequence[str]) -> li
         note = f" Their note: {decided['note']}" if decided.get("note") else ""
         told = f"A person denied your call {call}: go on without it.{note}"
     return prompt_argv([*resumed, "--"], told)
+
+
+#: bytes of the prompt, which is one argument: Linux refuses one over 128 KiB
+#: (MAX_ARG_STRLEN), and `enqueue` takes specs and checkpoints of 1 MiB
+MAX_PROMPT = 120 * 1024
+CUT_NOTE = "\n\n(The brief is cut here: run `afk resume-brief` for the whole of it.)\n"
+
+
+def fit_prompt(prompt: str, limit: int = MAX_PROMPT) -> str:
+    """``prompt`` cut to ``limit`` bytes of UTF-8 with a pointer to the whole
+    brief, so that no task is unrunnable for its size."""
+    raw = prompt.encode("utf-8", "surrogatepass")
+    if len(raw) <= limit:
+        return prompt
+    keep = limit - len(CUT_NOTE.encode())
+    return raw[:keep].decode("utf-8", "ignore") + CUT_NOTE

@@ -213,3 +213,13 @@ def refusal(
 
 def _said(status: int, line: str) -> dict[str, str]:
     return {"stdout": "", "stderr": line + "\n", "exit": str(status)}
+
+
+def agent_variables(dsn: str | None, config: str | None) -> Mapping[str, str]:
+    """What the agent needs to reach the loop's database with ``afk``."""
+    out = {}
+    if dsn:
+        out["AFK_DSN"] = dsn
+    if config:
+        out["AFK_CONFIG"] = os.path.abspath(config)
+    return out

@@ -10,7 +10,7 @@ import json
 import os
 import re
 import shlex
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -442,12 +442,6 @@ def install(path: Path, ours: dict[str, Any]) -> Path:
     return target
 
 
-#: agents whose command line reads the prompt as a positional argument after
-#: `--` (Claude Code's `claude -p`, Codex CLI's `codex exec`): a title that
-#: starts with "-" ("- [ ] fix the login page") is then the prompt, not an
-#: unknown option
-ENDS_OPTIONS = ("claude", "codex")
-#: options whose value is the prompt (Gemini CLI's `gemini -p PROMPT`)
 #: flags that turn a harness's own permission checks off, each with the value
 #: that does it (None: the flag alone): Claude Code's, Codex CLI's, Gemini
 #: CLI's and Copilot CLI's. Such an agent needs a boundary (issue 40 item 3).
@@ -494,12 +488,14 @@ def with_hooks(command: list[str], afk: str) -> list[str]:
     A worktree is made from committed files: hooks installed in a checkout's
     uncommitted ``.claude/settings.json`` are not in it (issue 41 item 1).
     Anything else as given."""
-    if not command or os.path.basename(command[0]) != "claude":
+    harness = harness_of(command)
+    if harness is None or not harness.settings_option:
         return command
-    settings = json.dumps(claude_settings(afk), separators=(",", ":"))
-    return [command[0], "--settings", settings, *command[1:]]
+    settings = json.dumps(harness.settings(afk, False, ()), separators=(",", ":"))
+    return [command[0], harness.settings_option, settings, *command[1:]]
 
 
+#: options whose value is the prompt (Gemini CLI's `gemini -p PROMPT`)
 PROMPT_OPTIONS = ("-p", "--prompt")
 
 
@@ -509,10 +505,11 @@ def prompt_argv(command: list[str], prompt: str) -> list[str]:
     Code and Codex CLI (unless the command has one), as ``--prompt=PROMPT``
     where the command ends with Gemini CLI's ``-p``; anything else as given
     (end your own command with `--` where your agent reads one)."""
-    program = os.path.basename(command[0]) if command else ""
-    if program == "gemini" and command[-1] in PROMPT_OPTIONS:
+    harness = harness_of(command)
+    takes = harness.prompt if harness is not None else ""
+    if takes == "-p" and command[-1] in PROMPT_OPTIONS:
         return [*command[:-1], f"--prompt={prompt}"]
-    if program in ENDS_OPTIONS and "--" not in command[1:]:
+    if takes == "--" and "--" not in command[1:]:
         return [*command, "--", prompt]
     return [*command, prompt]
 
@@ -588,12 +585,26 @@ def codex_home(home: Path) -> Path:
     return Path(os.environ.get("CODEX_HOME") or home / ".codex")
 
 
+def cursor_sample(event: str, project: Path) -> dict[str, Any]:
+    """A payload of ``event`` as Cursor sends it, for no real task."""
+    return {
+        "conversation_id": "afk-doctor-live",
+        "hook_event_name": event,
+        "workspace_roots": [str(project)],
+        "command": "true",
+    }
+
+
 @dataclass(frozen=True)
 class Harness:
-    """One agent's harness, the one record that `afk hooks` (its settings),
-    `afk hook --harness` (its payloads and answers), `afk doctor` (its files
-    and the events it must have) and the CLI's choices read. A new harness is
-    a record here and its recorded payloads in tests/fixtures/hooks/."""
+    """One agent's harness, the one record of everything afk knows of it:
+    `afk hooks` (its settings), `afk hook --harness` (its payloads and
+    answers), `afk doctor` (its files, the events it must have, its live
+    payload), `afk loop` (its program, how it takes the prompt and afk's
+    hooks, whether a decided session resumes), the sandbox (its state and its
+    model API) and the CLI's choices read it. No module tests a harness by its
+    name: a new harness is a record here and its recorded payloads in
+    tests/fixtures/hooks/."""
 
     #: the name `afk hooks` takes
     name: str
@@ -611,15 +622,72 @@ class Harness:
     #: its payload in Claude Code's words, and our answer in its words
     payload_in: Callable[[dict[str, Any]], dict[str, Any]] = _same
     answer_out: Callable[[dict[str, Any]], dict[str, Any]] = _same
+    #: its command's program (``afk loop -- PROGRAM ...``), when not its name
+    program: str = ""
+    #: how its command line takes the prompt: "--" (after a ``--``, so a
+    #: title that starts with "-" is no option), "-p" (``--prompt=PROMPT`` in
+    #: place of a last ``-p``), "" (as the last argument)
+    prompt: str = ""
+    #: its state under the home: written by it, or it cannot run (the sandbox)
+    state: tuple[str, ...] = ()
+    #: its model API's host, and the variable that points it elsewhere
+    api: tuple[str, str | None] = ("", None)
+    #: its settings files are JSON with comments (Gemini CLI's)
+    jsonc: bool = False
+    #: its option that takes settings, afk's hooks included, on its command
+    #: line (Claude Code's ``--settings``): afk loop gives them in any worktree
+    settings_option: str = ""
+    #: it takes HTTP hooks (``afk hooks NAME --transport http``), whose
+    #: ``onFailure`` it honours from version ``fail_closed_since`` on
+    http_hooks: bool = False
+    fail_closed_since: tuple[int, ...] = ()
+    #: its PreToolUse may answer "defer" (Claude Code -p, v2.1.89+:
+    #: https://code.claude.com/docs/en/hooks#defer-a-tool-call-for-later);
+    #: another's call that waits for a person is denied with a line saying so
+    defers: bool = False
+    #: a session whose call a person decided resumes (``--resume ID``)
+    resumes: bool = False
+    #: after a compaction its SessionStart says no "compact": the brief comes
+    #: back at this event of ours instead
+    rebrief_at: str | None = None
+    #: headless, it fires no SessionStart (``gemini -p``, 0.61.0): the first
+    #: turn's hook gives the brief
+    no_headless_start: bool = False
+    #: the name of its shell tool in a payload
+    shell_tool: str = "Bash"
+    #: it runs a hook only once a person trusted it (Codex CLI: afk doctor
+    #: reads its trust)
+    trusts_hooks: bool = False
+    #: why hooks of another's payloads fail it, besides the shape
+    misread: str = ""
+    #: a payload of an event as it sends it, for no real task (afk doctor --live)
+    sample: Callable[[str, Path], dict[str, Any]] | None = None
 
     @property
     def reads(self) -> str:
         """Whose payloads it sends: the `afk hook --harness` its hooks name."""
         return self.speaks_like or self.name
 
+    @property
+    def command(self) -> str:
+        """Its command's program name."""
+        return self.program or self.name
+
     def ours(self, event: str) -> str:
         """Its event's name as ours ("" for one afk does not handle)."""
         return event if self.to_ours is None else self.to_ours.get(event, "")
+
+    def live_payload(self, event: str, project: Path) -> dict[str, Any]:
+        """A payload of ``event`` as it sends it, for no real task."""
+        if self.sample is not None:
+            return self.sample(event, project)
+        return {
+            "session_id": "afk-doctor-live",
+            "hook_event_name": event,
+            "cwd": str(project),
+            "tool_name": self.shell_tool,
+            "tool_input": {"command": "true"},
+        }
 
 
 HARNESS_TABLE = (
@@ -632,6 +700,14 @@ HARNESS_TABLE = (
             home / ".claude" / "settings.json",
         ],
         ("SessionStart", "PreToolUse", "PostToolUse"),
+        prompt="--",
+        state=(".claude", ".claude.json"),
+        api=("api.anthropic.com", "ANTHROPIC_BASE_URL"),
+        settings_option="--settings",
+        http_hooks=True,
+        fail_closed_since=(2, 1, 295),
+        defers=True,
+        resumes=True,
     ),
     Harness(
         "codex",
@@ -639,6 +715,10 @@ HARNESS_TABLE = (
         lambda project, home: [project / ".codex" / "hooks.json", codex_home(home) / "hooks.json"],
         ("SessionStart", "PreToolUse", "PostToolUse"),
         speaks_like="claude",
+        prompt="--",
+        state=(".codex",),
+        api=("api.openai.com", "OPENAI_BASE_URL"),
+        trusts_hooks=True,
     ),
     Harness(
         "gemini",
@@ -650,6 +730,14 @@ HARNESS_TABLE = (
         ("SessionStart", "BeforeTool", "AfterTool"),
         to_ours=GEMINI_TO_OURS,
         answer_out=gemini_answer,
+        prompt="-p",
+        state=(".gemini",),
+        api=("generativelanguage.googleapis.com", "GOOGLE_GEMINI_BASE_URL"),
+        jsonc=True,
+        rebrief_at="BeforeAgent",
+        no_headless_start=True,
+        shell_tool="run_shell_command",
+        misread="Gemini drops AFK_TASK_TOKEN from its environment",
     ),
     Harness(
         "cursor",
@@ -659,6 +747,11 @@ HARNESS_TABLE = (
         to_ours=CURSOR_TO_OURS,
         payload_in=cursor_payload,
         answer_out=cursor_answer,
+        program="cursor-agent",
+        state=(".cursor",),
+        api=("api2.cursor.sh", None),
+        rebrief_at="PostToolUse",
+        sample=cursor_sample,
     ),
     Harness(
         "copilot",
@@ -666,10 +759,15 @@ HARNESS_TABLE = (
         lambda project, home: sorted((project / ".github" / "hooks").glob("*.json")),
         ("PreToolUse", "PostToolUse"),
         answer_out=copilot_answer,
+        state=(".copilot",),
+        api=("api.githubcopilot.com", None),
+        shell_tool="bash",
     ),
 )
 #: the records, by the name `afk hooks` takes
 BY_NAME = {h.name: h for h in HARNESS_TABLE}
+#: the records, by their command's program name
+BY_PROGRAM = {h.command: h for h in HARNESS_TABLE}
 #: each agent's hook settings, by the name `afk hooks` takes
 SETTINGS = {h.name: h.settings for h in HARNESS_TABLE}
 #: the payload readers `afk hook --harness` takes (claude: Claude Code and Codex CLI)
@@ -680,6 +778,11 @@ HARNESSES = tuple(READERS)
 HARNESS_NAMES = tuple(h.name for h in HARNESS_TABLE)
 #: the required label of a harness (afk enqueue --harness)
 HARNESS_LABEL = "harness:"
+
+
+def harness_of(command: Sequence[str]) -> Harness | None:
+    """The harness a command runs (by its program's name), if afk knows it."""
+    return BY_PROGRAM.get(os.path.basename(command[0])) if command else None
 
 
 def harness_label(harness: Any) -> str:

@@ -44,7 +44,6 @@ stderr; the only refusal is a deliberate deny or block.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shlex
@@ -52,7 +51,6 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import tracing
@@ -62,24 +60,14 @@ from ..states import FINISHED
 from ..text import one_line
 from . import approvals, credential, zombie
 from .harnesses import BY_EVENT, EVENTS, READERS
-from .hooklink import MAX_PAYLOAD, Untrusted, hook_folder, open_private
+from .hooklink import MAX_PAYLOAD
+from .sessioncache import CHECK_TTL, SessionCache
 from .zombie import afk_words, zombie_may_run
 
 if TYPE_CHECKING:
     from ..config import LoopSettings, QueueSettings, Settings
     from ..db import Database
     from ..queue import Queue
-
-#: seconds a PreToolUse verdict is reused without asking the database
-CHECK_TTL = 2.0
-
-
-def _who(row: Mapping[str, Any]) -> str:
-    return f"{row.get('decided_by') or 'someone'}, via {row.get('decided_via') or 'afk'}"
-
-
-def _noted(row: Mapping[str, Any]) -> str:
-    return f": {row['note']}" if row.get("note") else ""
 
 
 #: times the completion gate blocks one session's Stop
@@ -191,77 +179,6 @@ def supervised_task(env: dict[str, str]) -> tuple[uuid.UUID, int] | None:
         ) from None
 
 
-# -- the local cache of the session's task -------------------------------------
-
-
-class SessionCache:
-    """A small file per session (and supervisor task): which task the session
-    holds, the last verdict on it, and how often the gate blocked.
-
-    It is trusted only in a folder this user owns that no one else may write
-    (a planted verdict would let a zombie through); otherwise the hook asks
-    the database every time and says so."""
-
-    def __init__(self, key: str, ctx: Context) -> None:
-        folder = Path(hook_folder(ctx.env))
-        self.data: dict[str, Any] = {}
-        why = _private_folder(folder)
-        self.usable = why is None
-        self.path = folder / (
-            hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32] + ".json"
-        )
-        if why is not None:
-            ctx.say(f"warning: {why}; the hook keeps no cache there")
-            return
-        try:
-            data = json.loads(self.path.read_text("utf-8"))
-            self.data = data if isinstance(data, dict) else {}
-        except (OSError, ValueError):
-            self.data = {}
-
-    def save(self) -> None:
-        if not self.usable:
-            return
-        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}")
-        tmp.write_text(json.dumps(self.data), "utf-8")
-        tmp.replace(self.path)
-
-    def fresh(self) -> bool:
-        """A verdict that the session still holds its task, read less than
-        CHECK_TTL ago (a stored end further off than that was not written by
-        a hook: it is not trusted)."""
-        now = time.time()
-        try:
-            until = float(self.data.get("until", 0))
-        except (TypeError, ValueError):
-            return False
-        return bool(
-            self.data.get("lost") is None
-            and self.data.get("task")
-            and now < until <= now + CHECK_TTL
-        )
-
-    def forget(self) -> None:
-        self.data = {}
-        if self.usable:
-            self.path.unlink(missing_ok=True)
-
-
-def _private_folder(folder: Path) -> str | None:
-    """Why ``folder`` (made now if need be) is not a real folder of this user
-    that no one else can write to; None when it is."""
-    try:
-        folder.mkdir(mode=0o700, exist_ok=True)
-        os.close(open_private(str(folder), os.getuid()))
-    except Untrusted as exc:
-        return str(exc)
-    except OSError as exc:
-        return f"{folder} cannot be used ({exc.strerror})"
-    if folder.stat().st_uid != os.getuid():  # root's will do for a socket, not for a cache
-        return f"{folder} is not a private folder of this user"
-    return None
-
-
 # -- acting on one event ----------------------------------------------------------
 
 
@@ -316,7 +233,7 @@ class Hook:
         key = f"{conninfo}|{ctx.session}"
         if ctx.supervised is not None:
             key += f"|{ctx.supervised[0]}|{ctx.supervised[1]}"
-        self.cache = SessionCache(key, ctx)
+        self.cache = SessionCache(key, ctx.env, ctx.say)
 
     @property
     def db(self) -> Database:
@@ -534,7 +451,7 @@ class Hook:
         waits (denied, with a line saying so, where the harness cannot
         defer), let through once when a person approved this very call,
         refused with their note when they denied it."""
-        decision, reason = self.decided(rule, defer=self.ctx.harness in approvals.DEFERS)
+        decision, reason = self.decided(rule, defer=READERS[self.ctx.harness].defers)
         self.ctx.out = {
             "hookSpecificOutput": {
                 "hookEventName": "PreToolUse",
@@ -584,35 +501,13 @@ class Hook:
             ttl_seconds=ttl,
             on_timeout=on_timeout,
         )
-        action = row["action"]
-        if action == "lost":
-            decision, reason = "deny", self.check()
-            if reason is None:  # (nothing held, nothing known: the fence says no)
-                reason = f"afk: task {task_id} is no longer this run's: stop working on it"
-        elif action == "allow":
-            decision = "allow"
-            reason = f"afk: a person approved this call ({_who(row)})" + _noted(row)
-        elif action == "deny":
-            decision = "deny"
-            if row.get("decision") == "expired" or row.get("decided_via") == "ttl":
-                reason = "afk: no one decided on this call in time: it is denied; go on without it"
-            else:
-                reason = f"afk: a person denied this call ({_who(row)})" + _noted(row)
-                reason += "; go on without it"
-        elif defer:
-            decision = "defer"
-            reason = (
-                f"afk: {rule} needs a person's approval (request {row['approval_id']}, "
-                "afk approvals): this session waits for it"
+        if row["action"] == "lost":
+            reason = self.check()  # (nothing held, nothing known: the fence says no)
+            return (
+                "deny",
+                reason or f"afk: task {task_id} is no longer this run's: stop working on it",
             )
-        else:
-            decision = "deny"
-            reason = (
-                f"afk: {rule} needs a person's approval, and a person was asked (request "
-                f"{row['approval_id']}): do not do it another way; end your turn, the "
-                "task waits for their answer"
-            )
-        return decision, reason
+        return approvals.answer(row, rule, defer=defer)
 
     def trace_tool(self, *, denied: bool = False, ended: bool = False) -> None:
         """``execute_tool <tool>`` spans, under the session's span (its
@@ -672,7 +567,8 @@ class Hook:
     def post_tool_use(self) -> None:
         self.trace_tool(ended=True)
         files = self._edited_files()
-        if self.ctx.harness == "cursor" and self.cache.data.get("compressed"):
+        rebrief = READERS[self.ctx.harness].rebrief_at == "PostToolUse"
+        if rebrief and self.cache.data.get("compressed"):
             self.before_agent()
             if self.ctx.out:
                 return
@@ -698,7 +594,7 @@ class Hook:
 
     def pre_compact(self) -> None:
         self.check()
-        if self.ctx.harness in ("gemini", "cursor"):
+        if READERS[self.ctx.harness].rebrief_at:
             # no compact source at SessionStart: the brief comes back at the
             # next BeforeAgent (Gemini) or postToolUse (Cursor)
             self.cache.data["compressed"] = True
@@ -710,7 +606,8 @@ class Hook:
         with no brief yet, the brief (headless ``gemini -p``, 0.61.0, fires
         no SessionStart)."""
         compressed = bool(self.cache.data.get("compressed"))
-        first = self.ctx.harness == "gemini" and not self.cache.data.get("briefed")
+        headless = READERS[self.ctx.harness].no_headless_start
+        first = headless and not self.cache.data.get("briefed")
         if not compressed and not first:
             return
         self.cache.data["compressed"] = False

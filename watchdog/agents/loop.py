@@ -36,24 +36,32 @@ import socket
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
 from typing import IO, Any, Literal, Protocol
 
-from .. import tracing, workspaces
+from .. import git, tracing, workspaces
 from ..config import LoopSettings
-from ..errors import EXIT_OK, EXIT_PARKED, EXIT_USAGE, AccountParked, DatabaseError, LeaseLost
+from ..errors import (
+    EXIT_OK,
+    EXIT_PARKED,
+    EXIT_USAGE,
+    AccountParked,
+    DatabaseError,
+    LeaseLost,
+    WorkspaceError,
+)
 from ..models import Claimed, Task
 from ..queue import Queue
 from ..text import clean, one_line
-from ..workspaces import Workspace, WorkspaceError
+from ..workspaces import Workspace
 from . import approvals, credential, sandbox
 from .accounts import DEFAULT_ACCOUNT, Accounts, Parking
-from .brief import resume_argv, resume_brief
+from .brief import fit_prompt, resume_argv, resume_brief
 from .decide import Decision, Move, RunEnd, decide, probe_after, rules_of
 from .fleet import Membership
-from .harnesses import HARNESS_NAMES, harness_label, prompt_argv, with_hooks
+from .harnesses import harness_label, harness_of, prompt_argv, with_hooks
 from .outcome import (
     Outcome,
     Report,
@@ -65,7 +73,7 @@ from .outcome import (
 )
 from .process import Limits, Signs, run_agent, run_check, sweep_orphans
 from .profiles import Profile, Route, offered
-from .sandbox import Boundary, harness_of
+from .sandbox import Boundary
 from .words import words
 
 #: the longest a loop sleeps between two looks at the database while it waits
@@ -363,7 +371,7 @@ class Loop:
         if self.o.profiles:
             return offered(profiles)
         found = harness_of(self.o.command)
-        return [harness_label(found)] if found in HARNESS_NAMES else []
+        return [harness_label(found.name)] if found is not None else []
 
     def place_task(self, task: Task, now: datetime) -> bool:
         """Run a claimed task under the profile :func:`place` chooses (the
@@ -440,7 +448,7 @@ class Loop:
     def _work(self, task: Task, ws: Workspace | None, trace_id: str | None) -> int | None:
         spent, budget = self.q.cost(task) if task.budget_usd is not None else (None, None)
         signs = Signs()
-        before = workspaces.head(ws.path) if ws is not None else None
+        before = git.head(ws.path) if ws is not None else None
         agent_span = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": task.agent_id}
         with tracing.span(f"invoke_agent {task.agent_id}", attributes=agent_span) as session:
             with self.q.leased(task, sign=signs.last) as lease, self._serving(task):
@@ -529,10 +537,10 @@ class Loop:
             line = f"the task's worktree {ws.path} was deleted during the run"
             report.failure = line
             return Verdict(Outcome.TASK_FAILURE, line)
-        after = workspaces.head(ws.path)
+        after = git.head(ws.path)
         workspaces.record_head(self.q.db, ws, after)
-        added = len(workspaces.commits(ws.path, before, after)) if before and after else 0
-        changes = added + (1 if workspaces.dirty(ws.path) else 0)
+        added = len(git.commits(ws.path, before, after)) if before and after else 0
+        changes = added + (1 if git.dirty(ws.path) else 0)
         report.extra.update(before_sha=before, after_sha=after, changes=changes)
         if verdict.outcome is not Outcome.DONE:
             return verdict
@@ -758,7 +766,8 @@ class Loop:
     def _resumed(self, task: Task) -> list[str] | None:
         """The command that resumes the session a person decided a call of
         (:func:`~watchdog.agents.brief.resume_argv`), if any."""
-        if harness_of(self.o.command) != "claude" or self.fresh:
+        harness = harness_of(self.o.command)
+        if harness is None or not harness.resumes or self.fresh:
             return None  # (a task that moved profile starts fresh: its brief)
         known = task.id in self.decided
         decided = self.decided[task.id] if known else self.q.approval_to_resume(task)
@@ -826,7 +835,7 @@ class Loop:
             os.mkdir(os.path.join(run_dir, "tmp"))
             env["TMPDIR"] = os.path.join(run_dir, "tmp")
             work = ws.path if ws is not None else os.getcwd()
-            git_dir = workspaces.common_dir(ws.path) if ws is not None else None
+            git_dir = git.common_dir(ws.path) if ws is not None else None
             yield boundary.wrap(argv, env, work, run_dir, git_dir, log)
         finally:
             shutil.rmtree(run_dir, ignore_errors=True)
@@ -887,29 +896,3 @@ class Loop:
             self.alert(parking)
         except Exception as exc:  # an alert that fails must not hide the reason
             self.say(f"warning: the alert was not sent: {type(exc).__name__}: {exc}")
-
-
-#: bytes of the prompt, which is one argument: Linux refuses one over 128 KiB
-#: (MAX_ARG_STRLEN), and `enqueue` takes specs and checkpoints of 1 MiB
-MAX_PROMPT = 120 * 1024
-CUT_NOTE = "\n\n(The brief is cut here: run `afk resume-brief` for the whole of it.)\n"
-
-
-def fit_prompt(prompt: str, limit: int = MAX_PROMPT) -> str:
-    """``prompt`` cut to ``limit`` bytes of UTF-8 with a pointer to the whole
-    brief, so that no task is unrunnable for its size."""
-    raw = prompt.encode("utf-8", "surrogatepass")
-    if len(raw) <= limit:
-        return prompt
-    keep = limit - len(CUT_NOTE.encode())
-    return raw[:keep].decode("utf-8", "ignore") + CUT_NOTE
-
-
-def agent_variables(dsn: str | None, config: str | None) -> Mapping[str, str]:
-    """What the agent needs to reach the loop's database with ``afk``."""
-    out = {}
-    if dsn:
-        out["AFK_DSN"] = dsn
-    if config:
-        out["AFK_CONFIG"] = os.path.abspath(config)
-    return out

@@ -18,8 +18,7 @@ from ..checks import check_id
 from ..db import Database, json_param
 from ..errors import BadInput
 from ..models import Task
-from .harnesses import HARNESS_LABEL, HARNESS_NAMES, harness_label
-from .sandbox import harness_of
+from .harnesses import HARNESS_LABEL, HARNESS_NAMES, harness_label, harness_of
 
 #: an --env name that says it holds a credential (refused: afk stores none)
 SECRET = re.compile(r"(?:_KEY|_TOKEN|_SECRET)$|PASSWORD", re.IGNORECASE)
@@ -154,7 +153,8 @@ class Profiles:
         name = check_id("profile", name)
         if not command or not command[0]:
             raise BadInput("no agent command given: afk profile add NAME -- CMD [ARG...]")
-        found = harness or harness_of(command) or "other"
+        known = harness_of(command)
+        found = harness or (known.name if known is not None else "other")
         if harness is not None and harness not in HARNESS_NAMES:
             raise BadInput(f"--harness {harness!r}: one of {', '.join(sorted(HARNESS_NAMES))}")
         row = self.db.one(

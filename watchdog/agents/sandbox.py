@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from ..errors import BadInput
+from .harnesses import Harness, harness_of
 
 ENGINE = "srt"
 #: under the home: never readable inside
@@ -47,22 +48,6 @@ DENIED_HOME = (
     ".config/gcloud",
     ".config/afk",
 )
-#: each harness's own state, under the home: written by it, or it cannot run
-STATE = {
-    "claude": (".claude", ".claude.json"),
-    "codex": (".codex",),
-    "gemini": (".gemini",),
-    "cursor-agent": (".cursor",),
-    "copilot": (".copilot",),
-}
-#: each harness's model API: its host, and the variable that points it elsewhere
-API = {
-    "claude": ("api.anthropic.com", "ANTHROPIC_BASE_URL"),
-    "codex": ("api.openai.com", "OPENAI_BASE_URL"),
-    "gemini": ("generativelanguage.googleapis.com", "GOOGLE_GEMINI_BASE_URL"),
-    "cursor-agent": ("api2.cursor.sh", None),
-    "copilot": ("api.githubcopilot.com", None),
-}
 #: the agent's own configuration in its worktree: read-only inside (what a
 #: branch changes there would otherwise run on the host at the next run)
 PINNED = (".claude", ".mcp.json", ".codex", ".gemini", ".cursor", ".github/hooks")
@@ -92,12 +77,6 @@ def version(engine: str) -> str:
     return said.splitlines()[0] if said else "?"
 
 
-def harness_of(command: Sequence[str]) -> str | None:
-    """The harness a command runs (by its program's name), if afk knows it."""
-    program = os.path.basename(command[0]) if command else ""
-    return program if program in STATE else None
-
-
 def host_of(value: str) -> str:
     """``HOST[:PORT]`` of a URL or of a ``HOST[:PORT]`` as given."""
     parts = urlsplit(value if "//" in value else f"//{value}")
@@ -108,7 +87,7 @@ def host_of(value: str) -> str:
 
 
 def allowed_hosts(
-    harness: str | None,
+    harness: Harness | None,
     env: Mapping[str, str],
     extra: Sequence[str],
     hook_http: str | None,
@@ -116,8 +95,8 @@ def allowed_hosts(
     """The hosts a run may reach: its harness's model API (or the host its
     variable names instead), the service's HTTP hooks, and ``extra``."""
     out: list[str] = []
-    if harness in API:
-        default, variable = API[harness]
+    if harness is not None:
+        default, variable = harness.api
         moved = env.get(variable, "").strip() if variable else ""
         out.append(host_of(moved) if moved else default)
     if hook_http:
@@ -152,10 +131,10 @@ def settings(
     }
 
 
-def home_paths(home: str, harness: str | None) -> tuple[list[str], list[str]]:
+def home_paths(home: str, harness: Harness | None) -> tuple[list[str], list[str]]:
     """Under ``home``: what is denied to every run, and what the harness writes."""
     denied = [os.path.join(home, p) for p in DENIED_HOME]
-    state = [os.path.join(home, p) for p in STATE.get(harness or "", ())]
+    state = [os.path.join(home, p) for p in harness.state] if harness is not None else []
     return denied, state
 
 

@@ -114,8 +114,11 @@ def http_hook_settings(args: argparse.Namespace, afk: str, res: Resources) -> di
     """`afk hooks claude --transport http`: the service's address from the
     settings (AFK_HOOK_HTTP), the token by name only."""
 
-    if args.agent_kind != "claude":
-        raise BadInput("--transport http is for claude (Claude Code's HTTP hooks)")
+    if not harnesses.BY_NAME[args.agent_kind].http_hooks:
+        takes = [h.name for h in harnesses.HARNESS_TABLE if h.http_hooks]
+        raise BadInput(
+            f"--transport http is for {', '.join(takes)} (the harnesses with HTTP hooks)"
+        )
     if args.transport != "http":
         raise BadInput("--fail-closed goes with --transport http")
     service = res.settings.service
@@ -366,8 +369,8 @@ def configure_loop(p: Parser) -> None:
 
 def cmd_loop(args: argparse.Namespace, res: Resources) -> int:
     from ..agents.accounts import DEFAULT_ACCOUNT, Accounts
-    from ..agents.broker import Broker
-    from ..agents.loop import Loop, LoopOptions, agent_variables
+    from ..agents.broker import Broker, agent_variables
+    from ..agents.loop import Loop, LoopOptions
     from ..agents.outcome import reading_zone
     from ..agents.process import become_subreaper
 

@@ -218,13 +218,14 @@ def sandbox_probes(args: argparse.Namespace, res: Resources) -> list[Any]:
     --sandbox` builds it, proved with probes; a missing engine is a failed
     check that says what to install."""
     from .. import doctor
+    from ..agents.checkup import Check
     from .agents import boundary_of
 
     try:
         boundary = boundary_of(args, res)
     except BadInput as exc:
         fix = "npm install -g @anthropic-ai/sandbox-runtime; apt install bubblewrap socat ripgrep"
-        return [doctor.Check("sandbox", False, str(exc), fix)]
+        return [Check("sandbox", False, str(exc), fix)]
     return doctor.check_sandbox_probes(boundary, res.dsn, os.environ)
 
 

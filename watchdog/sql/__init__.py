@@ -44,8 +44,8 @@ none); otherwise they stay, and the markers are comments like any other.
 
 Who writes ``afk_task`` is one family of files, :data:`TASK_WRITERS`:
 ``tasks.sql`` (the queue's) and ``tasks_<module>.sql`` (each another
-module's: ``tasks_operators.sql``, ``tasks_people.sql``,
-``tasks_effects.sql``, ``tasks_workspaces.sql``). A statement that updates,
+module's: ``tasks_producers.sql``, ``tasks_operators.sql``,
+``tasks_people.sql``, ``tasks_effects.sql``, ``tasks_workspaces.sql``). A statement that updates,
 inserts or deletes a task lives there and nowhere else
 (``tests/unit/test_sql.py`` holds it); the state machine is read in these
 files alone.
