@@ -11,7 +11,7 @@ import os
 import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -442,17 +442,6 @@ def install(path: Path, ours: dict[str, Any]) -> Path:
     return target
 
 
-#: flags that turn a harness's own permission checks off, each with the value
-#: that does it (None: the flag alone): Claude Code's, Codex CLI's, Gemini
-#: CLI's and Copilot CLI's. Such an agent needs a boundary (issue 40 item 3).
-SKIP_PERMISSIONS: dict[str, str | None] = {
-    "--dangerously-skip-permissions": None,
-    "--permission-mode": "bypassPermissions",
-    "--dangerously-bypass-approvals-and-sandbox": None,
-    "--yolo": None,
-    "--approval-mode": "yolo",
-    "--allow-all-tools": None,
-}
 
 
 def skips_permissions(command: list[str]) -> str | None:
@@ -628,6 +617,10 @@ class Harness:
     #: title that starts with "-" is no option), "-p" (``--prompt=PROMPT`` in
     #: place of a last ``-p``), "" (as the last argument)
     prompt: str = ""
+    #: its flags that turn its own permission checks off, each with the value
+    #: that does it (None: the flag alone): such an agent needs a boundary
+    #: (issue 40 item 3)
+    skip_permissions: Mapping[str, str | None] = field(default_factory=dict)
     #: its state under the home: written by it, or it cannot run (the sandbox)
     state: tuple[str, ...] = ()
     #: its model API's host, and the variable that points it elsewhere
@@ -701,6 +694,10 @@ HARNESS_TABLE = (
         ],
         ("SessionStart", "PreToolUse", "PostToolUse"),
         prompt="--",
+        skip_permissions={
+            "--dangerously-skip-permissions": None,
+            "--permission-mode": "bypassPermissions",
+        },
         state=(".claude", ".claude.json"),
         api=("api.anthropic.com", "ANTHROPIC_BASE_URL"),
         settings_option="--settings",
@@ -716,6 +713,7 @@ HARNESS_TABLE = (
         ("SessionStart", "PreToolUse", "PostToolUse"),
         speaks_like="claude",
         prompt="--",
+        skip_permissions={"--dangerously-bypass-approvals-and-sandbox": None},
         state=(".codex",),
         api=("api.openai.com", "OPENAI_BASE_URL"),
         trusts_hooks=True,
@@ -731,6 +729,7 @@ HARNESS_TABLE = (
         to_ours=GEMINI_TO_OURS,
         answer_out=gemini_answer,
         prompt="-p",
+        skip_permissions={"--yolo": None, "--approval-mode": "yolo"},
         state=(".gemini",),
         api=("generativelanguage.googleapis.com", "GOOGLE_GEMINI_BASE_URL"),
         jsonc=True,
@@ -759,6 +758,7 @@ HARNESS_TABLE = (
         lambda project, home: sorted((project / ".github" / "hooks").glob("*.json")),
         ("PreToolUse", "PostToolUse"),
         answer_out=copilot_answer,
+        skip_permissions={"--allow-all-tools": None},
         state=(".copilot",),
         api=("api.githubcopilot.com", None),
         shell_tool="bash",
@@ -768,6 +768,9 @@ HARNESS_TABLE = (
 BY_NAME = {h.name: h for h in HARNESS_TABLE}
 #: the records, by their command's program name
 BY_PROGRAM = {h.command: h for h in HARNESS_TABLE}
+#: every harness's flags that turn its permission checks off: any of them in
+#: a command (its harness's or not: a script may run another) counts
+SKIP_PERMISSIONS = {f: v for h in HARNESS_TABLE for f, v in h.skip_permissions.items()}
 #: each agent's hook settings, by the name `afk hooks` takes
 SETTINGS = {h.name: h.settings for h in HARNESS_TABLE}
 #: the payload readers `afk hook --harness` takes (claude: Claude Code and Codex CLI)
