@@ -158,3 +158,23 @@ def test_an_upgrade_marks_the_tasks_that_had_a_run(empty_dsn):
         assert run is not None and run["outcome"] == "done" and run["ended_at"] is not None
     q.close()
     db.close()
+
+
+def test_an_upgrade_makes_a_cursor_agent_profile_a_cursor_one(empty_dsn):
+    """Migration 0039: `afk profile add -- cursor-agent` recorded the
+    program's name as the harness, which no `--harness cursor` task fits."""
+    db = Database(empty_dsn)
+    db.migrate()
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        for name, harness in (("cur", "cursor-agent"), ("cl", "claude")):
+            conn.execute(
+                "INSERT INTO afk_profile (name, harness, command, account) "
+                "VALUES (%s, %s, ARRAY['x'], %s)",
+                (name, harness, name),
+            )
+        conn.execute("DELETE FROM afk_schema_version WHERE version >= 39")
+    assert db.migrate() == [n for n in ALL if int(n[:4]) >= 39]
+    with psycopg.connect(empty_dsn) as conn:
+        got = conn.execute("SELECT name, harness FROM afk_profile ORDER BY name").fetchall()
+    assert got == [("cl", "claude"), ("cur", "cursor")]
+    db.close()
