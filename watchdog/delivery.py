@@ -171,11 +171,14 @@ def claim_and_send(
     return Delivery(destination, period.isoformat(), state, attempts, status, error)
 
 
-def send_due(db: Database, settings: DigestSettings, *, force: bool = False) -> list[Delivery]:
+def send_due(
+    db: Database, settings: DigestSettings, *, force: bool = False, lost_after: float = 60.0
+) -> list[Delivery]:
     """The digest job: for each destination, claim the latest due period in
     the ledger and deliver it. ``force`` sends now, as a period of its own.
     Each window's digest is built once and rendered once per format, whatever
-    the number of destinations."""
+    the number of destinations. ``lost_after``: AFK_FLEET_LOST_SECONDS (a
+    loop not seen for that long takes nothing)."""
     now = db_now(db)
     kind = "forced" if force else "digest"
     period = now if force else latest_period(settings, now)
@@ -186,7 +189,7 @@ def send_due(db: Database, settings: DigestSettings, *, force: bool = False) -> 
     def send(destination: str, row: dict[str, Any]) -> int | None:
         window = (row["window_start"], row["window_end"])
         if window not in built:
-            digest = build(db, window[0], window[1], settings, tz)
+            digest = build(db, window[0], window[1], settings, tz, lost_after=lost_after)
             built[window] = (digest, Rendered(digest, settings))
         digest, rendered = built[window]
         if digest.all_clear and not settings.all_clear:
@@ -226,12 +229,13 @@ def status(db: Database, limit: int = 50) -> list[dict[str, Any]]:
     return db.all("digest_status", {"limit": limit})
 
 
-def dry_run(db: Database, settings: DigestSettings, fmt: str) -> str:
+def dry_run(db: Database, settings: DigestSettings, fmt: str, lost_after: float = 60.0) -> str:
     """What a digest would say now, from the last delivered one (or 24 h)."""
     last = db.one("digest_last_delivered")
     now = db_now(db)
     since = last["since"] if last and last["since"] else now - timedelta(seconds=FIRST_WINDOW)
-    return render(build(db, since, now, settings, settings.day_zone()), fmt, settings)
+    digest = build(db, since, now, settings, settings.day_zone(), lost_after=lost_after)
+    return render(digest, fmt, settings)
 
 
 def alert_poison(

@@ -273,7 +273,8 @@ def run_digest(w: JobHost) -> dict[str, Any]:
 
     if not w.settings.digest.destinations():
         return {"deliveries": [], "skipped": "no destination configured"}
-    outcomes = delivery.send_due(w.db, w.settings.digest)
+    lost_after = w.settings.loop.fleet_lost_seconds
+    outcomes = delivery.send_due(w.db, w.settings.digest, lost_after=lost_after)
     for o in outcomes:
         w.metrics.digest_deliveries.labels(o.destination, o.state).inc()
     failed = [o for o in outcomes if o.state != "delivered"]

@@ -152,3 +152,21 @@ def test_a_bad_label_is_one_line_and_changes_nothing(afk, sql, args):
     proc = afk(*args)
     assert proc.returncode == 2 and "label" in proc.stderr, proc.stderr
     assert sql.fingerprint() == before
+
+
+def test_the_digest_and_status_take_a_loop_as_lost_after_the_setting(afk, sql):
+    """AFK_FLEET_LOST_SECONDS: a loop seen two minutes ago is alive under an
+    hour's setting; the task it can take is not waiting for a loop, in
+    `afk status` and in the digest alike (the digest read 60 s whatever the
+    setting)."""
+    afk.json("enqueue", "--agent", "f", "--title", "tpu job", "--requires", "tpu")
+    sql(
+        "INSERT INTO afk_loop (runner, agent_id, host, pid, labels, seen_at) "
+        "VALUES ('tpu-box', 'f', 'h', 1, '{tpu}', now() - interval '120 seconds')"
+    )
+    for lost, flagged in (("60", True), ("3600", False)):
+        env = {**afk.env, "AFK_FLEET_LOST_SECONDS": lost}
+        status = afk.json("status", env=env)
+        assert ("waiting_for_a_loop" in status) is flagged, (lost, status)
+        digest = afk("digest", "--dry-run", "--format", "text", env=env).stdout
+        assert ("waiting for a loop with tpu: tpu job" in digest) is flagged, (lost, digest)

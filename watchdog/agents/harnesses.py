@@ -442,8 +442,6 @@ def install(path: Path, ours: dict[str, Any]) -> Path:
     return target
 
 
-
-
 def skips_permissions(command: list[str]) -> str | None:
     """The flag of ``command`` that turns its harness's permission checks
     off (``--permission-mode bypassPermissions``, say), or None; a word of

@@ -266,12 +266,15 @@ def cmd_digest(args: argparse.Namespace, res: Resources) -> int:
         raise BadInput(no_destination())
     db = res.database()
     if args.dry_run or args.action is None:
-        sys.stdout.write(delivery.dry_run(db, settings.digest, args.format or "text"))
+        lost_after = settings.loop.fleet_lost_seconds
+        sys.stdout.write(delivery.dry_run(db, settings.digest, args.format or "text", lost_after))
         return EXIT_OK
     if args.action == "status":
         emit(delivery.status(db))
         return EXIT_OK
-    outcomes = delivery.send_due(db, settings.digest, force=args.force)
+    outcomes = delivery.send_due(
+        db, settings.digest, force=args.force, lost_after=settings.loop.fleet_lost_seconds
+    )
     emit({"deliveries": [o.to_json() for o in outcomes]})
     if not outcomes:
         print(
