@@ -298,10 +298,10 @@ def check_codex_project(project: Path, home: Path) -> Check:
     )
 
 
-#: the ``--harness`` each settings format's commands must name
-
-
 def _command_problem(command: str, harness: Harness) -> str | None:
+    """What is wrong with one of afk's hook commands in ``harness``'s
+    settings: it names another's ``--harness`` (its payloads are read
+    wrong), or its program is not an absolute, executable path."""
     if command.startswith("http "):
         return None  # an HTTP hook: the service answers it (afk doctor's hook-service)
     try:
