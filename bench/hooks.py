@@ -143,7 +143,7 @@ print(json.dumps(out))
 def sandboxed(hook: list[str], env: dict[str, str], runs: int) -> str:
     """The hook commands inside one session of the sandbox and outside it,
     by the same driver, rounds taking turns: the p50 of each and the difference."""
-    from watchdog.agents import sandbox
+    from watchdog.agents import reach, sandbox
 
     engine = sandbox.locate(os.environ.get("AFK_SRT", ""), os.environ)
     boundary = sandbox.Boundary(engine=engine, version=sandbox.version(engine))
@@ -152,12 +152,12 @@ def sandboxed(hook: list[str], env: dict[str, str], runs: int) -> str:
     got: dict[str, dict[str, list[float]]] = {"outside": {}, "inside": {}}
     try:
         for _ in range(max(runs // 5, 1)):
-            run_dir = sandbox.run_folder()
+            run_dir = reach.run_folder()
             try:
                 os.mkdir(os.path.join(run_dir, "tmp"))
                 for where, argv in (
                     ("outside", driver),
-                    ("inside", boundary.wrap(driver, env, work, run_dir, None)),
+                    ("inside", boundary.wrap(driver, None, env, work, run_dir, None)),
                 ):
                     done = subprocess.run(
                         argv, env=env, cwd=work, capture_output=True, text=True, check=True

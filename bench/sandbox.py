@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 
-from watchdog.agents import sandbox
+from watchdog.agents import reach, sandbox
 
 
 def timed(argv: list[str], env: dict[str, str], cwd: str) -> float:
@@ -45,10 +45,10 @@ def main(argv: list[str] | None = None) -> int:
     inside: list[float] = []
     try:
         for i in range(args.runs + 1):
-            run_dir = sandbox.run_folder()
+            run_dir = reach.run_folder()
             try:
                 os.mkdir(os.path.join(run_dir, "tmp"))
-                wrapped = boundary.wrap(agent, env, work, run_dir, None)
+                wrapped = boundary.wrap(agent, None, env, work, run_dir, None)
                 pair = (timed(agent, env, work), timed(wrapped, env, work))
             finally:
                 shutil.rmtree(run_dir, ignore_errors=True)

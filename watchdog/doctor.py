@@ -207,9 +207,11 @@ def through_proxy(host):
     s.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n{auth}\r\n".encode())
     status = s.recv(200).split(b"\r\n", 1)[0].decode(errors="replace")
     s.close()
-    if " 200" not in status:
-        raise ConnectionRefusedError(status or "no answer")
-    return status
+    if " 200" in status:
+        return status
+    if " 502" in status or " 504" in status:  # the proxy let it through; no answer there
+        return f"allowed; the host did not answer from this machine ({status})"
+    raise ConnectionRefusedError(status or "no answer")
 
 attempt("write outside the worktree", write_outside)
 for path, seen in want["read"].items():
@@ -251,12 +253,13 @@ def check_sandbox_probes(boundary: Any, dsn: str, env: Mapping[str, str]) -> lis
     import subprocess
     import sys
 
-    from .agents import sandbox
+    from .agents import reach
     from .db import addresses
 
     home = env.get("HOME") or os.path.expanduser("~")
     tcp, sockets = addresses(dsn)
-    hosts = list(boundary.allow) or sandbox.allowed_hosts(BY_NAME["claude"], env, (), None)
+    harness = BY_NAME["claude"]  # (the probes run as a run of it: its model API allowed)
+    hosts = reach.allowed_hosts(harness, env, boundary.allow, None)
     want = {
         "home": home,
         "read": _readable(os.path.join(home, ".ssh"), *boundary.deny_read),
@@ -264,14 +267,14 @@ def check_sandbox_probes(boundary: Any, dsn: str, env: Mapping[str, str]) -> lis
         "denied_host": "example.com:80",
         "hosts": hosts,
     }
-    run_dir = sandbox.run_folder()
+    run_dir = reach.run_folder()
     work = os.path.join(run_dir, "work")
     os.mkdir(work)
     os.mkdir(os.path.join(run_dir, "tmp"))
     argv = [sys.executable, "-I", "-c", SANDBOX_PROBE, json.dumps(want)]
     why = ""
     try:
-        wrapped = boundary.wrap(argv, env, work, run_dir, None)
+        wrapped = boundary.wrap(argv, harness, env, work, run_dir, None)
         proc = subprocess.run(
             wrapped, cwd=work, env=dict(env), capture_output=True, text=True, timeout=120
         )

@@ -10,6 +10,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from .checks import check_json_size
@@ -18,6 +19,13 @@ from .db import Database, json_param
 from .errors import EffectInDoubt, LeaseLost, TaskNotFound
 from .fence import explain_fence
 from .models import EffectContext
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What an earlier call of an effect recorded: it is not run again."""
+
+    result: Any
 
 
 def effect_key(idem_key: str | None, task_id: uuid.UUID, name: str) -> str:
@@ -84,6 +92,27 @@ class EffectLedger:
         """
         if transactional:
             return self._in_transaction(task_id, token, name, fn)
+        begun = self.begin(task_id, token, name)
+        if isinstance(begun, Recorded):
+            return begun.result
+        try:
+            result = fn(EffectContext(task_id, name, begun))
+        except Exception:
+            # it failed, so it did not happen: the same token may run it again
+            self.abandon(task_id, token, name)
+            raise
+        self.finish(task_id, token, name, result)
+        return result
+
+    def begin(
+        self, task_id: uuid.UUID, token: int, name: str, by: str | None = None
+    ) -> Recorded | str:
+        """The start of an effect, fenced, by ``by`` (a host:pid, this
+        process by default): what an earlier attempt recorded (then nothing
+        runs), else the effect's idempotency key, and the caller runs it and
+        then :meth:`finish` es or :meth:`abandon` s it. An effect started under
+        this token by a call still running is waited for; one whose starter
+        is gone is in doubt (:class:`EffectInDoubt`)."""
         while True:
             begin = self.db.one(
                 "effect_begin",
@@ -92,28 +121,26 @@ class EffectLedger:
                     "token": token,
                     "name": name,
                     "lease_seconds": self.settings.lease_seconds,
-                    "by": starter_id(),
+                    "by": by or starter_id(),
                 },
             )
             if begin is None:
                 raise TaskNotFound(f"no task with id {task_id}")
             if begin["done"]:
-                return begin["result"]
+                return Recorded(begin["result"])
             if not begin["fenced"]:
                 explain_fence(begin, task_id, token, timeline=self.timeline, expired_ok=False)
             if begin["runs"] is not None:
-                break  # started by this call
+                return effect_key(begin["idem_key"], task_id, name)  # started by this call
             # started under this token already: never twice. Wait for it; if
             # its call failed (abandoned), start it again
             done, result = self._await(task_id, name)
             if done:
-                return result
-        try:
-            result = fn(EffectContext(task_id, name, effect_key(begin["idem_key"], task_id, name)))
-        except Exception:
-            # it failed, so it did not happen: the same token may run it again
-            self.db.execute("effect_abandon", {"id": task_id, "token": token, "name": name})
-            raise
+                return Recorded(result)
+
+    def finish(self, task_id: uuid.UUID, token: int, name: str, result: Any) -> None:
+        """An effect that ran: ``result`` recorded, fenced (LeaseLost when the
+        lease was lost meanwhile: the next attempt may run it again)."""
         check_json_size(f"result of effect {name!r}", result, self.settings.max_json_bytes)
         recorded = self.db.one(
             "effect_record",
@@ -129,7 +156,11 @@ class EffectLedger:
                 f"lease lost: effect {name!r} of task {task_id} ran but could not "
                 "be recorded; the next attempt may run it again"
             )
-        return result
+
+    def abandon(self, task_id: uuid.UUID, token: int, name: str) -> None:
+        """An effect whose call failed: it did not happen, and the same token
+        may run it again."""
+        self.db.execute("effect_abandon", {"id": task_id, "token": token, "name": name})
 
     def forget(self, task_id: uuid.UUID, name: str) -> None:
         """An effect whose call raised before anything could happen (a

@@ -208,7 +208,7 @@ def pinned_state(path: str) -> dict[str, str]:
     each file of the agent's configuration in it (:data:`PINNED`), and of its
     repository's ``.git/config`` and hooks (not the samples). Read from disk,
     committed or not; nothing of it is run."""
-    from .agents.sandbox import PINNED
+    from .agents.reach import PINNED
 
     out: dict[str, str] = {}
 

@@ -24,7 +24,7 @@ from watchdog.agents.harnesses import (
     gemini_answer,
     harness_of,
 )
-from watchdog.agents.sandbox import allowed_hosts, home_paths
+from watchdog.agents.reach import allowed_hosts, home_paths
 
 FIXTURES = TESTS / "fixtures" / "hooks"
 DENY = {

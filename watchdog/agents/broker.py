@@ -3,17 +3,22 @@
 An agent is given no DSN, no password and no settings file
 (:func:`watchdog.agents.credential.for_agent`); ``afk loop`` serves a Unix
 socket in a private folder of its own for its runs (``AFK_BROKER`` in the
-agent's environment, and ``AFK_HOOK_SOCKET`` with it), and the ``afk`` an
-agent runs sends its arguments there (:mod:`watchdog.agents.brokerlink`):
+agent's environment, and ``AFK_HOOK_SOCKET`` with it), which only the run it
+serves can see inside the boundary (:func:`~watchdog.agents.reach.runs_root`),
+and the ``afk`` an agent runs sends its arguments there
+(:mod:`watchdog.agents.brokerlink`):
 
 - a hook is answered here, in the loop's process, with the loop's database
-  and settings, exactly as the service answers one;
-- a command is one of :data:`AGENT_COMMANDS`, on the run's own task, with the
-  run's own token (the only credential: the loop's current run's id and
-  token, nothing else), and runs as ``afk`` in a process of the loop's with
-  the loop's settings and the run's credential; every other command, another
-  task, another token, ``--next`` (a claim of another task), ``--agent``,
-  ``--runner``, ``--dsn`` and ``--config`` are refused with one line.
+  and settings, for the run's own task, token and account whatever the
+  request's environment says (:meth:`Broker.answer`);
+- a command is parsed once by the agent's own parser (the room's commands,
+  :data:`~watchdog.agents.reach.AGENT_COMMANDS`; no abbreviation, no global
+  option), checked against the run (its own task, token and agent), and run
+  here with the run's credential by the command's own function, writing to
+  the request's streams; whatever does not parse is refused with one line;
+- ``afk once`` runs its program on the agent's side, inside the boundary:
+  the broker only begins its effect in the ledger (or replays what an
+  earlier attempt recorded) and records how it ended.
 
 The wire format is the hooks' own (:mod:`watchdog.agents.hooklink`): a JSON
 header line, then the payload (a hook's, or the command's stdin); a command's
@@ -22,64 +27,49 @@ header says ``"cli"``, and its answer carries its exit status.
 
 from __future__ import annotations
 
-import argparse
+import base64
 import logging
 import os
 import shutil
-import subprocess
-import sys
+import socket
 import threading
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..config import Settings
-from ..errors import EXIT_LEASE_LOST, EXIT_USAGE
+from ..errors import EXIT_LEASE_LOST, EXIT_USAGE, AfkError
 from ..models import Task
-from . import credential, hooks
+from ..queue import Queue
+from . import credential, hooklink, hooks, reach
 from .harnesses import HARNESSES
 from .hooklink import parse_argv
 from .hookserver import HookServer
-from .sandbox import run_folder
+
+if TYPE_CHECKING:
+    import argparse
 
 logger = logging.getLogger(__name__)
 
-#: what an agent may ask of afk, on its own task
-AGENT_COMMANDS = (
-    "done",
-    "fail",
-    "checkpoint",
-    "heartbeat",
-    "ask",
-    "once",
-    "status",
-    "show",
-    "resume-brief",
-    "pause",
-)
-#: seconds a command through the broker may take (``afk once`` runs the
-#: agent's own command: as long as the run may)
-COMMAND_WAIT = 300.0
-#: exit statuses (as the command line's)
+
+class AgentCommands(Protocol):
+    """The agent's commands (``watchdog.cli.agentcli.AgentCli``): parsed and
+    checked against a run, then run on a queue. What each says back has
+    ``exit``, ``stdout`` and ``stderr``."""
+
+    def check(self, argv: list[str], run: Task) -> argparse.Namespace | Any: ...
+
+    def run(self, args: argparse.Namespace, queue: Queue) -> Any: ...
 
 
 class Broker(HookServer):
     """Serves one loop's runs, one at a time (:meth:`serving`)."""
 
-    def __init__(
-        self,
-        dsn: str,
-        settings: Settings,
-        parse: Callable[[list[str]], tuple[str | None, argparse.Namespace | None]],
-        afk_env: Mapping[str, str],
-    ) -> None:
-        """``parse`` reads a command line as ``afk`` would: its command word
-        and arguments (None: a usage error, which the command itself says);
-        ``afk_env`` is what the loop's own ``afk`` needs besides its
-        environment (its ``--dsn`` and ``--config``)."""
-        self.folder = run_folder("afk-broker-")  # (mode 0700, seen from a sandbox)
+    def __init__(self, dsn: str, settings: Settings, commands: AgentCommands) -> None:
+        self.folder = reach.run_folder("afk-broker-")  # (mode 0700, seen by its run only)
         super().__init__(os.path.join(self.folder, "broker.sock"), dsn)
-        self.settings, self.parse, self.afk_env = settings, parse, dict(afk_env)
-        self._run: Task | None = None
+        self.settings, self.commands = settings, commands
+        self.queue = Queue(self.db, settings=settings.queue)
+        self._run: tuple[Task, str] | None = None
         self._run_lock = threading.Lock()
 
     def start(self) -> bool:
@@ -89,18 +79,25 @@ class Broker(HookServer):
         super().stop()
         shutil.rmtree(self.folder, ignore_errors=True)
 
-    def serving(self, task: Task | None) -> None:
-        """The run the broker answers for now (None: between runs)."""
+    def serving(self, task: Task | None, account: str | None = None) -> None:
+        """The run the broker answers for now, under ``account`` (None:
+        between runs)."""
         with self._run_lock:
-            self._run = task
+            self._run = (task, account or "") if task is not None else None
 
     def given(self) -> dict[str, str]:
         """What an agent is given to reach it."""
         return {credential.BROKER: self.path, "AFK_HOOK_SOCKET": self.path}
 
+    def _serving(self) -> tuple[Task, str] | None:
+        with self._run_lock:
+            return self._run
+
     # -- one request --------------------------------------------------------------
 
-    def answer(self, request: Any, payload: bytes) -> dict[str, str]:
+    def answer(
+        self, request: Any, payload: bytes, conn: socket.socket | None = None
+    ) -> dict[str, str]:
         if not isinstance(request, dict):
             return {"fallback": "not a request"}
         env = request.get("env")
@@ -110,8 +107,7 @@ class Broker(HookServer):
         if cli is not None:
             if not isinstance(cli, list) or not all(isinstance(a, str) for a in cli):
                 return _said(EXIT_USAGE, "afk: the broker read no command")
-            cwd = request.get("cwd")
-            return self.command(cli, env, payload, cwd if isinstance(cwd, str) else None)
+            return self.command(cli, request, conn)
         argv = request.get("argv")
         if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
             return {"fallback": "no arguments"}
@@ -123,103 +119,124 @@ class Broker(HookServer):
             gate=bool(args["gate"]),
             alias=args["event"] if isinstance(args["event"], str) else None,
             harness=str(args["harness"]),
-            env=env,
+            env=self.run_env(env),
             where=lambda ctx: (self.dsn, self.settings, self.db),
         )
         return {"stdout": reply.stdout(), "stderr": reply.stderr()}
 
+    def run_env(self, env: Mapping[str, str]) -> dict[str, str]:
+        """A hook's environment as the run's: the run's own task, token,
+        agent and account, whatever the request said (none between runs)."""
+        own = {k: v for k, v in env.items() if k not in RUN_NAMES}
+        serving = self._serving()
+        if serving is None:
+            return own
+        run, account = serving
+        own.update(credential.written(run.id, run.token))
+        own.update({"AFK_AGENT_ID": run.agent_id, "AFK_ACCOUNT": account})
+        return own
+
     def command(
-        self, argv: list[str], env: Mapping[str, str], stdin: bytes, cwd: str | None
+        self, argv: list[str], request: dict[str, Any], conn: socket.socket | None
     ) -> dict[str, str]:
-        """One ``afk`` command of the agent's: refused (one line), or run."""
-        with self._run_lock:
-            run = self._run
-        if run is None:
+        """One ``afk`` command of the agent's: refused (one line), or run. A
+        file or standard input it names was read by the agent's afk and sent
+        as its content (the broker reads nothing of the host for it)."""
+        serving = self._serving()
+        if serving is None:
             return _said(EXIT_LEASE_LOST, "afk: no run of this loop holds a task now")
-        task_id, token = credential.read(env)
+        run = serving[0]
+        task_id, token = credential.read(request["env"])
         if task_id != str(run.id) or token != str(run.token):
             return _said(
                 EXIT_LEASE_LOST,
                 "afk: the broker answers only its run's own task, with its own token",
             )
-        refused = refusal(argv, run, self.parse)
-        if refused is not None:
-            return _said(EXIT_USAGE, f"afk: {refused}")
-        return self._run_afk(argv, run, stdin, cwd)
+        checked = self.commands.check(argv, run)
+        if not hasattr(checked, "subcommand"):  # said instead: a refusal, a help text
+            return _from(checked)
+        if checked.subcommand == "once":
+            return self.once(checked, request, run, conn)
+        return _from(self.commands.run(checked, self.queue))
 
-    def _run_afk(self, argv: list[str], run: Task, stdin: bytes, cwd: str | None) -> dict[str, str]:
-        given = {
-            **os.environ,
-            **self.afk_env,
-            **credential.written(run.id, run.token),
-            "AFK_AGENT_ID": run.agent_id,
-            # (what `afk once` gives its command instead of this environment)
-            credential.BROKERED: self.path,
-        }
-        given.pop(credential.BROKER, None)
+    # -- afk once: the program runs on the agent's side -------------------------
+
+    def once(
+        self, args: argparse.Namespace, request: dict[str, Any], run: Task, conn: Any
+    ) -> dict[str, str]:
+        """``afk once``'s two steps, its program run between them by the
+        agent's afk, inside the boundary: ``begin`` (what an earlier attempt
+        recorded, or the effect started and its key), then ``end`` (how the
+        program ended: recorded when it exited 0; a failure did not happen),
+        or ``cannot_start`` (nothing ran)."""
+        ledger, step = self.queue.ledger, request.get("once")
         try:
-            proc = subprocess.run(
-                [sys.executable, "-m", "watchdog", *argv],
-                input=stdin,
-                capture_output=True,
-                env=given,
-                cwd=cwd if cwd is not None and os.path.isdir(cwd) else None,
-                timeout=COMMAND_WAIT,
-            )
-        except subprocess.TimeoutExpired:
-            return _said(1, f"afk: the command took longer than {COMMAND_WAIT:g}s; stopped")
-        return {
-            "stdout": proc.stdout.decode("utf-8", "replace"),
-            "stderr": proc.stderr.decode("utf-8", "replace"),
-            "exit": str(proc.returncode),
-        }
+            if step == "begin":
+                begun = ledger.begin(run.id, run.token, args.name, by=_starter(conn))
+                if isinstance(begun, str):
+                    keep = max(self.settings.queue.max_json_bytes // 4, 1)
+                    return {"go": begun, "keep": str(keep), "exit": "0"}
+                return _replayed(begun.result)
+            if step == "cannot_start":
+                self.queue.forget_effect(run.id, args.name)
+                return {"exit": "0"}
+            if step == "end":
+                status = str(request.get("status"))
+                if status != "0":
+                    ledger.abandon(run.id, run.token, args.name)
+                    return {"exit": "0"}
+                ledger.finish(run.id, run.token, args.name, _record(request))
+                return {"exit": "0"}
+        except AfkError as exc:
+            return _said(exc.exit_code, f"afk: {exc}")
+        return _said(EXIT_USAGE, "afk: afk once through the broker takes begin, end, cannot_start")
 
 
-def refusal(
-    argv: list[str],
-    run: Task,
-    parse: Callable[[list[str]], tuple[str | None, argparse.Namespace | None]],
-) -> str | None:
-    """Why the agent of ``run`` may not run ``afk ARGV`` (None: it may)."""
-    word, args = parse(argv[: argv.index("--")] if "--" in argv else argv)
-    if word not in AGENT_COMMANDS:
-        return (
-            f"afk {word or '(no command)'} is not for an agent: inside a run, afk takes only "
-            f"its own task's commands ({', '.join(AGENT_COMMANDS)})"
+#: what a hook's request may not say of its run: the broker's run says it
+RUN_NAMES = (*credential.NAMES, "AFK_AGENT_ID", "AFK_ACCOUNT")
+
+
+def _starter(conn: socket.socket | None) -> str | None:
+    """An effect's starter: the agent's afk (its process on this host, as
+    the kernel tells its pid), so that a run killed mid-command leaves the
+    effect in doubt, never "still running"."""
+    pid = hooklink.peer_pid(conn) if conn is not None else None
+    return f"{socket.gethostname()}:{pid}" if pid else None
+
+
+def _record(request: dict[str, Any]) -> dict[str, Any]:
+    """What is recorded of a program that exited 0: its output (at most
+    what the agent's afk kept of it), and how long the whole was."""
+    record: dict[str, Any] = {"exit": 0}
+    out = base64.b64decode(str(request.get("stdout_b64") or ""), validate=False)
+    whole = request.get("stdout_bytes")
+    if isinstance(whole, int) and whole > len(out):
+        record["stdout_bytes"] = whole
+    try:
+        record["stdout"] = out.decode("utf-8")
+    except UnicodeDecodeError:
+        record["stdout_b64"] = base64.b64encode(out).decode()
+    return record
+
+
+def _replayed(recorded: dict[str, Any]) -> dict[str, str]:
+    """What an effect recorded, replayed: its output and exit status."""
+    if "stdout_b64" in recorded:
+        out = base64.b64decode(recorded["stdout_b64"])
+    else:
+        out = str(recorded.get("stdout", "")).encode("utf-8")
+    said = {"stdout_b64": base64.b64encode(out).decode(), "exit": str(recorded.get("exit", 0))}
+    if "stdout_bytes" in recorded:
+        said["stderr"] = (
+            f"afk: the recorded output was cut to its first {len(out)} of "
+            f"{recorded['stdout_bytes']} bytes\n"
         )
-    if args is None:
-        return None  # a usage error: the command says it, changing nothing
-    checks: list[tuple[Callable[[], bool], str]] = [
-        (lambda: bool(getattr(args, "dsn", None) or getattr(args, "config", None)),
-         "--dsn and --config are not for an agent: the run's broker knows its database"),
-        (lambda: bool(getattr(args, "next", False)),
-         "--next would claim another task: the loop gives the next one"),
-        (lambda: getattr(args, "runner", None) is not None,
-         "--runner is not for an agent: it acts on its own task only"),
-        (lambda: getattr(args, "agent", None) not in (None, run.agent_id),
-         "--agent names another agent: an agent acts on its own task only"),
-        (lambda: getattr(args, "id", None) not in (None, str(run.id)),
-         "that is another task: an agent acts on its own task only"),
-        (lambda: getattr(args, "token", None) not in (None, run.token),
-         "that is not the run's token"),
-    ]  # fmt: skip
-    for failed, why in checks:
-        if failed():
-            return why
-    if word == "status" and getattr(args, "agent", None) is None:
-        argv.extend(["--agent", run.agent_id])  # (its own agent's counts only)
-    return None
+    return said
+
+
+def _from(said: Any) -> dict[str, str]:
+    return {"stdout": said.stdout, "stderr": said.stderr, "exit": str(said.exit)}
 
 
 def _said(status: int, line: str) -> dict[str, str]:
     return {"stdout": "", "stderr": line + "\n", "exit": str(status)}
-
-
-def agent_variables(dsn: str | None, config: str | None) -> Mapping[str, str]:
-    """What the agent needs to reach the loop's database with ``afk``."""
-    out = {}
-    if dsn:
-        out["AFK_DSN"] = dsn
-    if config:
-        out["AFK_CONFIG"] = os.path.abspath(config)
-    return out

@@ -190,6 +190,15 @@ def peer_uid(conn: _socket.socket) -> int | None:
     return int.from_bytes(raw[4:8], sys.byteorder)
 
 
+def peer_pid(conn: _socket.socket) -> int | None:
+    """The process at the other end, by its pid in this process's namespace."""
+    try:
+        raw = conn.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
+    except OSError:
+        return None
+    return int.from_bytes(raw[0:4], sys.byteorder) or None
+
+
 class Wedged(Exception):
     """The service did not answer in time a moment ago: not asked again yet."""
 

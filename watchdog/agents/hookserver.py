@@ -162,7 +162,7 @@ class HookServer:
             return
         header, payload = request.split(b"\n", 1)
         try:
-            said = self.answer(json.loads(header), payload)
+            said = self.answer(json.loads(header), payload, conn)
         except Exception as exc:  # a bug of ours: the hook goes on by itself
             logger.exception("a hook request failed", extra={"action": "hook"})
             said = {"fallback": f"{type(exc).__name__}: {redact(str(exc))}"}
@@ -206,7 +206,9 @@ class HookServer:
             logger.debug("%s", line, extra={"action": "hook"})
         return reply.json()
 
-    def answer(self, request: Any, payload: bytes) -> dict[str, str]:
+    def answer(
+        self, request: Any, payload: bytes, conn: socket.socket | None = None
+    ) -> dict[str, str]:
         """What the hook prints; ``{"fallback": why}`` for a request that is
         not this service's to answer."""
         if not isinstance(request, dict):

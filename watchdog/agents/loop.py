@@ -56,7 +56,7 @@ from ..models import Claimed, Task
 from ..queue import Queue
 from ..text import clean, one_line
 from ..workspaces import Workspace
-from . import approvals, credential, sandbox
+from . import approvals, credential, reach, sandbox
 from .accounts import DEFAULT_ACCOUNT, Accounts, Parking
 from .brief import fit_prompt, resume_argv, resume_brief
 from .decide import Decision, Move, RunEnd, decide, probe_after, rules_of
@@ -85,7 +85,7 @@ class Serving(Protocol):
     """The run's broker (:class:`watchdog.agents.broker.Broker`), as the loop
     sees it: which run it answers for, and what the agent is given to reach it."""
 
-    def serving(self, task: Task | None) -> None: ...
+    def serving(self, task: Task | None, account: str | None = None) -> None: ...
 
     def given(self) -> dict[str, str]: ...
 
@@ -493,7 +493,7 @@ class Loop:
         if self.broker is None:
             yield
             return
-        self.broker.serving(task)
+        self.broker.serving(task, self.o.account)
         try:
             yield
         finally:
@@ -814,6 +814,8 @@ class Loop:
             report = self._start(argv, env, lost, signs, ws, engine_log)
         if engine_log is not None:
             report_extra["sandbox"]["hosts_tried"] = engine_log.record()
+            for line in engine_log.unread:  # (another engine version's wording)
+                self.say(f"warning: task {task.id}: the sandbox engine said of a host: {line}")
         report.extra.update(report_extra)
         if self.profile is not None:  # (the run ends under its profile's account)
             report.extra.update(profile=self.profile.name, account=self.profile.account)
@@ -830,13 +832,14 @@ class Loop:
         if boundary is None:
             yield argv
             return
-        run_dir = sandbox.run_folder()
+        run_dir = reach.run_folder()
         try:
             os.mkdir(os.path.join(run_dir, "tmp"))
             env["TMPDIR"] = os.path.join(run_dir, "tmp")
             work = ws.path if ws is not None else os.getcwd()
             git_dir = git.common_dir(ws.path) if ws is not None else None
-            yield boundary.wrap(argv, env, work, run_dir, git_dir, log)
+            harness = harness_of(argv) if log else None  # (a check runs no harness)
+            yield boundary.wrap(argv, harness, env, work, run_dir, git_dir, log)
         finally:
             shutil.rmtree(run_dir, ignore_errors=True)
 

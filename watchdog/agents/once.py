@@ -1,15 +1,16 @@
 """``afk once --name NAME -- COMMAND``: a shell side effect of a task run at
-most once (its exit status and output recorded in the task's effects)."""
+most once (its exit status and output recorded in the task's effects), as
+a person's afk runs it. Inside a run the agent's afk runs it on its own
+side of the boundary, through its broker (:mod:`watchdog.agents.brokerlink`)."""
 
 from __future__ import annotations
 
 import base64
-import os
-import shutil
 import subprocess
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BadInput, LeaseLost
+from .brokerlink import cannot_run
 
 if TYPE_CHECKING:
     from ..queue import Queue
@@ -25,16 +26,10 @@ def run_command(
     printed: output over a quarter of the JSON cap is recorded as a prefix,
     and a replay says it was cut. A program that cannot be found is refused
     before anything is recorded."""
-    if not command:
-        raise BadInput("no command given after --")
+    cannot = cannot_run(command, env.get("PATH"))
+    if cannot is not None:
+        raise BadInput(f"{cannot} (nothing was recorded)")
     program = command[0]
-    if "/" in program:
-        if not os.path.isfile(program):
-            raise BadInput(f"cannot run {program!r}: no such program (nothing was recorded)")
-        if not os.access(program, os.X_OK):
-            raise BadInput(f"cannot run {program!r}: it is not executable (nothing was recorded)")
-    elif not shutil.which(program, path=env.get("PATH")):
-        raise BadInput(f"cannot run {program!r}: no such program (nothing was recorded)")
     budget = max(queue.settings.max_json_bytes // 4, 1)
     ran: dict[str, Any] = {}
 

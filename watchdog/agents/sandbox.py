@@ -4,20 +4,11 @@ runtime`` on the npm registry; on Linux it runs the command under bubblewrap
 with no network of its own, and its traffic through proxies on the host),
 with a settings file afk writes for the run:
 
-- **writes** only in the task's worktree (with the repository's git folder,
-  less its config and hooks), the run's private temporary folder, and the
-  harness's own state (:data:`STATE`); the agent's own config in the
-  worktree (:data:`PINNED`) stays read-only;
-- **reads** denied to afk's home (its settings, the embedded server's data
-  and socket, the other tasks' worktrees), the database's socket folder,
-  :data:`DENIED_HOME` and what ``--deny-read`` adds;
-- **the network** only to the harness's model API (:data:`API`, or the host
-  of the variable that moves it), the service's HTTP hook address, and what
-  ``--allow-host`` adds; the database's address is denied whatever is allowed.
-
-The agent reaches afk through its broker's Unix socket (connecting to a
-socket needs no write: a read-only folder holds it). This module decides;
-the loop writes the file and runs the command.
+what a run reaches is decided in one room, :mod:`watchdog.agents.reach`
+(:func:`~watchdog.agents.reach.of_run`); this module says it in the engine's
+words, runs the engine, and reads the engine's log. The agent reaches afk
+through its broker's Unix socket, in a folder only its run sees (connecting
+to a socket needs no write: a read-only folder holds it).
 """
 
 from __future__ import annotations
@@ -28,29 +19,13 @@ import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 from ..errors import BadInput
+from . import reach
+from .credential import BROKER
 from .harnesses import Harness, harness_of
 
 ENGINE = "srt"
-#: under the home: never readable inside
-DENIED_HOME = (
-    ".ssh",
-    ".aws",
-    ".config/gh",
-    ".netrc",
-    ".docker",
-    ".gnupg",
-    ".kube",
-    ".pgpass",
-    ".pg_service.conf",
-    ".config/gcloud",
-    ".config/afk",
-)
-#: the agent's own configuration in its worktree: read-only inside (what a
-#: branch changes there would otherwise run on the host at the next run)
-PINNED = (".claude", ".mcp.json", ".codex", ".gemini", ".cursor", ".github/hooks")
 
 
 def locate(configured: str, env: Mapping[str, str]) -> str:
@@ -77,65 +52,23 @@ def version(engine: str) -> str:
     return said.splitlines()[0] if said else "?"
 
 
-def host_of(value: str) -> str:
-    """``HOST[:PORT]`` of a URL or of a ``HOST[:PORT]`` as given."""
-    parts = urlsplit(value if "//" in value else f"//{value}")
-    if not parts.hostname:
-        raise BadInput(f"{value!r} names no host")
-    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-    return f"{host}:{parts.port}" if parts.port else host
-
-
-def allowed_hosts(
-    harness: Harness | None,
-    env: Mapping[str, str],
-    extra: Sequence[str],
-    hook_http: str | None,
-) -> list[str]:
-    """The hosts a run may reach: its harness's model API (or the host its
-    variable names instead), the service's HTTP hooks, and ``extra``."""
-    out: list[str] = []
-    if harness is not None:
-        default, variable = harness.api
-        moved = env.get(variable, "").strip() if variable else ""
-        out.append(host_of(moved) if moved else default)
-    if hook_http:
-        out.append(host_of(hook_http))
-    out.extend(host_of(h) for h in extra)
-    return list(dict.fromkeys(out))
-
-
-def settings(
-    *,
-    writable: Sequence[str],
-    read_only: Sequence[str],
-    denied: Sequence[str],
-    readable: Sequence[str],
-    hosts: Sequence[str],
-    denied_hosts: Sequence[str],
-) -> dict[str, object]:
-    """The engine's settings file for one run."""
+def settings(given: reach.Reach) -> dict[str, object]:
+    """The engine's settings file for one run's reach."""
     return {
         "filesystem": {
-            "denyRead": list(denied),
-            "allowRead": list(readable),
-            "allowWrite": list(writable),
-            "denyWrite": list(read_only),
+            "denyRead": list(given.denied),
+            "allowRead": list(given.readable),
+            "allowWrite": list(given.writable),
+            "denyWrite": list(given.read_only),
         },
         "network": {
-            "allowedDomains": [h for h in hosts if h not in denied_hosts],
-            "deniedDomains": list(denied_hosts),
-            # (the broker's socket: Linux cannot tell one socket from another)
+            "allowedDomains": [h for h in given.hosts if h not in given.denied_hosts],
+            "deniedDomains": list(given.denied_hosts),
+            # (the broker's socket: the engine blocks every Unix socket on Linux
+            # otherwise; the others are hidden by their paths, reach.socket_paths)
             "allowAllUnixSockets": True,
         },
     }
-
-
-def home_paths(home: str, harness: Harness | None) -> tuple[list[str], list[str]]:
-    """Under ``home``: what is denied to every run, and what the harness writes."""
-    denied = [os.path.join(home, p) for p in DENIED_HOME]
-    state = [os.path.join(home, p) for p in harness.state] if harness is not None else []
-    return denied, state
 
 
 def wrap(
@@ -158,11 +91,19 @@ def wrap(
 #: how the engine begins each line of its log on the run's stderr
 LOG_PREFIX = b"[SandboxDebug] "
 #: the engine's proxy's word for each host a run tried: allowed or not
+#: (srt 0.0.78 and 0.0.83: "No matching rule" is 0.0.83's, with its
+#: per-command rules; its "asking user" has no one to ask in a run: denied)
 DECIDED = (
     (b"Allowed by config rule: ", True),
+    (b"Allowed by per-command rule: ", True),
     (b"No matching config rule, denying: ", False),
+    (b"No matching rule, denying: ", False),
+    (b"No matching rule, asking user: ", False),
     (b"Denied by config rule: ", False),
 )
+#: words of a line of the engine's about a host: one that none of DECIDED
+#: reads (another version's wording) is kept, and the loop warns of it
+ABOUT_A_HOST = (b"denying", b"Denied by", b"Allowed by")
 #: distinct hosts a run's record keeps (the rest are counted as "(others)")
 MAX_HOSTS = 100
 
@@ -178,6 +119,8 @@ class EngineLog:
         #: (host, allowed) -> how many times
         self.tried: dict[tuple[str, bool], int] = {}
         self._block = False  # inside a multi-line value the engine logged
+        #: lines about a host that none of DECIDED read (the first few)
+        self.unread: list[str] = []
 
     def take(self, chunk: bytes) -> bytes:
         """``chunk`` without the engine's lines (read as they go)."""
@@ -198,6 +141,11 @@ class EngineLog:
             for words, allowed in DECIDED:
                 if said.startswith(words):
                     self._count(said[len(words) :].decode("utf-8", "replace"), allowed)
+                    break
+            else:
+                about = not said.startswith(b"[") and any(w in said for w in ABOUT_A_HOST)
+                if about and len(self.unread) < 5:
+                    self.unread.append(said.decode("utf-8", "replace")[:300])
         return bytes(kept)
 
     def _count(self, host: str, allowed: bool) -> None:
@@ -212,18 +160,6 @@ class EngineLog:
             {"host": host, "allowed": allowed, "count": n}
             for (host, allowed), n in sorted(self.tried.items(), key=lambda x: (x[0][1], x[0][0]))
         ]
-
-
-def run_folder(prefix: str = "afk-run-") -> str:
-    """A private folder (mode 0700) for one run's settings and temporary
-    folder, or a broker's socket, that a sandboxed run can see: under a short
-    path (a Unix socket's may not be longer than 107 bytes), never under
-    /dev (the sandbox gives a run a /dev of its own)."""
-    import tempfile
-
-    base = tempfile.gettempdir()
-    usable = len(base) <= 48 and not base.startswith("/dev/")
-    return tempfile.mkdtemp(prefix=prefix, dir=base if usable else "/tmp")
 
 
 @dataclass(frozen=True)
@@ -245,47 +181,50 @@ class Boundary:
     worktrees: str | None = None
 
     def settings_for(
-        self, command: Sequence[str], env: Mapping[str, str], work: str, tmp: str,
+        self, harness: Harness | None, env: Mapping[str, str], work: str, run_dir: str,
         git_dir: str | None,
     ) -> dict[str, object]:  # fmt: skip
-        """The engine's settings for a run of ``command`` working in ``work``
-        (its worktree, or its folder), with ``tmp`` its temporary folder and
-        ``git_dir`` the repository's git folder a worktree commits into."""
-        harness = harness_of(command)
-        home = env.get("HOME") or os.path.expanduser("~")
-        denied, state = home_paths(home, harness)
-        writable = [work, tmp, *state]
-        read_only = [os.path.join(work, p) for p in PINNED]
-        if git_dir is not None:  # (its commits go there; its config and hooks stay)
-            writable.append(git_dir)
-            read_only += [os.path.join(git_dir, p) for p in ("config", "hooks", "info")]
-        denied += list(self.deny_read)
+        """The engine's settings for a run of ``harness`` (None: a command of no
+        harness, a check) working in ``work`` (its worktree, or its folder),
+        with ``run_dir`` its own folder and ``git_dir`` the repository's git
+        folder a worktree commits into: its reach (:func:`reach.of_run`). Its
+        broker is the one its environment names; every other run's folder and
+        broker, in :func:`reach.runs_root`, is hidden."""
+        broker = env.get(BROKER)
+        own = [run_dir, *([os.path.dirname(broker)] if broker else [])]
+        denied = [*self.deny_read, reach.runs_root()]
         if self.worktrees is not None:
             denied.append(self.worktrees)
         return settings(
-            writable=writable,
-            read_only=read_only,
-            denied=denied,
-            readable=[work],
-            hosts=allowed_hosts(harness, env, self.allow, self.hook_http),
-            denied_hosts=self.denied_hosts,
+            reach.of_run(
+                harness,
+                env,
+                work=work,
+                tmp=os.path.join(run_dir, "tmp"),
+                own=own,
+                git_dir=git_dir,
+                denied=denied,
+                allow=self.allow,
+                hook_http=self.hook_http,
+                denied_hosts=self.denied_hosts,
+            )
         )
 
     def wrap(
-        self, argv: Sequence[str], env: Mapping[str, str], work: str, run_dir: str,
-        git_dir: str | None, log: bool = False,
+        self, argv: Sequence[str], harness: Harness | None, env: Mapping[str, str], work: str,
+        run_dir: str, git_dir: str | None, log: bool = False,
     ) -> list[str]:  # fmt: skip
-        """``argv`` inside the boundary: its settings written in ``run_dir``
+        """``argv``, a run of ``harness``, inside the boundary: its settings written in ``run_dir``
         (the run's own folder, whose ``tmp`` is the run's temporary folder).
         ``log``: the engine's log on its stderr (an agent's run, read by an
         :class:`EngineLog`)."""
         path, tmp = os.path.join(run_dir, "srt-settings.json"), os.path.join(run_dir, "tmp")
-        given = self.settings_for(argv, env, work, tmp, git_dir)
+        given = self.settings_for(harness, env, work, run_dir, git_dir)
         with open(path, "w", encoding="utf-8") as out:
             json.dump(given, out, indent=1)
         return wrap(argv, self.engine, path, tmp, log)
 
     def record(self, command: Sequence[str], env: Mapping[str, str]) -> dict[str, object]:
         """What a run records of its boundary (``runs[].sandbox``)."""
-        hosts = allowed_hosts(harness_of(command), env, self.allow, self.hook_http)
+        hosts = reach.allowed_hosts(harness_of(command), env, self.allow, self.hook_http)
         return {"engine": ENGINE, "version": self.version, "hosts_allowed": hosts}

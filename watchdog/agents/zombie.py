@@ -1,16 +1,18 @@
 """What a session whose task is lost (a zombie) may still run of ``afk``: the
 PreToolUse hook denies every other shell command of it. A command is read
-as the shell would read it (:func:`afk_words`), then looked up in
-:data:`ZOMBIE_MAY`, which names every command of the CLI."""
+as the shell would read it (:func:`afk_words`), then looked up in the room's
+table of every command of the CLI (:data:`watchdog.agents.reach.COMMANDS`,
+each command's ``zombie`` rule)."""
 
 from __future__ import annotations
 
 import os
 import shlex
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from .reach import COMMANDS, GLOBAL_OPTIONS
 
 #: what separates, redirects or groups commands in a shell, outside quotes
 _OPERATORS = "();<>|&\n\r"
@@ -57,77 +59,7 @@ _VALUED = frozenset(
         *("--reason", "--install", "--harness", "--title", "--spec"),
     }
 )
-
-
-@dataclass(frozen=True)
-class ZombieRule:
-    """What a session whose task is lost may still run of one command."""
-
-    #: the options it may give (``None``: any, for a command that only reads)
-    options: frozenset[str] | None = None
-    #: the positional words it may give, in order (``None``: any)
-    positionals: tuple[frozenset[str] | None, ...] | None = None
-    #: a finishing command of its own task: no other task's id, no other token
-    own_task: bool = False
-
-
-def _own(*options: str, question: bool = False) -> ZombieRule:
-    """A finishing command of the session's own task: the fence refuses it
-    under a stale token anyway, and it can name no other task or token."""
-    words: tuple[frozenset[str] | None, ...] = ((None,) if question else ()) + (None,)
-    return ZombieRule(frozenset({"--token", *options}), words, own_task=True)
-
-
-_READS = ZombieRule()
-_COMMON = ("--dsn", "--config")
-#: every command of the CLI, and what a zombie may run of it: what only
-#: reads, and its own task's finishing commands. A command missing here is
-#: denied; a unit test keeps this table and the CLI's commands in step.
-ZOMBIE_MAY: dict[str, ZombieRule | None] = {
-    "status": _READS,
-    "show": _READS,
-    "dead": _READS,
-    "questions": _READS,
-    "resume-brief": _READS,
-    # (not --live: it runs the project's hook commands; not --sandbox, P8)
-    "doctor": ZombieRule(frozenset({"--json", "--project", *_COMMON}), ()),
-    "review": _READS,
-    "limit": ZombieRule(frozenset({"--account", *_COMMON}), ()),  # the list, not a park
-    "hooks": ZombieRule(frozenset({"--gate", *_COMMON}), (None,)),  # printed, not installed
-    "db": ZombieRule(frozenset(_COMMON), (frozenset({"status"}),)),
-    "digest": ZombieRule(frozenset({"--dry-run", "--format", *_COMMON}), ()),  # printed
-    "done": _own("--result", "--next"),
-    "fail": _own("--error", "--next"),
-    "checkpoint": _own("--patch"),
-    "heartbeat": _own(),
-    "ask": _own(question=True),
-    "pause": _own(),  # not --agent or --runner: those pause other tasks
-    # these run a program, claim, enqueue, park, stop a server or change
-    # other tasks: never a zombie's
-    "migrate": None,
-    "enqueue": None,
-    "claim": None,
-    "loop": None,
-    "retry": None,
-    "answer": None,
-    "approve": None,  # a person's decision, never the agent's
-    "deny": None,
-    "approvals": None,  # (a person's list: the calls of every task)
-    "web": None,  # makes a person's login
-    "profile": None,  # the ways to run an agent: a person's
-    "loops": _READS,
-    "trust": None,
-    "cancel": None,  # ends other tasks  # lets a worktree's changed config run
-    "reclaim": None,
-    "demo": None,
-    "once": None,
-    "hook": None,
-    "watchdog": None,
-    "gc": None,  # removes worktrees
-    "restore": None,
-    "import": None,  # enqueues
-    "export": None,  # writes a file
-}
+_COMMON = GLOBAL_OPTIONS
 _HELP = frozenset({"-h", "--help"})
 
 
@@ -142,9 +74,9 @@ def zombie_may_run(words: list[str], own: tuple[str, int] | None) -> bool:
         rest = rest[1:] if "=" in rest[0] else rest[2:]
     if rest in (["--version"], ["-h"], ["--help"]):
         return True
-    if not rest or rest[0] not in ZOMBIE_MAY:
+    if not rest or rest[0] not in COMMANDS:
         return False
-    rule, args = ZOMBIE_MAY[rest[0]], rest[1:]
+    rule, args = COMMANDS[rest[0]].zombie, rest[1:]
     if args and args[-1] in _HELP and all(not a.startswith("-") for a in args[:-1]):
         return len(args) <= 2  # `afk db --help`, `afk db status -h`: argparse prints, exits
     if rule is None:
@@ -199,9 +131,10 @@ def _split(args: list[str]) -> tuple[dict[str, str] | None, list[str] | None]:
 
 def may_text() -> str:
     """What a zombie may still run, as its deny reason tells it: the
-    commands of :data:`ZOMBIE_MAY` that it may run at all."""
-    reads = sorted(c for c, r in ZOMBIE_MAY.items() if r is not None and not r.own_task)
-    own = sorted(c for c, r in ZOMBIE_MAY.items() if r is not None and r.own_task)
+    commands of the room's table that it may run at all."""
+    rules = {name: c.zombie for name, c in COMMANDS.items()}
+    reads = sorted(c for c, r in rules.items() if r is not None and not r.own_task)
+    own = sorted(c for c, r in rules.items() if r is not None and r.own_task)
     return (
         f"afk {', '.join(reads)} (to read), and afk {', '.join(own)} of this task with its "
         "own token"

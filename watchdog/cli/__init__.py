@@ -52,6 +52,8 @@ from .common import (
     common_options,
     logger,
     package_version,
+    stderr,
+    stdout,
 )
 from .setup import (
     cmd_db,
@@ -449,20 +451,24 @@ def hook_args(argv: list[str]) -> argparse.Namespace | None:
     return argparse.Namespace(subcommand="hook", payload=None, **parsed)
 
 
-def run_command(args: argparse.Namespace) -> int:
+def run_command(args: argparse.Namespace, res: Resources | None = None) -> int:
     """Run a parsed command, the one bootstrap: what it needs is opened when
-    it first asks (:class:`~.common.Resources`) and closed after it; an
-    AfkError is one line and its exit status."""
+    it first asks (:class:`~.common.Resources`) and closed after it, unless
+    ``res`` gives it (the run's broker: the loop's); an AfkError is one line
+    and its exit status."""
     command = COMMANDS[args.subcommand]
-    res = Resources(args, command.needs, bounded=command.bounded, check_schema=command.check_schema)
+    if res is None:
+        res = Resources(
+            args, command.needs, bounded=command.bounded, check_schema=command.check_schema
+        )
     try:
         try:
             code: int = command.run(args, res)
         finally:
             res.close()
-        sys.stdout.flush()
+        stdout().flush()
     except AfkError as exc:
-        print(f"afk: {exc}", file=sys.stderr)
+        print(f"afk: {exc}", file=stderr())
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
@@ -476,7 +482,7 @@ def run_command(args: argparse.Namespace) -> int:
         print(
             f"afk: internal error: {type(exc).__name__}: {redact(str(exc))} "
             "(AFK_LOG_LEVEL=DEBUG shows where)",
-            file=sys.stderr,
+            file=stderr(),
         )
         return EXIT_ERROR
     return code

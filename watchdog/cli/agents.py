@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import os
 import shutil
 import signal
@@ -13,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..agents import harnesses, hooklink
+from ..agents import harnesses, hooklink, reach
 from ..agents.harnesses import HARNESS_LABEL, HARNESSES, SETTINGS
 from ..checks import check_id, check_label
 from ..config import parse_duration
@@ -31,7 +29,6 @@ from .common import (
     agent_option,
     boundary_options,
     checked_verify,
-    command_word,
     common_options,
     duration_arg,
     emit,
@@ -42,18 +39,6 @@ from .common import (
     say,
     workspace_options,
     workspace_request,
-)
-from .tasks import (
-    configure_ask,
-    configure_checkpoint,
-    configure_done,
-    configure_fail,
-    configure_heartbeat,
-    configure_once,
-    configure_pause,
-    configure_resume_brief,
-    configure_show,
-    configure_status,
 )
 
 
@@ -369,7 +354,7 @@ def configure_loop(p: Parser) -> None:
 
 def cmd_loop(args: argparse.Namespace, res: Resources) -> int:
     from ..agents.accounts import DEFAULT_ACCOUNT, Accounts
-    from ..agents.broker import Broker, agent_variables
+    from ..agents.broker import Broker
     from ..agents.loop import Loop, LoopOptions
     from ..agents.outcome import reading_zone
     from ..agents.process import become_subreaper
@@ -438,8 +423,9 @@ def cmd_loop(args: argparse.Namespace, res: Resources) -> int:
     dsn = res.dsn
     queue = Queue(res.database(pool_size=2), settings=settings.queue)
     accounts = Accounts(queue.db)
-    afk_env = agent_variables(args.dsn, args.config)
-    broker = Broker(queue.db.conninfo, settings, parse_command, afk_env)
+    from .agentcli import AgentCli  # (it reads the package's table of commands)
+
+    broker = Broker(queue.db.conninfo, settings, AgentCli(settings))
     if not broker.start():
         raise AfkError(f"cannot serve the agents' broker on {broker.path}")
     try:
@@ -602,7 +588,7 @@ def boundary_of(args: argparse.Namespace, res: Resources) -> Any:
     given = getattr(args, "allow_host", None) or []
     allow = [*filter(None, (h.strip() for h in loop.allow_hosts.split(","))), *given]
     for host in allow:
-        sandbox.host_of(host)  # (BadInput for one that names no host)
+        reach.host_of(host)  # (BadInput for one that names no host)
     tcp, sockets = addresses(res.dsn)
     folders = [os.path.dirname(s) for s in sockets if s.startswith("/")]
     reads = getattr(args, "deny_read", None) or []
@@ -624,37 +610,6 @@ def boundary_of(args: argparse.Namespace, res: Resources) -> Any:
         hook_http=service.hook_http or None,
         worktrees=str(workspaces.worktrees_home()),
     )
-
-
-def parse_command(argv: list[str]) -> tuple[str | None, argparse.Namespace | None]:
-    """An agent's command line as afk reads it (for its broker): its command
-    word, and its arguments by that command's own options (None: a usage
-    error, or a command an agent does not run)."""
-    word = command_word(argv)
-    configure = {
-        "done": configure_done,
-        "fail": configure_fail,
-        "checkpoint": configure_checkpoint,
-        "heartbeat": configure_heartbeat,
-        "ask": configure_ask,
-        "once": configure_once,
-        "status": configure_status,
-        "show": configure_show,
-        "resume-brief": configure_resume_brief,
-        "pause": configure_pause,
-    }.get(word or "")
-    if word is None or configure is None:
-        return word, None
-    common = common_options()
-    parser = Parser(prog="afk", parents=[common], add_help=False)
-    sub = parser.add_subparsers(dest="subcommand", parser_class=Parser)
-    configure(sub.add_parser(word, parents=[common]))
-    try:
-        with contextlib.redirect_stderr(io.StringIO()):  # (the command says it)
-            args, _ = parser.parse_known_args(argv)
-    except SystemExit:
-        return word, None
-    return word, args
 
 
 def account_alert(db: Any, settings: Any) -> Any:

@@ -4,13 +4,15 @@ JSON out, and what a command uses, opened for it (:class:`Resources`)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, NoReturn
+from typing import IO, TYPE_CHECKING, Any, Literal, NoReturn
 
 from ..agents import credential
 from ..checks import check_id, check_token, json_type
@@ -49,10 +51,41 @@ def token_arg(value: str) -> int:
         raise argparse.ArgumentTypeError(str(exc).strip()) from None
 
 
+#: where a command writes, when not to this process's stdout and stderr: a
+#: command the run's broker runs for an agent, in a thread of its own
+_STREAMS: ContextVar[tuple[IO[str], IO[str]] | None] = ContextVar("afk_streams", default=None)
+
+
+def stdout() -> IO[str]:
+    """Where the running command writes its output."""
+    given = _STREAMS.get()
+    return sys.stdout if given is None else given[0]
+
+
+def stderr() -> IO[str]:
+    """Where the running command writes its messages."""
+    given = _STREAMS.get()
+    return sys.stderr if given is None else given[1]
+
+
+@contextlib.contextmanager
+def streams(out: IO[str], err: IO[str]) -> Iterator[None]:
+    """The commands run within write to ``out`` and ``err`` (this thread's)."""
+    token = _STREAMS.set((out, err))
+    try:
+        yield
+    finally:
+        _STREAMS.reset(token)
+
+
 class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
+        self.print_usage(stderr())
         self.exit(EXIT_USAGE, f"afk: error: {message}\n")
+
+    def _print_message(self, message: str, file: Any = None) -> None:
+        if message:  # (help on stdout, the rest on stderr: the command's own)
+            (stdout() if file is None or file is sys.stdout else stderr()).write(message)
 
 
 def agent_option(p: Parser, help: str = "agent id (env AFK_AGENT_ID)") -> None:
@@ -105,7 +138,7 @@ def _json_default(value: Any) -> Any:
 
 
 def emit(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, ensure_ascii=False, default=_json_default) + "\n")
+    stdout().write(json.dumps(data, ensure_ascii=False, default=_json_default) + "\n")
 
 
 #: bytes of JSON an option reads from a file or standard input, at most (a
@@ -164,7 +197,7 @@ def runner_of(args: argparse.Namespace) -> str | None:
 
 
 def say(line: str) -> None:
-    print(f"afk: {line}", file=sys.stderr)
+    print(f"afk: {line}", file=stderr())
 
 
 def database_of(args: argparse.Namespace, settings: Any) -> str:
@@ -203,6 +236,15 @@ class Resources:
         self._dsn: str | None = None
         self._queue: Queue | None = None
         self._databases: list[Database] = []
+        self._given = False
+
+    @classmethod
+    def given(cls, args: argparse.Namespace, settings: Settings, queue: Queue) -> Resources:
+        """What a command the run's broker runs uses: the loop's settings and
+        a queue on the broker's connections, which the command does not close."""
+        res = cls(args, "queue")
+        res._settings, res._queue, res._given = settings, queue, True
+        return res
 
     def _reach(self, what: str, needs: Needs) -> None:
         if _REACH[self.needs] < _REACH[needs]:
@@ -254,7 +296,7 @@ class Resources:
         return db
 
     def close(self) -> None:
-        if self._queue is not None:
+        if self._queue is not None and not self._given:
             self._queue.close()
         for db in self._databases:
             db.close()

@@ -37,6 +37,8 @@ from .common import (
     parse_object,
     runner_of,
     runner_option,
+    stderr,
+    stdout,
     task_of,
     token_option,
 )
@@ -60,12 +62,12 @@ def cmd_claim(args: argparse.Namespace, res: Resources) -> int:
         )
     except AccountParked as parked:
         emit(parked.to_json())
-        print(f"afk: {parked}", file=sys.stderr)
+        print(f"afk: {parked}", file=stderr())
         return EXIT_PARKED
     if claimed.task is None:
         held = {"held_until": claimed.held_until} if claimed.held_until is not None else {}
         emit({"next_at": claimed.next_at, **held})
-        print(f"afk: nothing to claim for agent {agent!r}", file=sys.stderr)
+        print(f"afk: nothing to claim for agent {agent!r}", file=stderr())
         return EXIT_EMPTY
     emit({**claimed.task.to_json(), **claim_workspace(q, claimed.task, res.settings)})
     return EXIT_OK
@@ -138,7 +140,7 @@ def emit_next(task: Task | None) -> int:
     """What `done --next` and `fail --next` print: the next task, as `claim`
     prints it, or exit 3."""
     if task is None:
-        print("afk: finished; nothing to claim next", file=sys.stderr)
+        print("afk: finished; nothing to claim next", file=stderr())
         return EXIT_EMPTY
     emit(task.to_json())
     return EXIT_OK
@@ -237,7 +239,7 @@ def cmd_review(args: argparse.Namespace, res: Resources) -> int:
     for item in items:
         print(terminal(review_text(item)))
     if not items:
-        print("nothing to review: no done task with a workspace in that time", file=sys.stderr)
+        print("nothing to review: no done task with a workspace in that time", file=stderr())
     return EXIT_OK
 
 
@@ -377,7 +379,7 @@ def cmd_ask(args: argparse.Namespace, res: Resources) -> int:
     print(
         "afk: your task now waits for a person's answer: stop working on it and exit; "
         "the answer comes with the next run's brief",
-        file=sys.stderr,
+        file=stderr(),
     )
     return EXIT_OK
 
@@ -507,7 +509,7 @@ def cmd_once(args: argparse.Namespace, res: Resources) -> int:
     sys.stdout.buffer.write(out)
     sys.stdout.flush()
     if note:
-        print(f"afk: {note}", file=sys.stderr)
+        print(f"afk: {note}", file=stderr())
     return status
 
 
@@ -520,5 +522,5 @@ def cmd_resume_brief(args: argparse.Namespace, res: Resources) -> int:
     task_id = args.id if args.id is not None else os.environ.get("AFK_TASK_ID")
     if task_id is None:
         raise BadInput("a task id is needed: give it, or set AFK_TASK_ID")
-    sys.stdout.write(resume_brief(res.queue, task_id))
+    stdout().write(resume_brief(res.queue, task_id))
     return EXIT_OK
