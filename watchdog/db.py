@@ -205,6 +205,16 @@ def addresses(conninfo: str) -> tuple[list[str], list[str]]:
     return tcp, sockets
 
 
+def socket_folders(db: Database) -> list[str] | None:
+    """The folders of the server's own Unix sockets (its
+    ``unix_socket_directories``, relative ones under its data folder left
+    out); None when the role may not read them."""
+    said = db.row("server_socket_folders")["folders"]
+    if said is None:
+        return None
+    return [f.strip().strip('"') for f in str(said).split(",") if f.strip().startswith(("/", '"/'))]
+
+
 def pinned_against_environment(conninfo: str) -> str:
     """``conninfo`` with each libpq option that the environment sets (PGHOSTADDR,
     PGOPTIONS, PGTARGETSESSIONATTRS, PGSSLMODE…) and the string does not,

@@ -243,6 +243,21 @@ def _readable(*paths: str) -> dict[str, list[str]]:
     return out
 
 
+def _sockets_in(path: str) -> list[str]:
+    """The PostgreSQL sockets a path the boundary hides is or holds."""
+    if not os.path.isdir(path):
+        return [path] if _is_socket_name(os.path.basename(path)) else []
+    try:
+        names = os.listdir(path)
+    except OSError:
+        return []
+    return sorted(os.path.join(path, n) for n in names if _is_socket_name(n))
+
+
+def _is_socket_name(name: str) -> bool:
+    return name.startswith(".s.PGSQL.") and name[9:].isdigit()
+
+
 def check_sandbox_probes(boundary: Any, dsn: str, env: Mapping[str, str]) -> list[Check]:
     """`afk doctor --sandbox`: the boundary proved on this machine with probes
     run through it exactly as a run would be. What must fail, each: a write
@@ -260,10 +275,11 @@ def check_sandbox_probes(boundary: Any, dsn: str, env: Mapping[str, str]) -> lis
     tcp, sockets = addresses(dsn)
     harness = BY_NAME["claude"]  # (the probes run as a run of it: its model API allowed)
     hosts = reach.allowed_hosts(harness, env, boundary.allow, None)
+    found = [s for p in boundary.deny_read for s in _sockets_in(p)]
     want = {
         "home": home,
         "read": _readable(os.path.join(home, ".ssh"), *boundary.deny_read),
-        "database": [*tcp, *sockets],
+        "database": list(dict.fromkeys([*tcp, *sockets, *found])),
         "denied_host": "example.com:80",
         "hosts": hosts,
     }
@@ -286,6 +302,17 @@ def check_sandbox_probes(boundary: Any, dsn: str, env: Mapping[str, str]) -> lis
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
     out = []
+    if not boundary.server_sockets_known:
+        out.append(
+            Check(
+                "sandbox: the server's own sockets",
+                True,
+                "could not ask the server where its Unix sockets are (its role may not read "
+                "unix_socket_directories): hidden are the DSN's folder, PGHOST's, "
+                "/var/run/postgresql, /run/postgresql and /tmp/.s.PGSQL.*",
+                "GRANT pg_read_all_settings TO the loop's role, or --deny-read the folder",
+            )
+        )
     for name, (through, why) in said.items():
         must_reach = name in {f"reach {h}" for h in hosts}
         ok = through if must_reach else not through

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -19,6 +20,8 @@ from typing import Any
 import pytest
 from helpers import Afk, poll, require_cli, require_tool
 from helpers.sandbox_runtime import VERSION, binary
+
+from watchdog.agents import reach
 
 #: the stand-in agent: tries each thing, and prints what happened as one
 #: JSON line (its stdout passes through the loop)
@@ -76,6 +79,8 @@ AGENT = textwrap.dedent(
         attempt(f"fetch {url}", lambda u=url: fetch(u))
     attempt("proc 1 environ", lambda: read("/proc/1/environ"))
     attempt("afk checkpoint", lambda: afk("checkpoint", "--patch", '{"inside": true}'))
+    for name, args in tries.get("afk", {}).items():
+        attempt(f"afk {name}", lambda a=args: afk(*a))
     attempt("afk enqueue", lambda: afk("enqueue", "--agent", "s", "--title", "sneaked in"))
     attempt("write here", lambda: write("work.txt"))
     def commit():
@@ -109,6 +114,13 @@ def http_server() -> ThreadingHTTPServer:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
+
+
+def unix_listener(path: Path) -> socket.socket:
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(path))
+    listener.listen(8)
+    return listener
 
 
 def db_addresses(dsn: str) -> list[str]:
@@ -159,14 +171,27 @@ def test_a_sandboxed_run_reaches_only_its_worktree_its_hosts_and_its_own_task(
     git("init", "-q", "-b", "main", cwd=repo)
     git("commit", "-q", "--allow-empty", "-m", "first", cwd=repo)
     refused, allowed = http_server(), http_server()
+    # another run's broker, and a database's socket in libpq's default folder
+    # that no DSN names (P3, P38): listening, so that only hiding stops them
+    other_run = Path(reach.run_folder("afk-broker-"))
+    free = next(p for p in range(47000, 48000) if not Path(f"/tmp/.s.PGSQL.{p}").exists())
+    decoys = [
+        unix_listener(other_run / "broker.sock"),
+        unix_listener(Path(f"/tmp/.s.PGSQL.{free}")),
+    ]
     try:
         tries = {
             "read": [str(home / ".ssh" / "id_rsa"), str(afk_home / "settings.toml")],
             "write": [str(repo / "planted.txt"), str(home / "planted.txt"),
                       str(afk_home / "worktrees" / "another-task" / "planted.txt")],
-            "connect": db_addresses(afk.env["AFK_DSN"]),
+            "connect": [*db_addresses(afk.env["AFK_DSN"]),
+                        *(f"unix:{d.getsockname()}" for d in decoys)],
             "fetch": [f"http://127.0.0.1:{refused.server_port}/",
                       f"http://127.0.0.1:{allowed.server_port}/"],
+            "afk": {"once ssh": ["once", "--name", "ssh", "--", "cat",
+                                 str(home / ".ssh" / "id_rsa")],
+                    "once here": ["once", "--name", "here", "--", "sh", "-c",
+                                  "echo once > once.txt && echo wrote"]},
         }  # fmt: skip
         env = {
             **afk.env,
@@ -188,6 +213,10 @@ def test_a_sandboxed_run_reaches_only_its_worktree_its_hosts_and_its_own_task(
         for server in (refused, allowed):
             server.shutdown()
             server.server_close()
+        for decoy in decoys:
+            os.unlink(decoy.getsockname())
+            decoy.close()
+        other_run.rmdir()
     assert proc.returncode == 0, proc.stderr
     said = [x for x in proc.stdout.splitlines() if x.startswith("AGENT-SAID ")]
     assert len(said) == 1, (proc.stdout[-3000:], proc.stderr[-3000:])
@@ -196,14 +225,15 @@ def test_a_sandboxed_run_reaches_only_its_worktree_its_hosts_and_its_own_task(
     outcome = {k: v[0] for k, v in got.items() if k != "env"}
     # what a hostile agent tried: refused, every one
     for name in [*(f"read {p}" for p in tries["read"]), *(f"write {p}" for p in tries["write"]),
-                 *(f"connect {w}" for w in tries["connect"]), "afk enqueue",
+                 *(f"connect {w}" for w in tries["connect"]), "afk enqueue", "afk once ssh",
                  f"fetch http://127.0.0.1:{refused.server_port}/"]:  # fmt: skip
         assert outcome[name] == "refused", (name, got[name], got)
+    assert "PRIVATE KEY" not in proc.stdout + proc.stderr
     assert "AFK_DSN" not in got["env"] and not [k for k in got["env"] if k.startswith("PG")]
     if outcome["proc 1 environ"] == "ok":
         assert afk.env["AFK_DSN"] not in got["proc 1 environ"][1]
     # what its work needs: granted
-    for name in ("afk checkpoint", "write here", "commit", "tmp",
+    for name in ("afk checkpoint", "write here", "commit", "tmp", "afk once here",
                  f"fetch http://127.0.0.1:{allowed.server_port}/"):  # fmt: skip
         assert outcome[name] == "ok", (name, got[name])
     assert not (repo / "planted.txt").exists() and not (home / "planted.txt").exists()

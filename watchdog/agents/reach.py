@@ -260,8 +260,10 @@ def of_run(
     denied_hosts: Sequence[str],
 ) -> Reach:
     """The reach of one run of ``harness`` working in ``work`` (its worktree,
-    or its folder), with ``tmp`` its temporary folder: ``own`` its own folders
-    that what is denied hides (its run folder, its broker's), ``git_dir`` the
+    or its folder), with ``tmp`` its temporary folder: ``own`` what else of its
+    own it reads where what is denied hides it (its broker's folder; not a
+    folder that holds one it writes: the engine would mount it read-only over
+    the other), ``git_dir`` the
     repository's git folder its worktree commits into, ``denied`` what the
     loop hides (afk's home, the database's sockets, every run's folders,
     --deny-read), ``allow`` the hosts the person allowed."""
@@ -276,7 +278,7 @@ def of_run(
         writable=tuple(writable),
         read_only=tuple(read_only),
         denied=tuple(dict.fromkeys([*never, *denied])),
-        readable=tuple(dict.fromkeys([work, *own])),
+        readable=tuple(dict.fromkeys([work, tmp, *own])),
         hosts=tuple(allowed_hosts(harness, env, allow, hook_http)),
         denied_hosts=tuple(denied_hosts),
     )

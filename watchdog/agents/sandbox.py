@@ -179,6 +179,9 @@ class Boundary:
     hook_http: str | None = None
     #: where every task's worktree lives: none but the run's own is readable
     worktrees: str | None = None
+    #: the server said where its own sockets are (False: only the DSN's, the
+    #: usual folders and /tmp's are hidden; afk doctor --sandbox says so)
+    server_sockets_known: bool = True
 
     def settings_for(
         self, harness: Harness | None, env: Mapping[str, str], work: str, run_dir: str,
@@ -191,7 +194,7 @@ class Boundary:
         broker is the one its environment names; every other run's folder and
         broker, in :func:`reach.runs_root`, is hidden."""
         broker = env.get(BROKER)
-        own = [run_dir, *([os.path.dirname(broker)] if broker else [])]
+        own = [os.path.dirname(broker)] if broker else []
         denied = [*self.deny_read, reach.runs_root()]
         if self.worktrees is not None:
             denied.append(self.worktrees)

@@ -591,8 +591,17 @@ def boundary_of(args: argparse.Namespace, res: Resources) -> Any:
         reach.host_of(host)  # (BadInput for one that names no host)
     tcp, sockets = addresses(res.dsn)
     folders = [os.path.dirname(s) for s in sockets if s.startswith("/")]
+    pghost = os.environ.get("PGHOST", "")
+    folders += [h for h in pghost.split(",") if h.startswith("/")]
+    server = server_socket_folders(res.dsn)
+    hooks = hooklink.socket_path(os.environ)
     reads = getattr(args, "deny_read", None) or []
-    denied = [str(embedded.home()), *folders, *(os.path.abspath(p) for p in reads)]
+    denied = [
+        str(embedded.home()),
+        *reach.socket_paths([*folders, *(server or [])]),
+        *([os.path.dirname(hooks)] if hooks else []),
+        *(os.path.abspath(p) for p in reads),
+    ]
     for given in (
         args.config,
         os.environ.get("AFK_CONFIG"),
@@ -609,7 +618,23 @@ def boundary_of(args: argparse.Namespace, res: Resources) -> Any:
         denied_hosts=tuple(tcp),
         hook_http=service.hook_http or None,
         worktrees=str(workspaces.worktrees_home()),
+        server_sockets_known=server is not None,
     )
+
+
+def server_socket_folders(dsn: str) -> list[str] | None:
+    """The folders of the database server's own sockets, as it says them;
+    None when it could not be asked, or the role may not read them."""
+    from ..db import Database, socket_folders
+
+    try:
+        db = Database(dsn, pool_size=None, connect_timeout=5, retry_for=0)
+        try:
+            return socket_folders(db)
+        finally:
+            db.close()
+    except AfkError:
+        return None
 
 
 def account_alert(db: Any, settings: Any) -> Any:
