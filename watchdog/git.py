@@ -35,8 +35,13 @@ SAFE_CONFIG = (
     "sequence.editor=true",
     "commit.gpgSign=false",
     "tag.gpgSign=false",
+    "log.showSignature=false",
     "gpg.program=gpg",
+    "gpg.ssh.program=ssh-keygen",
+    "gpg.x509.program=gpgsm",
     "core.alternateRefsCommand=",
+    "core.gitProxy=",
+    "protocol.ext.allow=never",
 )
 #: and for each driver the repository's config names (its .gitattributes
 #: picks them), commands that run nothing of its: filters pass content
@@ -56,13 +61,17 @@ def git_argv(args: Sequence[str], cwd: str, *, timeout: float = GIT_TIMEOUT) -> 
     read by ``git config``, which runs nothing of the repository's."""
     safe = [arg for pair in SAFE_CONFIG for arg in ("-c", pair)]
     try:
+        env = git_env(cwd)
+    except WorkspaceError:
+        return ["git", *safe, *args]  # (git() says why, and runs nothing)
+    try:
         named = subprocess.run(
             ["git", *safe, "config", "--name-only", "--get-regexp", r"^(filter|diff|merge)\."],
             cwd=cwd,
             capture_output=True,
             text=True,
             timeout=timeout,
-            env=git_env(),
+            env=env,
         ).stdout.split()
     except (OSError, subprocess.TimeoutExpired):
         named = []  # (the command itself says what is wrong)
@@ -73,11 +82,63 @@ def git_argv(args: Sequence[str], cwd: str, *, timeout: float = GIT_TIMEOUT) -> 
     return ["git", *safe, *args]
 
 
-def git_env(**extra: str) -> dict[str, str]:
+#: git's variables that say where a repository is: afk's git sets them
+#: itself (:func:`pinned_dirs`), or takes none of the environment's
+GIT_DIR_VARIABLES = ("GIT_DIR", "GIT_COMMON_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")
+
+
+def git_env(cwd: str | None = None, **extra: str) -> dict[str, str]:
     """The environment of afk's git: its own, without what would run a
-    program of the environment's choosing, never prompting."""
-    env = {k: v for k, v in os.environ.items() if k not in GIT_ENV_DROPPED}
-    return {**env, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", **extra}
+    program of the environment's choosing, never prompting; in ``cwd``, the
+    repository's folders pinned (:func:`pinned_dirs`)."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in GIT_ENV_DROPPED and k not in GIT_DIR_VARIABLES
+    }
+    pinned = pinned_dirs(cwd) if cwd is not None else {}
+    return {**env, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", **pinned, **extra}
+
+
+def pinned_dirs(top: str) -> dict[str, str]:
+    """Where the repository whose working tree is ``top`` keeps its git
+    folders, read from its ``.git`` and the layout git makes, never from a
+    ``commondir`` file (a run could write one to send afk's git into a
+    repository of its own making): ``GIT_DIR``, ``GIT_COMMON_DIR`` and
+    ``GIT_WORK_TREE``, set so that git reads no such file. A linked
+    worktree's git folder is ``COMMON/worktrees/NAME``; anything else is its
+    own common folder. A ``commondir`` file that says otherwise is refused
+    (git's refs would still follow it): :class:`WorkspaceError`. Nothing
+    where ``top`` holds no ``.git`` (git finds it, as for a subfolder)."""
+    dot = os.path.join(top, ".git")
+    if os.path.isdir(dot) and not os.path.islink(dot):
+        git_dir = dot
+    elif os.path.isfile(dot) and not os.path.islink(dot):
+        try:
+            with open(dot, encoding="utf-8") as f:
+                said = f.read(4096)
+        except (OSError, UnicodeDecodeError):
+            return {}
+        if not said.startswith("gitdir: "):
+            return {}
+        git_dir = os.path.normpath(os.path.join(top, said[len("gitdir: ") :].strip()))
+    else:
+        return {}
+    parent = os.path.dirname(git_dir)
+    common = os.path.dirname(parent) if os.path.basename(parent) == "worktrees" else git_dir
+    planted = os.path.join(git_dir, "commondir")
+    if os.path.lexists(planted):
+        try:
+            with open(planted, encoding="utf-8") as f:
+                said = os.path.join(git_dir, f.read(4096).strip())
+        except (OSError, UnicodeDecodeError):
+            said = ""
+        if os.path.realpath(said) != os.path.realpath(common):
+            raise WorkspaceError(
+                f"{planted} sends git to {said or 'an unreadable place'}, not to the "
+                f"repository's own {common}: afk's git runs nothing there"
+            )
+    return {"GIT_DIR": git_dir, "GIT_COMMON_DIR": common, "GIT_WORK_TREE": top}
 
 
 def git(args: Sequence[str], cwd: str, *, timeout: float = GIT_TIMEOUT) -> str:
@@ -89,7 +150,7 @@ def git(args: Sequence[str], cwd: str, *, timeout: float = GIT_TIMEOUT) -> str:
             capture_output=True,
             text=True,
             timeout=timeout,
-            env=git_env(),
+            env=git_env(cwd),
         )
     except FileNotFoundError as exc:
         if not os.path.isdir(cwd):
@@ -173,13 +234,13 @@ def conflicts(repo: str, base: str, tip: str) -> list[str]:
             git_argv(
                 ["merge-tree", "--write-tree", "--name-only", "--no-messages", base, tip], repo
             ),
-            env=git_env(),
+            env=git_env(repo),
             cwd=repo,
             capture_output=True,
             text=True,
             timeout=GIT_TIMEOUT,
         )
-    except (OSError, subprocess.TimeoutExpired):
+    except (OSError, subprocess.TimeoutExpired, WorkspaceError):
         return []
     if proc.returncode != 1:  # 0: merges cleanly; anything else: no answer
         return []

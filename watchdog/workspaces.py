@@ -540,7 +540,7 @@ def merged(row: Mapping[str, Any]) -> str | None:
         and tip
         and subprocess.run(
             git_argv(["merge-base", "--is-ancestor", str(tip), base], repo),
-            env=git_env(),
+            env=git_env(repo),
             cwd=repo,
             capture_output=True,
             timeout=GIT_TIMEOUT,
@@ -565,7 +565,7 @@ def save(row: Mapping[str, Any]) -> str:
     if dirty(path):
         scratch = tempfile.mkdtemp(prefix="afk-gc-")  # (not in the worktree: not saved)
         index = os.path.join(scratch, "index")
-        env = git_env(GIT_INDEX_FILE=index)
+        env = git_env(path, GIT_INDEX_FILE=index)
         try:
             for args in (["read-tree", tip], ["add", "-A", "."]):
                 subprocess.run(

@@ -173,6 +173,11 @@ DENIED_HOME = (
 #: the agent's own configuration in its worktree: read-only inside (what a
 #: branch changes there would otherwise run on the host at the next run)
 PINNED = (".claude", ".mcp.json", ".codex", ".gemini", ".cursor", ".github/hooks")
+#: in the repository's git folder a worktree commits into: read-only (what
+#: runs at the person's git, what sends afk's git elsewhere)
+GIT_READ_ONLY = ("config", "hooks", "info", "modules")
+#: in the worktree's own git folder (``worktrees/NAME``): read-only
+WORKTREE_READ_ONLY = ("commondir", "gitdir", "config.worktree")
 #: where PostgreSQL's Unix sockets usually are (Debian's, and libpq's default
 #: ``/tmp/.s.PGSQL.*``): never reachable inside, whatever the DSN says
 SOCKET_FOLDERS = ("/var/run/postgresql", "/run/postgresql")
@@ -273,7 +278,12 @@ def of_run(
     read_only = [os.path.join(work, p) for p in PINNED]
     if git_dir is not None:  # (its commits go there; its config and hooks stay)
         writable.append(git_dir)
-        read_only += [os.path.join(git_dir, p) for p in ("config", "hooks", "info")]
+        admin = os.path.join(git_dir, "worktrees", os.path.basename(work))
+        kept = [
+            *(os.path.join(git_dir, name) for name in GIT_READ_ONLY),
+            *(os.path.join(admin, name) for name in WORKTREE_READ_ONLY),
+        ]
+        read_only += [p for p in kept if os.path.lexists(p)]  # (the engine would make the rest)
     return Reach(
         writable=tuple(writable),
         read_only=tuple(read_only),
