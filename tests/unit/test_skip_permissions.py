@@ -28,7 +28,35 @@ from watchdog.agents.harnesses import skips_permissions
         (["sh", "-c", 'claude -p --dangerously-skip-permissions "$0"'],
          "--dangerously-skip-permissions"),
         (["sh", "-c", "claude -p 'unclosed --yolo"], "--yolo"),
+        # P14: each harness's every form (issue 49 item 9)
+        (["gemini", "-y", "-p"], "-y"),
+        (["gemini", "-p", "x", "-y"], "-y"),
+        (["codex", "exec", "-s", "danger-full-access", "-a", "never"],
+         "-s danger-full-access"),
+        (["codex", "exec", "--sandbox=danger-full-access"], "--sandbox danger-full-access"),
+        (["codex", "exec", "-c", 'sandbox_mode="danger-full-access"'],
+         "-c sandbox_mode=danger-full-access"),
+        (["codex", "exec", "--config", "sandbox_mode=danger-full-access"],
+         "--config sandbox_mode=danger-full-access"),
+        (["codex", "exec", "--full-auto"], "--full-auto"),
+        (["cursor-agent", "-p", "--force"], "--force"),
+        (["cursor-agent", "-f", "-p"], "-f"),
+        (["copilot", "-p", "--allow-all"], "--allow-all"),
+        (["copilot", "-p", "--yolo"], "--yolo"),
+        (["claude", "-p", "--allow-dangerously-skip-permissions"],
+         "--allow-dangerously-skip-permissions"),
+        (["claude", "-p", "--settings", '{"permissions":{"defaultMode":"bypassPermissions"}}'],
+         "--settings with permissions.defaultMode bypassPermissions"),
+        (["claude", "--settings={\"permissions\": {\"defaultMode\": \"bypassPermissions\"}}"],
+         "--settings with permissions.defaultMode bypassPermissions"),
+        (["sh", "-c", "exec gemini -y -p \"$0\""], "-y"),
         # what keeps the checks on
+        (["claude", "-p", "--settings", '{"permissions":{"defaultMode":"acceptEdits"}}'], None),
+        (["claude", "-p", "--settings", "{not json"], None),
+        (["sh", "-c", "rm -f x; claude -p"], None),  # (-f is cursor's, not rm's)
+        (["claude", "-p", "-y"], None),  # (-y is gemini's)
+        (["codex", "exec", "-s", "workspace-write", "-a", "never"], None),
+        (["codex", "exec", "-c", "model=o3"], None),
         (["claude", "-p", "--permission-mode", "acceptEdits"], None),
         (["claude", "-p", "--permission-mode", "plan"], None),
         (["gemini", "--approval-mode", "auto_edit", "-p"], None),
@@ -53,3 +81,26 @@ def test_a_claude_command_gets_afks_hooks_on_its_command_line():
     assert json.loads(argv[2]) == claude_settings("/venv/bin/python")
     for other in (["codex", "exec", "--", "P"], ["sh", "-c", "claude -p"], []):
         assert with_hooks(other, "/venv/bin/python") == other
+
+
+def test_a_settings_file_that_turns_the_checks_off_is_named(tmp_path):
+    """P14: permissions.defaultMode bypassPermissions in the project's or the
+    user's Claude Code settings turns every check off as the flag does."""
+    from watchdog.agents.harnesses import skips_in_settings
+
+    project, home = tmp_path / "project", tmp_path / "home"
+    for folder in (project / ".claude", home / ".claude"):
+        folder.mkdir(parents=True)
+    assert skips_in_settings(["claude", "-p"], project, home) is None
+    user = home / ".claude" / "settings.json"
+    user.write_text('{"permissions": {"defaultMode": "acceptEdits"}}')
+    assert skips_in_settings(["claude", "-p"], project, home) is None
+    user.write_text('{"permissions": {"defaultMode": "bypassPermissions"}}')
+    assert str(user) in (skips_in_settings(["claude", "-p"], project, home) or "")
+    assert skips_in_settings(["gemini", "-p"], project, home) is None
+    user.write_text("{}")
+    local = project / ".claude" / "settings.local.json"
+    local.write_text('{"permissions": {"defaultMode": "bypassPermissions"}}')
+    assert str(local) in (skips_in_settings(["/usr/bin/claude"], project, home) or "")
+    (tmp_path / "s.json").write_text('{"permissions": {"defaultMode": "bypassPermissions"}}')
+    assert skips_permissions(["claude", "--settings", str(tmp_path / "s.json")])

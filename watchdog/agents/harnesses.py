@@ -11,7 +11,7 @@ import os
 import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -442,10 +442,71 @@ def install(path: Path, ours: dict[str, Any]) -> Path:
     return target
 
 
+@dataclass(frozen=True)
+class Skip:
+    """One way a harness's command line turns its permission checks off: an
+    option (each of its spellings), alone or with the value that does it.
+    ``key``: the option sets a config ``KEY=VALUE`` (Codex CLI's ``-c``), this
+    key to ``value``; ``settings``: the option's value is settings (JSON, or a
+    file of it) whose permission mode :func:`bypass_mode` reads."""
+
+    flags: tuple[str, ...]
+    value: str | None = None
+    key: str | None = None
+    settings: bool = False
+
+    def said(self, flag: str, value: str | None, attached: bool = False) -> str | None:
+        """How the checks are turned off by ``flag`` given ``value`` (None:
+        they are not); ``attached``: given as ``--flag=VALUE``."""
+        if flag not in self.flags:
+            return None
+        if self.settings:
+            return (
+                f"{flag} with permissions.defaultMode bypassPermissions"
+                if bypass_mode(value)
+                else None
+            )
+        if self.value is None:
+            return None if attached else flag
+        if self.key is not None:
+            key, _, given = (value or "").partition("=")
+            given = given.strip().strip("\"'")
+            return (
+                f"{flag} {self.key}={given}"
+                if key.strip() == self.key and given == self.value
+                else None
+            )
+        return f"{flag} {self.value}" if value == self.value else None
+
+
+def bypass_mode(settings: str | None) -> bool:
+    """Whether Claude Code settings (JSON, or a file of it) set
+    ``permissions.defaultMode`` to ``bypassPermissions``."""
+    if not settings:
+        return False
+    text = settings
+    if not settings.lstrip().startswith("{"):
+        try:
+            text = json.dumps(read_settings(Path(settings)))
+        except BadInput:
+            return False
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return False
+    mode = data.get("permissions", {}) if isinstance(data, dict) else {}
+    return isinstance(mode, dict) and mode.get("defaultMode") == "bypassPermissions"
+
+
 def skips_permissions(command: list[str]) -> str | None:
-    """The flag of ``command`` that turns its harness's permission checks
-    off (``--permission-mode bypassPermissions``, say), or None; a word of
-    a shell's script (``sh -c '... --yolo'``) counts as well."""
+    """How ``command`` turns a harness's permission checks off
+    (``--permission-mode bypassPermissions``, ``gemini -y``, say), or None.
+    Each harness's words are read by its own record's table
+    (:attr:`Harness.skip_permissions`), from where its program stands in the
+    command (or in a shell's script, ``sh -c '... gemini -y'``) to the next
+    program; a long option of any harness counts anywhere (a script may run
+    it another way). A word the shell would expand (``$F``) cannot be read:
+    docs/sandbox.md says so."""
     words: list[str] = []
     for arg in command:
         words.append(arg)
@@ -454,16 +515,32 @@ def skips_permissions(command: list[str]) -> str | None:
                 words.extend(shlex.split(arg))
             except ValueError:
                 words.extend(arg.split())
+    harness: Harness | None = None
     for i, word in enumerate(words):
-        flag, eq, given = word.partition("=")
-        if flag not in SKIP_PERMISSIONS:
+        program = BY_PROGRAM.get(os.path.basename(word))
+        if program is not None:
+            harness = program
             continue
-        wanted = SKIP_PERMISSIONS[flag]
-        if wanted is None and not eq:
-            return flag
-        value = given if eq else (words[i + 1] if i + 1 < len(words) else "")
-        if wanted is not None and value == wanted:
-            return f"{flag} {wanted}"
+        flag, eq, given = word.partition("=")
+        value = given if eq else (words[i + 1] if i + 1 < len(words) else None)
+        rules = [*(harness.skip_permissions if harness else ()), *LONG_SKIPS]
+        for rule in rules:
+            said = rule.said(flag, value, bool(eq))
+            if said is not None:
+                return said
+    return None
+
+
+def skips_in_settings(command: list[str], project: Path, home: Path) -> str | None:
+    """Which settings file of ``command``'s harness (the project's, the
+    user's) turns its permission checks off (``permissions.defaultMode:
+    bypassPermissions``), or None."""
+    harness = harness_of(command)
+    if harness is None or not any(rule.settings for rule in harness.skip_permissions):
+        return None
+    for path in harness.files(project, home):
+        if path.is_file() and bypass_mode(str(path)):
+            return f"{path} sets permissions.defaultMode bypassPermissions"
     return None
 
 
@@ -615,10 +692,9 @@ class Harness:
     #: title that starts with "-" is no option), "-p" (``--prompt=PROMPT`` in
     #: place of a last ``-p``), "" (as the last argument)
     prompt: str = ""
-    #: its flags that turn its own permission checks off, each with the value
-    #: that does it (None: the flag alone): such an agent needs a boundary
-    #: (issue 40 item 3)
-    skip_permissions: Mapping[str, str | None] = field(default_factory=dict)
+    #: every way its command line turns its own permission checks off
+    #: (:class:`Skip`): such an agent needs a boundary (issue 49 item 9)
+    skip_permissions: tuple[Skip, ...] = ()
     #: its state under the home: written by it, or it cannot run (the sandbox)
     state: tuple[str, ...] = ()
     #: its model API's host, and the variable that points it elsewhere
@@ -692,10 +768,12 @@ HARNESS_TABLE = (
         ],
         ("SessionStart", "PreToolUse", "PostToolUse"),
         prompt="--",
-        skip_permissions={
-            "--dangerously-skip-permissions": None,
-            "--permission-mode": "bypassPermissions",
-        },
+        skip_permissions=(
+            Skip(("--dangerously-skip-permissions",)),
+            Skip(("--allow-dangerously-skip-permissions",)),
+            Skip(("--permission-mode",), "bypassPermissions"),
+            Skip(("--settings",), settings=True),
+        ),
         state=(".claude", ".claude.json"),
         api=("api.anthropic.com", "ANTHROPIC_BASE_URL"),
         settings_option="--settings",
@@ -711,7 +789,12 @@ HARNESS_TABLE = (
         ("SessionStart", "PreToolUse", "PostToolUse"),
         speaks_like="claude",
         prompt="--",
-        skip_permissions={"--dangerously-bypass-approvals-and-sandbox": None},
+        skip_permissions=(
+            Skip(("--dangerously-bypass-approvals-and-sandbox", "--yolo")),
+            Skip(("--full-auto",)),
+            Skip(("-s", "--sandbox"), "danger-full-access"),
+            Skip(("-c", "--config"), "danger-full-access", key="sandbox_mode"),
+        ),
         state=(".codex",),
         api=("api.openai.com", "OPENAI_BASE_URL"),
         trusts_hooks=True,
@@ -727,7 +810,7 @@ HARNESS_TABLE = (
         to_ours=GEMINI_TO_OURS,
         answer_out=gemini_answer,
         prompt="-p",
-        skip_permissions={"--yolo": None, "--approval-mode": "yolo"},
+        skip_permissions=(Skip(("-y", "--yolo")), Skip(("--approval-mode",), "yolo")),
         state=(".gemini",),
         api=("generativelanguage.googleapis.com", "GOOGLE_GEMINI_BASE_URL"),
         jsonc=True,
@@ -745,6 +828,7 @@ HARNESS_TABLE = (
         payload_in=cursor_payload,
         answer_out=cursor_answer,
         program="cursor-agent",
+        skip_permissions=(Skip(("-f", "--force")),),
         state=(".cursor",),
         api=("api2.cursor.sh", None),
         rebrief_at="PostToolUse",
@@ -756,7 +840,7 @@ HARNESS_TABLE = (
         lambda project, home: sorted((project / ".github" / "hooks").glob("*.json")),
         ("PreToolUse", "PostToolUse"),
         answer_out=copilot_answer,
-        skip_permissions={"--allow-all-tools": None},
+        skip_permissions=(Skip(("--allow-all-tools", "--allow-all", "--yolo")),),
         state=(".copilot",),
         api=("api.githubcopilot.com", None),
         shell_tool="bash",
@@ -766,9 +850,15 @@ HARNESS_TABLE = (
 BY_NAME = {h.name: h for h in HARNESS_TABLE}
 #: the records, by their command's program name
 BY_PROGRAM = {h.command: h for h in HARNESS_TABLE}
-#: every harness's flags that turn its permission checks off: any of them in
-#: a command (its harness's or not: a script may run another) counts
-SKIP_PERMISSIONS = {f: v for h in HARNESS_TABLE for f, v in h.skip_permissions.items()}
+#: every harness's long options that turn its permission checks off: any of
+#: them in a command counts (its harness's or not: a script may run another);
+#: a short one (``-y``, ``-f``, ``-s``) only after its own harness's program
+LONG_SKIPS = tuple(
+    Skip(tuple(f for f in rule.flags if f.startswith("--")), rule.value, rule.key, rule.settings)
+    for h in HARNESS_TABLE
+    for rule in h.skip_permissions
+    if any(f.startswith("--") for f in rule.flags)
+)
 #: each agent's hook settings, by the name `afk hooks` takes
 SETTINGS = {h.name: h.settings for h in HARNESS_TABLE}
 #: the payload readers `afk hook --harness` takes (claude: Claude Code and Codex CLI)

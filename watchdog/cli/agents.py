@@ -370,8 +370,11 @@ def cmd_loop(args: argparse.Namespace, res: Resources) -> int:
     if (args.allow_host or args.deny_read) and not sandboxed:
         raise BadInput("--allow-host and --deny-read go with --sandbox")
     profiles = profiles_of(res, args.profile or [])
+    project = Path(args.repo or os.getcwd())
     for command in [list(args.command)] if args.command else [p.command for p in profiles]:
-        skips = harnesses.skips_permissions(command)
+        skips = harnesses.skips_permissions(command) or harnesses.skips_in_settings(
+            command, project, Path.home()
+        )
         if skips is not None and not args.unsandboxed and not sandboxed:
             raise BadInput(
                 f"the agent command turns its harness's permission checks off ({skips}): "
