@@ -102,13 +102,30 @@ def client_dsn(info: ServerInfo) -> str:
     return pinned_against_environment(info.dsn())
 
 
+def private(path: Path, mode: int = 0o700) -> Path:
+    """A folder of afk's that no other local user reads (made, or narrowed
+    to ``mode`` where it is wider): afk's home, the tasks' worktrees."""
+    path.mkdir(parents=True, exist_ok=True, mode=mode)
+    st = path.stat()
+    if st.st_uid == os.geteuid() and st.st_mode & 0o777 & ~mode:
+        path.chmod(st.st_mode & 0o777 & mode)
+    return path
+
+
+def home_mode() -> int:
+    """afk's home: 0700; for root 0711, since the embedded server runs as a
+    user of its own that must pass through it to its data (which is its own,
+    0700): nothing else in it is readable to another user."""
+    return 0o711 if os.geteuid() == 0 else 0o700
+
+
 def ensure_running(afk_home: Path) -> ServerInfo:
     pgdata = afk_home / "pgdata"
     info = running(pgdata)
     if info is not None:
         return info
     try:
-        afk_home.mkdir(parents=True, exist_ok=True)
+        private(afk_home, home_mode())
         with _lock(afk_home):
             info = running(pgdata)
             if info is None:

@@ -171,6 +171,16 @@ def worktrees_home() -> Path:
     return embedded.home() / "worktrees"
 
 
+def _private_folders(folder: Path) -> None:
+    """The folders of a repository's worktrees, and afk's home above them,
+    readable to no other local user."""
+    from .embedded import home_mode, private
+
+    private(worktrees_home().parent, home_mode())
+    private(worktrees_home())
+    private(folder)
+
+
 def worktree_path(repo: str, task_id: uuid.UUID) -> Path:
     """Where a task's worktree lives: outside the main checkout."""
     digest = hashlib.sha256(repo.encode()).hexdigest()[:8]
@@ -306,7 +316,7 @@ def prepare(db: Database, task_id: uuid.UUID, title: str, ports: int) -> Workspa
                 stacked_on = stack_base(db, task_id, repo)
             start = base or (f"refs/heads/{stacked_on}" if stacked_on else "HEAD")
             base_sha = git(["rev-parse", "--verify", f"{start}^{{commit}}"], repo).strip()
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        _private_folders(Path(path).parent)
         # a worktree deleted by hand is still registered: forget it, and make
         # it again from its branch, which holds its committed work (P22)
         quiet(["worktree", "prune"], repo)
@@ -319,6 +329,7 @@ def prepare(db: Database, task_id: uuid.UUID, title: str, ports: int) -> Workspa
             git(["worktree", "add", path, branch], repo)  # its branch, kept: work again
         else:
             git(["worktree", "add", "-b", branch, path, base_sha], repo)
+        os.chmod(path, 0o700)  # (no other local user reads a task's work)
     try:
         made = db.row(
             "workspace_made",
@@ -601,9 +612,12 @@ def archive(path: str, to: str) -> None:
     ``to``: what git's trash commit cannot hold (P1)."""
     import tarfile
 
-    os.makedirs(os.path.dirname(to), exist_ok=True)
+    os.makedirs(os.path.dirname(to), mode=0o700, exist_ok=True)
     partial = f"{to}.partial"
-    with tarfile.open(partial, "w") as tar:
+    with (
+        open(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as raw,
+        tarfile.open(fileobj=raw, mode="w") as tar,  # (0600 before a byte of it is written)
+    ):
         for name in sorted(os.listdir(path)):
             if name != ".git":
                 tar.add(os.path.join(path, name), arcname=name)
@@ -738,7 +752,9 @@ def restore(db: Database, task_id: uuid.UUID) -> dict[str, Any]:
     branch = str(row["branch"])
     if quiet(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], repo):
         branch = f"{branch}-restored"
+    _private_folders(Path(path).parent)
     git(["worktree", "add", "-b", branch, path, f"{ref}/branch"], repo)
+    os.chmod(path, 0o700)
     if quiet(["rev-parse", "--verify", "--quiet", f"{ref}/work"], repo):
         git(["read-tree", "-u", "--reset", f"{ref}/work"], path)
         git(["reset", "-q"], path)  # uncommitted again, as it was

@@ -334,3 +334,56 @@ def test_another_runs_broker_is_in_a_folder_no_run_is_given(afk, tmp_path):
     (run,) = run_loop(afk, tmp_path, [], "none")
     root = Path(run["env"]["AFK_BROKER"]).parent.parent
     assert root.name == f"afk-{os.getuid()}" and root.stat().st_mode & 0o777 == 0o700
+
+
+def test_no_other_local_user_reads_a_tasks_work(afk, tmp_path):
+    """P11 (item 10): afk's home and the worktrees were 0755, so every local
+    user read every task's files. As user nobody: a file beside afk's home
+    is read (the test can fail), the task's file is not."""
+    import shutil
+    import tempfile
+
+    if os.geteuid() != 0 or not shutil.which("runuser"):
+        if os.environ.get("CI"):
+            pytest.fail("this test runs as root in CI, to act as user nobody")
+        pytest.skip("acting as another user needs root")
+    open_folder = Path(tempfile.mkdtemp(prefix="afk-open-", dir="/tmp"))
+    try:
+        open_folder.chmod(0o755)
+        (open_folder / "control.txt").write_text("readable\n")
+        (open_folder / "control.txt").chmod(0o644)
+        repo, home = open_folder / "repo", open_folder / "afk-home"
+        repo.mkdir()
+        repo.chmod(0o755)
+        who = ["-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+        for args in (
+            ["init", "-q", "-b", "main"],
+            [*who, "commit", "-q", "--allow-empty", "-m", "1"],
+        ):
+            subprocess.run(["git", *args], cwd=repo, check=True)
+        env = {**afk.env, "AFK_HOME": str(home)}
+        (task,) = afk.json("enqueue", "--agent", "p", "--title", "t", "--repo", str(repo), env=env)[
+            "enqueued"
+        ]
+        loop = afk(
+            "loop", "--agent", "p", "--max-tasks", "1", "--",
+            "sh", "-c", "echo SECRET-OF-THE-TASK > .env.local", env=env,
+        )  # fmt: skip
+        assert loop.returncode == 0, loop.stderr
+        path = Path(afk.json("show", task, env=env)["workspace"]["path"])
+        assert (path / ".env.local").read_text().startswith("SECRET")
+
+        def as_nobody(file: Path) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                ["runuser", "-u", "nobody", "--", "cat", str(file)], capture_output=True, text=True
+            )
+
+        assert as_nobody(open_folder / "control.txt").stdout == "readable\n"
+        seen = as_nobody(path / ".env.local")
+        assert seen.returncode != 0 and "SECRET" not in seen.stdout, seen
+        assert (path.stat().st_mode & 0o777, (home / "worktrees").stat().st_mode & 0o777) == (
+            0o700,
+            0o700,
+        )
+    finally:
+        shutil.rmtree(open_folder, ignore_errors=True)
