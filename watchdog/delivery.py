@@ -320,9 +320,10 @@ def tell_once(
 APPROVALS_ONE_BY_ONE = 3
 
 
-def link_secret(db: Database) -> str:
-    """The status server's secret for the links it signs (made once)."""
-    row = db.one("web_secret", {"name": "links"})
+def link_secret(db: Database, name: str = "links") -> str:
+    """The status server's secret for the links it signs (made once); its
+    secret of ``hooks`` signs each run's credential for HTTP hooks."""
+    row = db.one("web_secret", {"name": name})
     assert row is not None
     return str(row["value"])
 

@@ -65,3 +65,43 @@ def verify(secret: str, token: str, now: float) -> Link | str:
     if now >= link.expires:
         return "this link has expired"
     return link
+
+
+# -- a run's credential for HTTP hooks --------------------------------------------
+
+#: how a run's credential begins (a person's AFK_HOOK_TOKEN never does)
+RUN_PREFIX = "afkrun."
+
+
+@dataclass(frozen=True)
+class RunCredential:
+    """What a run's HTTP hooks act for: its task, its lease token, its account."""
+
+    task_id: str
+    token: int
+    account: str
+
+
+def sign_run(secret: str, task_id: str, token: int, account: str) -> str:
+    """The bearer credential of one run's HTTP hooks (``AFK_HOOK_TOKEN`` in
+    its environment): its task, token and account, signed with the service's
+    secret of hooks. The service takes the task from it, never from the
+    headers; it acts for nothing once the run's lease token is replaced."""
+    body = _b64(json.dumps({"t": task_id, "k": token, "a": account}).encode())
+    mac = hmac.new(secret.encode(), body.encode(), hashlib.sha256).digest()
+    return f"{RUN_PREFIX}{body}.{_b64(mac)}"
+
+
+def verify_run(secret: str, credential: str) -> RunCredential | None:
+    """The run a credential was signed for; None for anything else."""
+    if not credential.startswith(RUN_PREFIX) or len(credential) > MAX_TOKEN:
+        return None
+    body, _, mac = credential.removeprefix(RUN_PREFIX).partition(".")
+    want = hmac.new(secret.encode(), body.encode(), hashlib.sha256).digest()
+    try:
+        if not hmac.compare_digest(want, _unb64(mac)):
+            return None
+        data = json.loads(_unb64(body))
+        return RunCredential(str(data["t"]), int(data["k"]), str(data["a"]))
+    except (ValueError, KeyError, TypeError):
+        return None

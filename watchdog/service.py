@@ -26,6 +26,7 @@ from .agents import hooklink
 from .agents.hookserver import HookServer, HttpHooks
 from .config import Settings
 from .db import Database
+from .delivery import link_secret
 from .errors import DatabaseError, ServiceError
 from .metrics import Metrics, serve
 from .queue import Queue
@@ -337,7 +338,7 @@ class Watchdog:
             return None
         host, port = s.hook_http_host_port()
         answering = HookServer("", self.db.conninfo)  # (its connections, not its socket)
-        http = HttpHooks(host, port, s.hook_token, answering)
+        http = HttpHooks(host, port, s.hook_token, answering, link_secret(self.db, "hooks"))
         why = http.start()
         if why is None:
             return http

@@ -387,3 +387,18 @@ def test_no_other_local_user_reads_a_tasks_work(afk, tmp_path):
         )
     finally:
         shutil.rmtree(open_folder, ignore_errors=True)
+
+
+def test_a_run_gets_a_hook_credential_of_its_own_never_the_persons_token(afk, tmp_path):
+    """P3: every run was given the one AFK_HOOK_TOKEN, with which an HTTP
+    hook acted on any task its headers named. A run gets a credential signed
+    for its own task, token and account; the person's token is not in its
+    environment."""
+    from watchdog.links import RUN_PREFIX
+
+    (mine,) = afk.json("enqueue", "--agent", "b", "--title", "mine")["enqueued"]
+    person = "the-persons-hook-token-0123456789"
+    (run,) = run_loop(afk, tmp_path, [], "none", AFK_HOOK_HTTP="127.0.0.1:9", AFK_HOOK_TOKEN=person)
+    given = run["env"]["AFK_HOOK_TOKEN"]
+    assert given.startswith(RUN_PREFIX) and person not in json.dumps(run["env"])
+    assert afk.json("show", mine)["state"] in ("done", "todo", "paused")

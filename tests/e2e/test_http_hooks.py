@@ -98,6 +98,67 @@ def test_without_the_token_nothing_is_read_and_nothing_changes(http_service, que
     assert sql.fingerprint() == before
 
 
+def test_a_runs_credential_acts_for_its_own_task_whatever_its_headers_say(
+    http_service, queue, sql, dsn
+):
+    """P3 (issue 49 item 3): HTTP hooks took task, token and account from
+    their headers behind the one token every run was given. A run's
+    credential (AFK_HOOK_TOKEN in its environment) is signed for its task,
+    token and account: headers naming another task change nothing of it; a
+    forged or altered one is refused; once the run's token is replaced it
+    acts for nothing (fenced)."""
+    from watchdog.db import Database
+    from watchdog.delivery import link_secret
+    from watchdog.links import sign_run
+
+    queue.enqueue("a", [NewTask("mine")])
+    queue.enqueue("v", [NewTask("victim's")])
+    mine, victim = queue.claim("a", runner="loop-1"), queue.claim("v", runner="loop-2")
+    db = Database(dsn, pool_size=None)
+    try:
+        secret = link_secret(db, "hooks")
+    finally:
+        db.close()
+    run = sign_run(secret, str(mine.id), mine.token, "mine-acct")
+    theirs = {"AFK_TASK_ID": str(victim.id), "AFK_TASK_TOKEN": str(victim.token)}
+
+    def wrote(path: str) -> dict[str, Any]:
+        return {
+            "session_id": "s-run",
+            "hook_event_name": "PostToolUse",
+            "tool_name": "Write",
+            "tool_input": {"file_path": path, "content": "x"},
+            "tool_response": {"success": True},
+        }
+
+    status, _ = post(http_service.hook_url, wrote("/EVIL/one"), theirs, token=run)
+    assert status == 200
+
+    def touched(task_id: Any) -> list[str]:
+        return sql.one("SELECT checkpoint FROM afk_task WHERE id = %s", task_id).get(
+            "files_touched", []
+        )
+
+    assert touched(mine.id) == ["/EVIL/one"] and touched(victim.id) == []
+    before = sql.fingerprint()
+    forged = [
+        sign_run("another-secret", str(victim.id), victim.token, "v"),
+        run[:-2] + ("AA" if not run.endswith("AA") else "BB"),
+        run.replace(run.split(".")[1], sign_run(secret, str(victim.id), 1, "v").split(".")[1]),
+        "afkrun.",
+    ]
+    for token in forged:
+        status, _ = post(http_service.hook_url, wrote("/EVIL/two"), theirs, token=token)
+        assert status == 401, token
+    assert sql.fingerprint() == before
+    sql.expire(mine.id)
+    assert queue.reclaim()
+    again = queue.claim("a", runner="loop-1")
+    assert again is not None and again.token != mine.token
+    status, _ = post(http_service.hook_url, wrote("/EVIL/three"), {}, token=run)
+    assert status == 200 and "/EVIL/three" not in touched(mine.id)
+
+
 def test_a_huge_slow_or_idle_request_costs_the_service_nothing_lasting(http_service, queue, sql):
     host, port = "127.0.0.1", int(http_service.hook_url.split(":")[2].split("/")[0])
     # a huge one is refused by its length, before a byte of it is read

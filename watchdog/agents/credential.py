@@ -28,6 +28,9 @@ RUNNER = "AFK_RUNNER_ID"
 
 #: every name of the credential, the runner's with it
 NAMES = (TASK_ID, TASK_TOKEN, TASK_LEASE, TASK_BUDGET, RUNNER)
+#: an HTTP hook's bearer credential: inside a run, the run's own (signed for
+#: its task, token and account); a person's token never reaches a run
+HOOK_TOKEN = "AFK_HOOK_TOKEN"
 #: the socket of the run's broker: the agent's afk commands go there
 BROKER = "AFK_BROKER"
 #: the same, in the environment of a command the broker runs for the agent
@@ -46,7 +49,8 @@ GIVEN: dict[str, str] = {
     "AFK_ACCOUNT": "the account the run is under (its usage limits)",
     BROKER: "the run's broker: the agent's afk commands reach the queue through it",
     "AFK_HOOK_SOCKET": "where command hooks are answered: the run's broker",
-    "AFK_HOOK_TOKEN": "the bearer token Claude Code's HTTP hooks send to the service",
+    HOOK_TOKEN: "the run's own credential for Claude Code's HTTP hooks (signed for its task, "
+    "token and account: the service acts for that task whatever the headers say)",
     "AFK_ALIVE_FILE": "the file a hook touches as the run's sign of life",
     "AFK_WORKTREE": "the task's worktree",
     "AFK_BRANCH": "the task's branch",

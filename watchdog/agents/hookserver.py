@@ -29,8 +29,9 @@ from typing import Any
 from ..config import Settings, known_env, load_all
 from ..db import Database
 from ..errors import AfkError, redact
+from ..links import verify_run
 from ..resolve import running_dsn
-from . import hooklink, hooks
+from . import credential, hooklink, hooks
 from .harnesses import HARNESSES, HTTP_ENV
 
 logger = logging.getLogger(__name__)
@@ -398,8 +399,13 @@ class HttpHooks:
     the body is read (401 and nothing changed without it), a request is bounded
     in size and time, and a fixed pool of threads answers them."""
 
-    def __init__(self, host: str, port: int, token: str, hooks: HookServer) -> None:
-        self.token, self.hooks = token, hooks
+    def __init__(
+        self, host: str, port: int, token: str, hooks: HookServer, runs_secret: str = ""
+    ) -> None:
+        """``token``: a person's own sessions' (their headers say their task);
+        ``runs_secret``: what signs each run's own credential (its task is the
+        credential's, whatever its headers say)."""
+        self.token, self.hooks, self.runs_secret = token, hooks, runs_secret
         self._server: ThreadingHTTPServer | None = None
         self.address = (host, port)
 
@@ -485,7 +491,15 @@ class HttpHooks:
         from urllib.parse import parse_qs, urlsplit
 
         given = request.headers.get("Authorization", "")
-        if not hmac.compare_digest(given.encode(), f"Bearer {self.token}".encode()):
+        run = (
+            verify_run(self.runs_secret, given.removeprefix("Bearer "))
+            if self.runs_secret
+            else None
+        )
+        person = bool(self.token) and hmac.compare_digest(
+            given.encode(), f"Bearer {self.token}".encode()
+        )
+        if run is None and not person:
             return 401, b'{"error": "no or wrong bearer token"}'
         where = urlsplit(request.path)
         harness = where.path.removeprefix("/hooks/").strip("/") or "claude"
@@ -511,6 +525,11 @@ class HttpHooks:
             value = request.headers.get(header, "")
             if value.strip():
                 env[name] = value.strip()
+        if run is not None:  # a run's: its credential says its task, whatever the headers do
+            for name in (*credential.NAMES, "AFK_ACCOUNT"):
+                env.pop(name, None)
+            env.update(credential.written(run.task_id, run.token))
+            env["AFK_ACCOUNT"] = run.account
         try:
             said = self.hooks.answer_local(payload, harness, "1" in query.get("gate", []), env)
         except Exception as exc:  # (P19) as the command hook: one line, and the agent goes on

@@ -52,6 +52,7 @@ from ..errors import (
     LeaseLost,
     WorkspaceError,
 )
+from ..links import sign_run
 from ..models import Claimed, Task
 from ..queue import Queue
 from ..text import clean, one_line
@@ -99,8 +100,12 @@ class LoopOptions:
     wait: bool = False
     max_tasks: int | None = None
     runner: str | None = None
-    #: variables the agent gets besides the task's (AFK_HOOK_TOKEN)
+    #: variables the agent gets besides the task's (a profile's)
     env: dict[str, str] = field(default_factory=dict)
+    #: the service's secret of hooks, when it answers HTTP hooks: each run's
+    #: HTTP hooks get a credential of their own, signed with it
+    #: (:func:`watchdog.links.sign_run`), never a person's AFK_HOOK_TOKEN
+    hook_secret: str | None = None
     #: the zone of a day, for the daily budget (an IANA name)
     day_zone: str = "UTC"
     #: --stall-after and --max-run, seconds (None: the settings')
@@ -748,8 +753,12 @@ class Loop:
             {k: v for k, v in os.environ.items() if k not in credential.NAMES}
         )
         env.update(self.o.env)
+        env.pop(credential.HOOK_TOKEN, None)  # (a person's: it acts for any task)
         env.update(credential.written(task.id, task.token))
         env.update({"AFK_AGENT_ID": task.agent_id, "AFK_ACCOUNT": self.o.account})
+        if self.o.hook_secret:
+            run = sign_run(self.o.hook_secret, str(task.id), task.token, self.o.account)
+            env[credential.HOOK_TOKEN] = run
         if self.broker is not None:
             env.update(self.broker.given())
         rules = self._ask_for(task)

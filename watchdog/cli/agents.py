@@ -88,13 +88,6 @@ def cmd_hooks(args: argparse.Namespace, res: Resources) -> int:
     return EXIT_OK
 
 
-def hook_token_of(settings: Any) -> dict[str, str]:
-    """AFK_HOOK_TOKEN for the agents of a loop, when its settings hold one
-    (their HTTP hooks send it): an environment's own wins."""
-    token = settings.service.hook_token
-    return {"AFK_HOOK_TOKEN": token} if token and "AFK_HOOK_TOKEN" not in os.environ else {}
-
-
 def http_hook_settings(args: argparse.Namespace, afk: str, res: Resources) -> dict[str, Any]:
     """`afk hooks claude --transport http`: the service's address from the
     settings (AFK_HOOK_HTTP), the token by name only."""
@@ -405,7 +398,6 @@ def cmd_loop(args: argparse.Namespace, res: Resources) -> int:
         wait=args.wait,
         max_tasks=args.max_tasks,
         runner=runner_of(args),
-        env=hook_token_of(settings),
         day_zone=getattr(zone, "key", None) or str(zone),
         stall_after=args.stall_after,
         max_run=args.max_run,
@@ -425,6 +417,10 @@ def cmd_loop(args: argparse.Namespace, res: Resources) -> int:
     check_id("account", options.account)
     dsn = res.dsn
     queue = Queue(res.database(pool_size=2), settings=settings.queue)
+    if settings.service.hook_http:  # (each run's HTTP hooks: a credential of its own)
+        from ..delivery import link_secret
+
+        options.hook_secret = link_secret(queue.db, "hooks")
     accounts = Accounts(queue.db)
     from .agentcli import AgentCli  # (it reads the package's table of commands)
 
