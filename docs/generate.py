@@ -183,11 +183,85 @@ def agent_environment_page() -> str:
     return "\n".join(lines)
 
 
+def reach_page() -> str:
+    """What a run can reach, from the one room (watchdog/agents/reach.py)."""
+    from watchdog.agents import reach
+    from watchdog.agents.harnesses import HARNESS_TABLE
+
+    def zombie(rule: object) -> str:
+        if rule is None:
+            return "no"
+        return "its own task, its own token" if getattr(rule, "own_task", False) else "to read"
+
+    lines = [
+        "# What a run can reach",
+        "",
+        "Written from `watchdog/agents/reach.py`, the one room that owns a run's",
+        "boundary: the run's broker, the zombie guard, the sandbox's settings and",
+        "`afk doctor --sandbox` all read it, and no other module keeps a list of its",
+        "own (a test fails when one does).",
+        "",
+        "<!-- --8<-- [start:table] -->",
+        "| | what a run reaches |",
+        "|---|---|",
+        "| its `afk` | "
+        + ", ".join(f"`{c}`" for c in reach.AGENT_COMMANDS)
+        + ", on its own task only, parsed by a parser of their own (no abbreviation, "
+        "no `--dsn` or `--config` in any spelling), through its run's broker; every "
+        "other command is refused with one line, exit 2 |",
+        "| `afk once` | its program runs on the agent's side, inside the boundary; the "
+        "broker only begins and records the effect |",
+        "| its hooks | its run's own task, token and account, whatever the request "
+        "names: through its broker (command hooks), or with its run's own signed "
+        "credential (HTTP hooks) |",
+        "| writes | its worktree, its temporary folder, its harness's state "
+        "(" + ", ".join(f"`~/{s}`" for h in HARNESS_TABLE for s in h.state) + "), the "
+        "repository's git folder its worktree commits into, less "
+        + ", ".join(f"`{p}`" for p in reach.GIT_READ_ONLY)
+        + " and its worktree's "
+        + ", ".join(f"`{p}`" for p in reach.WORKTREE_READ_ONLY)
+        + " |",
+        "| read-only | everything else; in its worktree, the agent's own configuration: "
+        + ", ".join(f"`{p}`" for p in reach.PINNED)
+        + " |",
+        "| never read | afk's home (its settings, the embedded server, every other "
+        "task's worktree), afk's settings file, every other run's folder and broker, "
+        "the service's hook socket, `--deny-read`, and under the home: "
+        + ", ".join(f"`~/{p}`" for p in reach.DENIED_HOME)
+        + " |",
+        "| database sockets | hidden: the DSN's and `PGHOST`'s folders, the server's own "
+        "(`SHOW unix_socket_directories`, where the loop's role may read it), "
+        + ", ".join(f"`{p}`" for p in reach.SOCKET_FOLDERS)
+        + f" and `{reach.SOCKET_FILES}` |",
+        "| hosts | its harness's model API ("
+        + ", ".join(
+            f"{h.name}: `{h.api[0]}`" + (f" or `${h.api[1]}`'s" if h.api[1] else "")
+            for h in HARNESS_TABLE
+        )
+        + "), the service's HTTP hooks (`AFK_HOOK_HTTP`), `--allow-host`; never the "
+        "database's addresses |",
+        "<!-- --8<-- [end:table] -->",
+        "",
+        "## Every command, and who runs it",
+        "",
+        "| command | who | inside a run | a session whose task is lost |",
+        "|---|---|---|---|",
+        *(
+            f"| `{name}` | {c.who} | {_cell(c.reaches) if c.agent or c.who == 'harness' else 'refused'}"
+            f" | {zombie(c.zombie)} |"
+            for name, c in sorted(reach.COMMANDS.items())
+        ),
+        "",
+    ]
+    return "\n".join(lines)
+
+
 PAGES: dict[str, Callable[[], str]] = {
     "reference/cli.md": cli_page,
     "reference/settings.md": settings_page,
     "reference/exit-codes.md": exit_codes_page,
     "reference/agent-environment.md": agent_environment_page,
+    "reference/reach.md": reach_page,
 }
 
 
