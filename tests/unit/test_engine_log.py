@@ -27,6 +27,16 @@ CASES = [
      b"building 45%", [("h:80", True, 1)]),
     ("its other lines are kept out and count nothing",
      [b"[SandboxDebug] Network infrastructure initialized\n"], b"", []),
+    # P19: srt 0.0.83's wordings, as its sandbox-manager.js logs them
+    ("0.0.83's denial without a rule",
+     [b"[SandboxDebug] No matching rule, denying: evil.example:443\n"],
+     b"", [("evil.example:443", False, 1)]),
+    ("0.0.83's ask with no one to ask is a denial",
+     [b"[SandboxDebug] No matching rule, asking user: ask.example:443\n"],
+     b"", [("ask.example:443", False, 1)]),
+    ("0.0.83's per-command allowance",
+     [b"[SandboxDebug] Allowed by per-command rule: api.anthropic.com:443\n"],
+     b"", [("api.anthropic.com:443", True, 1)]),
 ]  # fmt: skip
 
 
@@ -46,3 +56,13 @@ def test_a_run_that_tries_endless_hosts_keeps_a_bounded_record():
     record = log.record()
     assert len(record) == MAX_HOSTS + 1
     assert {"host": "(others)", "allowed": False, "count": 50} in record
+
+
+def test_a_line_about_a_host_that_no_wording_reads_is_kept_to_be_warned_of():
+    """Another engine version's wording is never silent: the loop warns of it."""
+    log = EngineLog()
+    log.take(b"[SandboxDebug] Host refused by policy, denying: x.example:443\n")
+    log.take(b"[SandboxDebug] [Sandbox Linux] denyRead glob x: denying what holds it\n")
+    log.take(b"[SandboxDebug] Network infrastructure initialized\n")
+    assert log.record() == []
+    assert log.unread == ["Host refused by policy, denying: x.example:443"]
