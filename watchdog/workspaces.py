@@ -214,61 +214,117 @@ def view(
 
 
 def pinned_state(path: str) -> dict[str, str]:
-    """What a worktree at ``path`` would run with of its own: a sha256 of
-    each file of the agent's configuration in it (:data:`PINNED`), and of its
-    repository's ``.git/config`` and hooks (not the samples). Read from disk,
-    committed or not; nothing of it is run."""
+    """What a worktree at ``path`` would run with of its own, by every route
+    a change could take: a sha256 of each file of the agent's configuration
+    on disk (:data:`~watchdog.agents.reach.PINNED`, committed or not), the
+    blob of each in its index (``index:PATH``) and in its branch's head
+    (``HEAD:PATH``), and a sha256 of its repository's ``.git/config`` and
+    hooks (not the samples). Nothing of it is run."""
     from .agents.reach import PINNED
 
     out: dict[str, str] = {}
-
-    def add(key: str, file: Path) -> None:
-        try:
-            if file.is_symlink():
-                out[key] = "link:" + os.readlink(file)
-            elif file.is_file():
-                digest = hashlib.sha256()
-                with file.open("rb") as f:
-                    while chunk := f.read(1 << 16):
-                        digest.update(chunk)
-                out[key] = digest.hexdigest()
-        except OSError:
-            out[key] = "unreadable"
-
-    def walk(prefix: str, root: Path, base: Path) -> None:
-        if root.is_dir() and not root.is_symlink():
-            for child in sorted(root.rglob("*")):
-                if not child.is_dir() or child.is_symlink():
-                    add(f"{prefix}{child.relative_to(base)}", child)
-        elif root.exists() or root.is_symlink():
-            add(f"{prefix}{root.relative_to(base)}", root)
-
     work = Path(path)
     for name in PINNED:
-        walk("", work / name, work)
+        _walk(out, "", work / name, work)
+    out.update(_git_pins(path, "index"))
+    out.update(_git_pins(path, "HEAD"))
     common = common_dir(path)
     if common is not None:
         git_dir = Path(common)
-        walk(".git/", git_dir / "config", git_dir)
+        _walk(out, ".git/", git_dir / "config", git_dir)
         hooks = git_dir / "hooks"
         if hooks.is_dir():
             for hook in sorted(hooks.iterdir()):
                 if not hook.name.endswith(".sample"):
-                    add(f".git/hooks/{hook.name}", hook)
+                    _add(out, f".git/hooks/{hook.name}", hook)
     return out
+
+
+def _add(out: dict[str, str], key: str, file: Path) -> None:
+    try:
+        if file.is_symlink():
+            out[key] = "link:" + os.readlink(file)
+        elif file.is_file():
+            digest = hashlib.sha256()
+            with file.open("rb") as f:
+                while chunk := f.read(1 << 16):
+                    digest.update(chunk)
+            out[key] = digest.hexdigest()
+    except OSError:
+        out[key] = "unreadable"
+
+
+def _walk(out: dict[str, str], prefix: str, root: Path, base: Path) -> None:
+    if root.is_dir() and not root.is_symlink():
+        for child in sorted(root.rglob("*")):
+            if not child.is_dir() or child.is_symlink():
+                _add(out, f"{prefix}{child.relative_to(base)}", child)
+    elif root.exists() or root.is_symlink():
+        _add(out, f"{prefix}{root.relative_to(base)}", root)
+
+
+def _git_pins(path: str, where: str) -> dict[str, str]:
+    """The blobs git holds of the pinned paths in the worktree's ``index``,
+    or in a commit (``HEAD``, a base's sha): ``WHERE:PATH`` -> blob."""
+    from .agents.reach import PINNED
+
+    if where == "index":
+        said = quiet(["ls-files", "-s", "-z", "--", *PINNED], path)
+        rows = [
+            (line.split()[1], line.split("\t", 1)[1])
+            for line in (said or "").split("\0")
+            if "\t" in line
+        ]
+    else:
+        said = quiet(["ls-tree", "-r", "-z", where, "--", *PINNED], path)
+        rows = [
+            (line.split()[2], line.split("\t", 1)[1])
+            for line in (said or "").split("\0")
+            if "\t" in line
+        ]
+    return {f"{where if where == 'index' else 'HEAD'}:{name}": blob for blob, name in rows}
+
+
+def pinned_baseline(path: str, base: str) -> dict[str, str]:
+    """The blobs of the pinned paths at commit ``base``, as the index and the
+    head would hold them had the branch changed none (``index:PATH``,
+    ``HEAD:PATH``)."""
+    out: dict[str, str] = {}
+    for key, blob in _git_pins(path, base).items():
+        out[key] = out["index:" + key.removeprefix("HEAD:")] = blob
+    return out
+
+
+def _baseline_commit(row: Mapping[str, Any]) -> str:
+    """The commit a worktree's own configuration is judged against: its
+    base, or for one stacked on a task's branch, where that branch left the
+    repository's own (what a dependency's branch planted is no baseline)."""
+    base = str(row["base_sha"])
+    if not row.get("stacked_on"):
+        return base
+    _, tip = base_tip(str(row["repo"]), row.get("base"))
+    found = quiet(["merge-base", base, tip], str(row["repo"])) if tip else None
+    return found or base
 
 
 def pinned_changes(db: Database, ws: Workspace) -> list[str]:
     """What of its own configuration the worktree changed since it was made
-    (or last trusted), by path; [] when nothing did. The first look records
-    what is there (a worktree made before afk pinned it, say)."""
+    (or last trusted), by path, whichever route the change took (its disk,
+    its index, its commits); [] when nothing did. The first look records the
+    repository's base as the baseline (and the git folder's config and hooks
+    as they are); a record from before the index and head were pinned takes
+    theirs from the base."""
     row = row_of(db, ws.task_id)
     now = pinned_state(ws.path)
     before = row.get("pinned") if row is not None else None
-    if before is None:
-        db.execute("workspace_pinned", {"id": ws.task_id, "pinned": json.dumps(now)})
-        return []
-    return sorted(k for k in {*before, *now} if before.get(k) != now.get(k))
+    base = _baseline_commit(row) if row is not None and row.get("base_sha") else None
+    from_base = pinned_baseline(ws.path, base) if base else {}
+    if before is None:  # (its disk as it is: what git holds differs from the base's)
+        before = {**{k: v for k, v in now.items() if not k.startswith(GIT_PINS)}, **from_base}
+        db.execute("workspace_pinned", {"id": ws.task_id, "pinned": json.dumps(before)})
+    elif not any(k.startswith(GIT_PINS) for k in before):
+        before = {**before, **from_base}
+    return _changed(before, now)
 
 
 def trust(db: Database, task_id: uuid.UUID) -> list[str]:
@@ -280,7 +336,23 @@ def trust(db: Database, task_id: uuid.UUID) -> list[str]:
     now = pinned_state(str(row["path"]))
     before = row.get("pinned") or {}
     db.execute("workspace_pinned", {"id": task_id, "pinned": json.dumps(now)})
-    return sorted(k for k in {*before, *now} if before.get(k) != now.get(k))
+    return _changed(before, now)
+
+
+#: the keys of what git holds of a pinned path (its index, its head)
+GIT_PINS = ("index:", "HEAD:")
+
+
+def _changed(before: Mapping[str, str], now: Mapping[str, str]) -> list[str]:
+    """The paths whose pin differs, by any route."""
+    keys = {*before, *now}
+    return sorted(
+        {
+            k.split(":", 1)[1] if k.startswith(GIT_PINS) else k
+            for k in keys
+            if before.get(k) != now.get(k)
+        }
+    )
 
 
 def stack_base(db: Database, task_id: uuid.UUID, repo: str) -> str | None:

@@ -60,6 +60,18 @@ AGENT = textwrap.dedent(
         subprocess.run(["git", "commit", "-q", "-m", "settings"], check=True)
         print("FAILED: it does not work yet", flush=True)
         sys.exit(1)
+    if step in ("plantindex", "plantindexdone"):  # through git's index: nothing on disk
+        blob = subprocess.run(["git", "hash-object", "-w", "--stdin"], input=(
+            '{"hooks": {"SessionStart": [{"hooks": [{"type": "command", '
+            '"command": "touch planted-hook-ran"}]}]}}'), capture_output=True, text=True,
+            check=True).stdout.strip()
+        subprocess.run(["git", "update-index", "--add", "--cacheinfo",
+                        f"100644,{blob},.claude/settings.json"], check=True)
+        subprocess.run(["git", "commit", "-q", "-m", "harmless docs fix"], check=True)
+        subprocess.run(["git", "update-index", "--force-remove", ".claude/settings.json"],
+                       check=True)
+        if step == "plantindex":
+            sys.exit(1)
     if step == "rmtree":  # it deletes its own worktree
         import shutil
         shutil.rmtree(os.getcwd())
@@ -646,6 +658,31 @@ def test_a_branch_that_changes_the_agents_own_config_is_held_until_trusted(repo)
     assert len([r for r in repo.runs() if r["title"] == "planted"]) == 2
     refused = repo.afk("trust", "00000000-0000-0000-0000-000000000000", env=repo.env)
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+
+
+def test_a_config_committed_through_gits_index_is_held_too(repo):
+    """P13 (issue 49 item 8): the pin read the disk only. A .claude/
+    settings.json committed with git plumbing (never on disk, not in the
+    index after) is held at the next run as one written on disk is; and a
+    task stacked on a branch that planted one is held at its first run (its
+    baseline is the repository's base, not the branch it starts from)."""
+    (task_id,) = repo.enqueue("plumbed", max_attempts=3)
+    code, err = finish(repo.loop(plan={"plumbed": ["plantindex", "commit"]}))
+    assert code == 0, err
+    task = repo.show(task_id)
+    assert task["state"] == "paused", task
+    held = [h["reason"] for h in task["history"] if h["reason"].startswith("needs input")]
+    assert held and ".claude/settings.json" in held[-1], held
+    assert len([r for r in repo.runs() if r["title"] == "plumbed"]) == 1
+    (first,) = repo.enqueue("planter")
+    (after,) = repo.enqueue("dependent", after=[first])
+    code, err = finish(repo.loop(plan={"planter": ["plantindexdone"], "dependent": ["commit"]}))
+    assert code == 0, err
+    assert repo.show(first)["state"] == "done"
+    dependent = repo.show(after)
+    assert dependent["workspace"]["stacked_on"], dependent["workspace"]
+    assert dependent["state"] == "paused", dependent
+    assert not [r for r in repo.runs() if r["title"] == "dependent"]
 
 
 def test_gc_removes_merged_clean_worktrees_keeps_the_rest_and_restores_byte_for_byte(repo):
