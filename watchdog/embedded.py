@@ -112,6 +112,14 @@ def private(path: Path, mode: int = 0o700) -> Path:
     return path
 
 
+def profile_home(profile: str, harness: str) -> Path:
+    """A profile's own state folder for a harness whose state moves, for its
+    sandboxed runs (its login, its settings, its sessions' transcripts)."""
+    from .agents.reach import HOMES
+
+    return home() / HOMES / profile / harness
+
+
 def home_mode() -> int:
     """afk's home: 0700; for root 0711, since the embedded server runs as a
     user of its own that must pass through it to its data (which is its own,

@@ -896,3 +896,63 @@ def test_a_real_usage_limit_on_one_profile_sends_the_task_to_the_next(afk, claud
         assert "sk-ant" not in stored
     finally:
         limited.close()
+
+
+def test_under_the_sandbox_each_profile_keeps_its_sessions_and_resumes_after_an_approval(
+    afk, claude, api, tmp_path, sql
+):
+    """Issue 49 item 6: under --sandbox a profile's Claude Code folder was
+    read-only (no transcript: an approved call was never resumed), and the
+    person's ~/.claude was writable. Two profiles, one with a folder of its
+    own (--env CLAUDE_CONFIG_DIR), one with afk's for it: each run's session
+    is kept there, a call a person approved resumes the same session and
+    runs, and the person's own ~/.claude is never written."""
+    import shutil
+    import tempfile
+
+    from helpers.sandbox_runtime import VERSION as SRT_VERSION
+    from helpers.sandbox_runtime import binary as srt_binary
+
+    srt = require_cli("the sandbox runtime", SRT_VERSION, srt_binary(), "sandbox_runtime")
+    base = tmp_path if not str(tmp_path).startswith("/dev/") else None
+    folder = Path(tempfile.mkdtemp(prefix="afk-real-homes-", dir=base or "/tmp"))
+    try:
+        home, project = folder / "home", git_repo(folder / "project")
+        home.mkdir()
+        afk_home = folder / "afk-home"
+        env = {**tool_env(afk, tmp_path, api.url), "HOME": str(home), "AFK_SRT": srt,
+               "AFK_HOME": str(afk_home)}  # fmt: skip
+        own = home / ".claude-one"
+        agent = [claude, "-p", "--output-format", "json", "--allowedTools", "Bash", "--"]
+        for name, extra in (("one", ["--env", f"CLAUDE_CONFIG_DIR={own}"]), ("two", [])):
+            made = afk("profile", "add", name, *extra, "--", *agent, env=env)
+            assert made.returncode == 0, made.stderr
+        for name, folder_of in (("one", own), ("two", afk_home / "homes" / "two" / "claude")):
+            (task,) = afk.json("enqueue", "--agent", "real", "--title", f"mark {name}",
+                               "--repo", str(project), env=env)["enqueued"]  # fmt: skip
+            call = f"echo approved-{name} > approved.txt"
+            api.script = [f"bash:{call}", "text:done"]
+            loop = Afk.command("loop", "--agent", "real", "--profile", name, "--sandbox",
+                               "--max-tasks", "1", "--ask-for", "Bash(echo:*)")  # fmt: skip
+            first = subprocess.run(loop, env=env, cwd=project, capture_output=True, text=True,
+                                   timeout=180)  # fmt: skip
+            assert first.returncode == 0, first.stderr[-3000:]
+            shown = afk.json("show", task, env=env)
+            assert shown["state"] == "paused", (shown, first.stderr[-3000:])
+            (waiting,) = afk.json("approvals", env=env)
+            transcript = Path(sql.one("SELECT transcript FROM afk_approval WHERE id = %s",
+                                      waiting["id"]))  # fmt: skip
+            assert transcript.is_file() and folder_of in transcript.parents, waiting
+            afk.json("approve", str(waiting["id"]), env=env)
+            api.requests.clear()
+            second = subprocess.run(loop, env=env, cwd=project, capture_output=True, text=True,
+                                    timeout=180)  # fmt: skip
+            assert second.returncode == 0, second.stderr[-3000:]
+            shown = afk.json("show", task, env=env)
+            assert shown["state"] == "done", (shown, second.stderr[-3000:])
+            assert shown["runs"][-1]["session_id"] == shown["runs"][0]["session_id"]
+            work = Path(shown["workspace"]["path"])
+            assert (work / "approved.txt").read_text() == f"approved-{name}\n"
+        assert not (home / ".claude").exists() and not (home / ".claude.json").exists()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

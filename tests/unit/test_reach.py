@@ -158,3 +158,28 @@ def test_no_agents_own_command_runs_a_program_in_afks_process():
         if command.runs_program and command.agent:
             assert name == "once", name
     assert Path(reach.__file__).name == "reach.py"
+
+
+def test_a_run_writes_its_own_harness_home_and_never_reads_the_persons():
+    """P6 (item 6): ~/.claude was writable (a planted hook ran at the
+    person's next `claude`) and readable (other sessions' transcripts, the
+    login). A run whose harness's state moves (CLAUDE_CONFIG_DIR) writes only
+    its own folder; the person's own and every other profile's are never read."""
+    from watchdog.agents.harnesses import BY_NAME
+
+    env = {"HOME": "/h", "CLAUDE_CONFIG_DIR": "/afk/homes/one/claude"}
+    got = reach.of_run(
+        BY_NAME["claude"], env, work="/w", tmp="/t", own=["/b"], git_dir=None, denied=[],
+        allow=[], hook_http=None, denied_hosts=[],
+        homes=["/afk/homes/one/claude", "/h/.claude-2"],
+    )  # fmt: skip
+    assert "/afk/homes/one/claude" in got.writable and "/afk/homes/one/claude" in got.readable
+    assert {"/h/.claude", "/h/.claude.json", "/h/.claude-2"} <= set(got.denied)
+    assert not {"/h/.claude", "/h/.claude.json"} & set(got.writable)
+    assert "/afk/homes/one/claude" not in got.denied
+    # a harness whose state cannot move keeps its own under the home
+    gemini = reach.of_run(
+        BY_NAME["gemini"], {"HOME": "/h"}, work="/w", tmp="/t", own=[], git_dir=None,
+        denied=[], allow=[], hook_http=None, denied_hosts=[],
+    )  # fmt: skip
+    assert "/h/.gemini" in gemini.writable

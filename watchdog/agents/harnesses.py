@@ -697,6 +697,10 @@ class Harness:
     skip_permissions: tuple[Skip, ...] = ()
     #: its state under the home: written by it, or it cannot run (the sandbox)
     state: tuple[str, ...] = ()
+    #: the variable that moves its whole state folder (its settings, logins,
+    #: transcripts) elsewhere: under --sandbox each profile's runs get a folder
+    #: of their own there, and the person's own (:attr:`state`) is never read
+    home_variable: str | None = None
     #: its model API's host, and the variable that points it elsewhere
     api: tuple[str, str | None] = ("", None)
     #: its settings files are JSON with comments (Gemini CLI's)
@@ -775,6 +779,7 @@ HARNESS_TABLE = (
             Skip(("--settings",), settings=True),
         ),
         state=(".claude", ".claude.json"),
+        home_variable="CLAUDE_CONFIG_DIR",
         api=("api.anthropic.com", "ANTHROPIC_BASE_URL"),
         settings_option="--settings",
         http_hooks=True,
@@ -796,6 +801,7 @@ HARNESS_TABLE = (
             Skip(("-c", "--config"), "danger-full-access", key="sandbox_mode"),
         ),
         state=(".codex",),
+        home_variable="CODEX_HOME",
         api=("api.openai.com", "OPENAI_BASE_URL"),
         trusts_hooks=True,
     ),

@@ -39,10 +39,12 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
+from pathlib import Path
 from typing import IO, Any, Literal, Protocol
 
 from .. import git, tracing, workspaces
 from ..config import LoopSettings
+from ..embedded import private, profile_home
 from ..errors import (
     EXIT_OK,
     EXIT_PARKED,
@@ -62,7 +64,7 @@ from .accounts import DEFAULT_ACCOUNT, Accounts, Parking
 from .brief import fit_prompt, resume_argv, resume_brief
 from .decide import Decision, Move, RunEnd, decide, probe_after, rules_of
 from .fleet import Membership
-from .harnesses import harness_label, harness_of, prompt_argv, with_hooks
+from .harnesses import Harness, harness_label, harness_of, prompt_argv, with_hooks
 from .outcome import (
     Outcome,
     Report,
@@ -848,9 +850,22 @@ class Loop:
             work = ws.path if ws is not None else os.getcwd()
             git_dir = git.common_dir(ws.path) if ws is not None else None
             harness = harness_of(argv) if log else None  # (a check runs no harness)
+            self._harness_home(harness, env)
             yield boundary.wrap(argv, harness, env, work, run_dir, git_dir, log)
         finally:
             shutil.rmtree(run_dir, ignore_errors=True)
+
+    def _harness_home(self, harness: Harness | None, env: dict[str, str]) -> None:
+        """A sandboxed run's harness state folder, its profile's own: the one
+        its profile names (``--env CLAUDE_CONFIG_DIR=...``), else afk's for
+        the profile (``homes/PROFILE/HARNESS`` in afk's home); made 0700. The
+        person's own (``~/.claude``) is never the run's."""
+        if harness is None or harness.home_variable is None:
+            return
+        if reach.harness_home(harness, env) is None:
+            profile = self.profile.name if self.profile else reach.DEFAULT_PROFILE
+            env[harness.home_variable] = str(profile_home(profile, harness.name))
+        private(Path(str(reach.harness_home(harness, env))))
 
     def _start(
         self,

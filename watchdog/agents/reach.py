@@ -230,6 +230,23 @@ def home_paths(home: str, harness: Harness | None) -> tuple[list[str], list[str]
     return denied, state
 
 
+def harness_home(harness: Harness | None, env: Mapping[str, str]) -> str | None:
+    """The state folder a run of ``harness`` has of its own (its variable,
+    ``CLAUDE_CONFIG_DIR`` say, in the run's environment); None for a harness
+    whose state cannot be moved."""
+    if harness is None or harness.home_variable is None:
+        return None
+    given = env.get(harness.home_variable, "").strip()
+    return os.path.abspath(os.path.expanduser(given)) if given else None
+
+
+#: under afk's home: each profile's state folder of each harness whose state
+#: moves (``homes/PROFILE/HARNESS``), for its sandboxed runs
+HOMES = "homes"
+#: the profile of a loop given ``-- CMD``
+DEFAULT_PROFILE = "default"
+
+
 # -- a run's reach ---------------------------------------------------------------
 
 
@@ -263,6 +280,7 @@ def of_run(
     allow: Sequence[str],
     hook_http: str | None,
     denied_hosts: Sequence[str],
+    homes: Sequence[str] = (),
 ) -> Reach:
     """The reach of one run of ``harness`` working in ``work`` (its worktree,
     or its folder), with ``tmp`` its temporary folder: ``own`` what else of its
@@ -271,9 +289,14 @@ def of_run(
     the other), ``git_dir`` the
     repository's git folder its worktree commits into, ``denied`` what the
     loop hides (afk's home, the database's sockets, every run's folders,
-    --deny-read), ``allow`` the hosts the person allowed."""
+    --deny-read), ``allow`` the hosts the person allowed, ``homes`` every
+    profile's harness state folder (none but the run's own is read)."""
     home = env.get("HOME") or os.path.expanduser("~")
     never, state = home_paths(home, harness)
+    own_home = harness_home(harness, env)
+    if own_home is not None:  # its own folder; the person's own is never read
+        never += [*state, *(h for h in homes if h != own_home)]
+        state, own = [own_home], [*own, own_home]
     writable = [work, tmp, *state]
     read_only = [os.path.join(work, p) for p in PINNED]
     if git_dir is not None:  # (its commits go there; its config and hooks stay)

@@ -179,6 +179,9 @@ class Boundary:
     hook_http: str | None = None
     #: where every task's worktree lives: none but the run's own is readable
     worktrees: str | None = None
+    #: every profile's harness state folder it knows (a profile's --env
+    #: CLAUDE_CONFIG_DIR, say): none but the run's own is read
+    homes: tuple[str, ...] = ()
     #: the server said where its own sockets are (False: only the DSN's, the
     #: usual folders and /tmp's are hidden; afk doctor --sandbox says so)
     server_sockets_known: bool = True
@@ -210,6 +213,7 @@ class Boundary:
                 allow=self.allow,
                 hook_http=self.hook_http,
                 denied_hosts=self.denied_hosts,
+                homes=self.homes,
             )
         )
 

@@ -8,6 +8,7 @@ import os
 import shutil
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -544,11 +545,23 @@ def configure_profile(p: Parser) -> None:
     for verb, text in (("show", "one profile"), ("remove", "remove a profile")):
         one = sub.add_parser(verb, parents=[common_options()], help=text)
         one.add_argument("name")
+    login = sub.add_parser(
+        "login",
+        parents=[common_options()],
+        help="log a profile's harness in where its sandboxed runs keep their state (its own "
+        "folder, not yours): runs the harness there, for you to log in",
+    )
+    login.add_argument("name", help=f"the profile ({reach.DEFAULT_PROFILE}: a loop's -- CMD)")
+    login.add_argument("--harness", default="claude", help="with default: whose (claude)")
+    login.set_defaults(command=[])
+    login.usage = "afk profile login NAME [--harness H] [-- ARG...]"
 
 
 def cmd_profile(args: argparse.Namespace, res: Resources) -> int:
     from ..agents.profiles import Profiles
 
+    if args.action == "login":  # (the default profile's needs no database)
+        return profile_login(lambda: Profiles(res.queue.db), args)
     profiles = Profiles(res.queue.db)
     if args.action == "add":
         made = profiles.add(
@@ -563,6 +576,39 @@ def cmd_profile(args: argparse.Namespace, res: Resources) -> int:
         profiles.remove(args.name)
         emit({"removed": args.name})
     return EXIT_OK
+
+
+def profile_login(profiles: Callable[[], Any], args: argparse.Namespace) -> int:
+    """`afk profile login NAME`: the profile's harness run (with the person's
+    terminal, and ARGs after --) where the profile's sandboxed runs keep
+    their state: the folder its --env names, else afk's for it. afk stores
+    no credential: the harness keeps its login there."""
+    import subprocess
+
+    from ..embedded import private, profile_home
+
+    if args.name == reach.DEFAULT_PROFILE:
+        harness = harnesses.BY_NAME.get(args.harness)
+        if harness is None:
+            raise BadInput(f"--harness {args.harness!r}: one of {', '.join(harnesses.BY_NAME)}")
+        program, env = harness.command, {}
+    else:
+        (profile,) = profiles().named([args.name])
+        harness = harnesses.BY_NAME.get(profile.harness)
+        program, env = profile.command[0], dict(profile.env)
+    if harness is None or harness.home_variable is None:
+        raise BadInput(
+            f"{args.name}: its harness keeps its state where its own (~/.{args.harness}) is: "
+            "log in as you do by hand"
+        )
+    folder = env.get(harness.home_variable) or str(profile_home(args.name, harness.name))
+    private(Path(os.path.expanduser(folder)))
+    given = {**os.environ, **env, harness.home_variable: os.path.expanduser(folder)}
+    print(f"afk: {harness.home_variable}={folder}: log in there, then exit", file=sys.stderr)
+    try:
+        return subprocess.run([program, *args.command], env=given).returncode
+    except OSError as exc:
+        raise BadInput(f"cannot run {program!r}: {exc.strerror or exc}") from None
 
 
 def ask_for_of(given: list[str] | None, setting: str) -> list[str]:
@@ -592,7 +638,7 @@ def boundary_of(args: argparse.Namespace, res: Resources) -> Any:
     folders = [os.path.dirname(s) for s in sockets if s.startswith("/")]
     pghost = os.environ.get("PGHOST", "")
     folders += [h for h in pghost.split(",") if h.startswith("/")]
-    server = server_socket_folders(res.dsn)
+    server, homes = server_facts(res.dsn)
     hooks = hooklink.socket_path(os.environ)
     reads = getattr(args, "deny_read", None) or []
     denied = [
@@ -618,22 +664,32 @@ def boundary_of(args: argparse.Namespace, res: Resources) -> Any:
         hook_http=service.hook_http or None,
         worktrees=str(workspaces.worktrees_home()),
         server_sockets_known=server is not None,
+        homes=tuple(homes),
     )
 
 
-def server_socket_folders(dsn: str) -> list[str] | None:
-    """The folders of the database server's own sockets, as it says them;
-    None when it could not be asked, or the role may not read them."""
+def server_facts(dsn: str) -> tuple[list[str] | None, list[str]]:
+    """What the boundary asks the database: the folders of the server's own
+    sockets (None when it could not be asked, or the role may not read them),
+    and every profile's harness state folder (none but a run's own is read)."""
+    from ..agents.profiles import Profiles
     from ..db import Database, socket_folders
 
     try:
         db = Database(dsn, pool_size=None, connect_timeout=5, retry_for=0)
         try:
-            return socket_folders(db)
+            sockets = socket_folders(db)
+            homes = [
+                os.path.abspath(os.path.expanduser(p.env[h.home_variable]))
+                for p in Profiles(db).all()
+                for h in harnesses.HARNESS_TABLE
+                if h.home_variable and p.env.get(h.home_variable)
+            ]
+            return sockets, homes
         finally:
             db.close()
     except AfkError:
-        return None
+        return None, []
 
 
 def account_alert(db: Any, settings: Any) -> Any:
