@@ -392,16 +392,15 @@ def prepare(db: Database, task_id: uuid.UUID, title: str, ports: int) -> Workspa
         # a worktree deleted by hand is still registered: forget it, and make
         # it again from its branch, which holds its committed work (P22)
         quiet(["worktree", "prune"], repo)
+        start = base_sha
         if quiet(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], repo):
             if row["base_sha"] is None:  # (P4: made since the task was enqueued)
                 raise WorkspaceError(
                     f"branch {branch} of {repo} exists and is not this task's: afk works "
                     "on a branch of its own"
                 )
-            git(["worktree", "add", path, branch], repo)  # its branch, kept: work again
-        else:
-            git(["worktree", "add", "-b", branch, path, base_sha], repo)
-        os.chmod(path, 0o700)  # (no other local user reads a task's work)
+            start = git(["rev-parse", f"refs/heads/{branch}"], repo).strip()  # work again
+        make_folder(repo, path, branch, start, base_sha, task_id)
     try:
         made = db.row(
             "workspace_made",
@@ -434,18 +433,83 @@ def prepare(db: Database, task_id: uuid.UUID, title: str, ports: int) -> Workspa
 
 
 def lock(path: str, repo: str, task_id: uuid.UUID) -> None:
-    """No `git worktree prune` (nor any other tool) removes it while it runs."""
-    reason = f"afk: task {task_id} holds its lease"
-    quiet(["worktree", "lock", "--reason", reason, path], repo)  # (locked already: fine)
+    """No `git worktree prune` (nor any other tool) removes an older task's
+    linked worktree while it runs (a task folder of its own is no worktree)."""
+    if not has_own_git(path):
+        reason = f"afk: task {task_id} holds its lease"
+        quiet(["worktree", "lock", "--reason", reason, path], repo)  # (locked already: fine)
 
 
 def unlock(ws: Workspace) -> None:
-    quiet(["worktree", "unlock", ws.path], ws.repo)
+    if not has_own_git(ws.path):
+        quiet(["worktree", "unlock", ws.path], ws.repo)
 
 
 def record_head(db: Database, ws: Workspace, head: str | None) -> None:
+    """After a run: its branch's head recorded, and its branch brought back
+    into the person's repository."""
     if head:
         db.execute("workspace_head", {"id": ws.task_id, "head_sha": head})
+        bring_back(ws.repo, ws.path, ws.branch)
+
+
+# -- a task's own git folder (issue 49 item 4) ----------------------------------------
+
+#: where a task folder's borrowed base is kept from the person's `git gc`
+KEEP = "refs/afk/keep"
+#: what of the person's repository's config a task folder gets: its remotes
+#: (pushes, `gh pr view`) and who commits
+COPIED_CONFIG = r"^(remote\.[^.]+\.(url|pushurl|fetch)|user\.(name|email))$"
+#: afk's git in the person's repository while it brings a branch back: no
+#: automatic gc or maintenance started there
+QUIET_FETCH = ("-c", "gc.auto=0", "-c", "maintenance.auto=false")
+
+
+def has_own_git(path: str) -> bool:
+    """A task folder with a git folder of its own (not a linked worktree of
+    the person's repository, which an older task may still have)."""
+    dot = os.path.join(path, ".git")
+    return os.path.isdir(dot) and not os.path.islink(dot)
+
+
+def make_folder(
+    repo: str, path: str, branch: str, start: str, base: str, task_id: uuid.UUID
+) -> None:
+    """A task's folder: a repository of its own whose objects borrow the
+    person's, read-only, through alternates, on ``branch`` at ``start``,
+    with the person's remotes; nothing of the person's git folder is the
+    task's to write (its refs, index, config, hooks, objects). A keep-ref in
+    the person's repository holds ``base`` (what the folder borrows) from
+    its `git gc`."""
+    objects = os.path.join(common_dir(repo) or os.path.join(repo, ".git"), "objects")
+    os.makedirs(path, mode=0o700)
+    os.chmod(path, 0o700)  # (no other local user reads a task's work)
+    try:
+        git(["init", "-q"], path)
+        with open(os.path.join(path, ".git", "objects", "info", "alternates"), "w") as f:
+            f.write(os.path.abspath(objects) + "\n")
+        said = quiet(["config", "--local", "-z", "--get-regexp", COPIED_CONFIG], repo) or ""
+        for entry in filter(None, said.split("\0")):
+            key, _, value = entry.partition("\n")
+            git(["config", "--add", key, value], path)
+        git(["update-ref", f"refs/heads/{branch}", start], path)
+        git(["symbolic-ref", "HEAD", f"refs/heads/{branch}"], path)
+        git(["reset", "-q", "--hard"], path)
+    except WorkspaceError:
+        shutil.rmtree(path, ignore_errors=True)
+        raise
+    git(["update-ref", f"{KEEP}/{task_id}", base], repo)
+
+
+def bring_back(repo: str, path: str, branch: str) -> None:
+    """The task's branch as its folder has it, fetched into the person's
+    repository by afk's own git (outside any boundary): its review, its
+    pull request, a task stacked on it, `git log` there all see it. Nothing
+    for an older task's linked worktree (its branch is the repository's)."""
+    if not has_own_git(path) or not os.path.isdir(repo):
+        return
+    spec = f"+refs/heads/{branch}:refs/heads/{branch}"
+    quiet([*QUIET_FETCH, "fetch", "-q", "--no-tags", "--no-write-fetch-head", path, spec], repo)
 
 
 def pull_request(branch: str, cwd: str) -> dict[str, Any] | None:
@@ -542,6 +606,8 @@ def review(row: Mapping[str, Any], *, with_pr: bool = True) -> dict[str, Any]:
     if live and not os.path.exists(os.path.join(path, ".git")):  # (P23: not "no changes")
         why = f"its worktree {path} cannot be read by git (its .git link is gone)"
         return {**out, "error": why}
+    if live:
+        bring_back(repo, path, str(row["branch"]))
     seen = lineage(row, with_pr=with_pr)
     name, tip = base_tip(repo, row.get("base"))
     head_sha = seen["head_sha"]
@@ -602,6 +668,17 @@ def _ours(row: Mapping[str, Any]) -> str | None:
     home = os.path.realpath(worktrees_home())
     if os.path.commonpath([path, home]) != home:
         return f"{path} is not in afk's worktrees folder"
+    if has_own_git(path):
+        borrowed = os.path.join(path, ".git", "objects", "info", "alternates")
+        objects = os.path.join(common_dir(str(row["repo"])) or "", "objects")
+        try:
+            with open(borrowed, encoding="utf-8") as f:
+                lent = f.read(4096).split()
+        except OSError:
+            lent = []
+        if os.path.realpath(objects) not in {os.path.realpath(x) for x in lent}:
+            return f"{path} is not a task folder of {row['repo']}"
+        return None
     listed = quiet(["worktree", "list", "--porcelain"], str(row["repo"])) or ""
     registered = {
         os.path.realpath(line[len("worktree ") :])
@@ -644,6 +721,7 @@ def save(row: Mapping[str, Any]) -> str:
     repo, path, task = str(row["repo"]), str(row["path"]), str(row["task_id"])
     ref = f"{TRASH}/{task}"
     tip = head(path) or str(row.get("head_sha") or row["base_sha"])
+    bring_back(repo, path, str(row["branch"]))
     git(["update-ref", f"{ref}/branch", tip], repo)
     if dirty(path):
         scratch = tempfile.mkdtemp(prefix="afk-gc-")  # (not in the worktree: not saved)
@@ -662,11 +740,17 @@ def save(row: Mapping[str, Any]) -> str:
             raise WorkspaceError(f"could not save {path}: {exc.stderr!r}") from None
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
+        made_in = path if has_own_git(path) else repo  # (where the tree's objects are)
         work = git(
             ["commit-tree", tree, "-p", tip, "-m", f"afk gc: what task {task} left uncommitted"],
-            repo,
+            made_in,
         ).strip()
-        git(["update-ref", f"{ref}/work", work], repo)
+        if made_in == path:
+            git(["update-ref", "refs/afk/saved", work], path)
+            git([*QUIET_FETCH, "fetch", "-q", "--no-tags", "--no-write-fetch-head", path,
+                 f"+refs/afk/saved:{ref}/work"], repo)  # fmt: skip
+        else:
+            git(["update-ref", f"{ref}/work", work], repo)
     archive(path, archive_path(repo, task))
     return ref
 
@@ -719,8 +803,13 @@ def remove(db: Database, row: Mapping[str, Any], *, trash: str | None) -> None:
     its branch where git agrees that nothing is lost (`git branch -d`, or -D
     once saved)."""
     repo, path = str(row["repo"]), str(row["path"])
-    quiet(["worktree", "unlock", path], repo)
-    git(["worktree", "remove", *(["--force"] if trash else []), path], repo)
+    if has_own_git(path):
+        bring_back(repo, path, str(row["branch"]))
+        shutil.rmtree(path)
+        quiet(["update-ref", "-d", f"{KEEP}/{row['task_id']}"], repo)
+    else:
+        quiet(["worktree", "unlock", path], repo)
+        git(["worktree", "remove", *(["--force"] if trash else []), path], repo)
     quiet(["branch", "-D" if trash else "-d", str(row["branch"])], repo)
     db.execute("workspace_removed", {"id": row["task_id"], "trash_ref": trash})
 
@@ -787,6 +876,7 @@ def _weigh(
         )
         item.update(action="kept", why=why)
         return
+    bring_back(str(row["repo"]), path, str(row["branch"]))
     how = merged(row)
     left = dirty(path)
     if how is not None and not left:
@@ -825,10 +915,11 @@ def restore(db: Database, task_id: uuid.UUID) -> dict[str, Any]:
     if quiet(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], repo):
         branch = f"{branch}-restored"
     _private_folders(Path(path).parent)
-    git(["worktree", "add", "-b", branch, path, f"{ref}/branch"], repo)
-    os.chmod(path, 0o700)
-    if quiet(["rev-parse", "--verify", "--quiet", f"{ref}/work"], repo):
-        git(["read-tree", "-u", "--reset", f"{ref}/work"], path)
+    tip = git(["rev-parse", f"{ref}/branch"], repo).strip()
+    make_folder(repo, path, branch, tip, str(row["base_sha"]), task_id)
+    work = quiet(["rev-parse", "--verify", "--quiet", f"{ref}/work"], repo)
+    if work:  # (its objects are the repository's, which the folder borrows)
+        git(["read-tree", "-u", "--reset", work], path)
         git(["reset", "-q"], path)  # uncommitted again, as it was
     kept = archive_path(repo, str(task_id))
     if os.path.isfile(kept):  # ignored files, modes, empty folders: as they were

@@ -92,6 +92,15 @@ AGENT = textwrap.dedent(
         return "committed"
 
     attempt("commit", commit)
+    def own_git():
+        for args in (["branch", "side"], ["stash", "list"], ["log", "-1", "--format=%s"],
+                     ["checkout", "-q", "side"], ["checkout", "-q", "-"]):
+            proc = subprocess.run(["git", *args], capture_output=True, text=True)
+            if proc.returncode:
+                raise RuntimeError(f"git {args[0]}: {proc.stderr.strip()}")
+        return "its own git works"
+
+    attempt("own git", own_git)
     attempt("tmp", lambda: write(os.path.join(os.environ["TMPDIR"], "scratch")))
     print("AGENT-SAID " + json.dumps(got), flush=True)
     """
@@ -114,6 +123,22 @@ def http_server() -> ThreadingHTTPServer:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
+
+
+#: what of the person's git folder a run tried to write (issue 49 item 4)
+PERSONS_GIT = ("refs/heads/main", "refs/heads/planted", "index", "HEAD", "packed-refs",
+               "objects/planted", "config", "hooks/post-checkout", "info/exclude",
+               "modules/planted", "worktrees/planted", "description")  # fmt: skip
+
+
+def persons_git(repo: Path) -> list[str]:
+    """The person's git folder as a run could have changed it: its refs (but
+    the task's branch and keep-ref, which afk brings back), HEAD, index, config."""
+    refs = subprocess.run(["git", "for-each-ref", "--format=%(refname) %(objectname)"],
+                          cwd=repo, capture_output=True, text=True, check=True).stdout  # fmt: skip
+    kept = [r for r in refs.splitlines() if not r.startswith(("refs/heads/afk/", "refs/afk/"))]
+    files = [(repo / ".git" / n).read_bytes().hex() for n in ("HEAD", "index", "config")]
+    return [*kept, *files]
 
 
 def unix_listener(path: Path) -> socket.socket:
@@ -170,6 +195,7 @@ def test_a_sandboxed_run_reaches_only_its_worktree_its_hosts_and_its_own_task(
     repo.mkdir()
     git("init", "-q", "-b", "main", cwd=repo)
     git("commit", "-q", "--allow-empty", "-m", "first", cwd=repo)
+    persons = persons_git(repo)
     refused, allowed = http_server(), http_server()
     # another run's broker, and a database's socket in libpq's default folder
     # that no DSN names (P3, P38): listening, so that only hiding stops them
@@ -183,7 +209,9 @@ def test_a_sandboxed_run_reaches_only_its_worktree_its_hosts_and_its_own_task(
         tries = {
             "read": [str(home / ".ssh" / "id_rsa"), str(afk_home / "settings.toml")],
             "write": [str(repo / "planted.txt"), str(home / "planted.txt"),
-                      str(afk_home / "worktrees" / "another-task" / "planted.txt")],
+                      str(afk_home / "worktrees" / "another-task" / "planted.txt"),
+                      # the person's git folder, every part of it (P4)
+                      *(str(repo / ".git" / part) for part in PERSONS_GIT)],
             "connect": [*db_addresses(afk.env["AFK_DSN"]),
                         *(f"unix:{d.getsockname()}" for d in decoys)],
             "fetch": [f"http://127.0.0.1:{refused.server_port}/",
@@ -233,10 +261,11 @@ def test_a_sandboxed_run_reaches_only_its_worktree_its_hosts_and_its_own_task(
     if outcome["proc 1 environ"] == "ok":
         assert afk.env["AFK_DSN"] not in got["proc 1 environ"][1]
     # what its work needs: granted
-    for name in ("afk checkpoint", "write here", "commit", "tmp", "afk once here",
+    for name in ("afk checkpoint", "write here", "commit", "own git", "tmp", "afk once here",
                  f"fetch http://127.0.0.1:{allowed.server_port}/"):  # fmt: skip
         assert outcome[name] == "ok", (name, got[name])
     assert not (repo / "planted.txt").exists() and not (home / "planted.txt").exists()
+    assert persons_git(repo) == persons  # (its refs but afk's own, its index, HEAD, config)
     task = afk.json("show", task_id, env=env)
     assert task["state"] == "done" and task["checkpoint"]["inside"] is True, task
     assert len(task["workspace"]["commits"]) == 1

@@ -75,10 +75,11 @@ AGENT = textwrap.dedent(
     if step == "rmtree":  # it deletes its own worktree
         import shutil
         shutil.rmtree(os.getcwd())
-    if step == "rmgit":  # it leaves work, and breaks its worktree's link to git
+    if step == "rmgit":  # it leaves work, and breaks its folder's git
         with open("precious.txt", "w") as f:
             f.write("precious uncommitted\\n")
-        os.remove(".git")
+        import shutil
+        shutil.rmtree(".git") if os.path.isdir(".git") else os.remove(".git")
     if step == "fail":
         print("FAILED: it does not work yet", flush=True)
         sys.exit(1)
@@ -213,8 +214,11 @@ def test_a_retry_and_a_reclaim_work_in_the_same_worktree(repo, sql):
     (killed,) = repo.enqueue("killed")
     proc = repo.loop("--lease", "2", plan={"killed": ["sleep", "commit"]})
     poll(lambda: [r for r in repo.runs() if r["title"] == "killed"], timeout=60)
-    listed = repo.git("worktree", "list", "--porcelain")
-    assert f"locked afk: task {killed} holds its lease" in listed, listed  # while it runs
+    # (its folder is a repository of its own, no worktree of the person's: no
+    # `git worktree prune` of theirs can take it while it runs)
+    (started,) = [r for r in repo.runs() if r["title"] == "killed"]
+    assert (Path(started["cwd"]) / ".git").is_dir()
+    assert started["cwd"] not in repo.git("worktree", "list", "--porcelain")
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=60)
     sql.expire(killed)
@@ -645,8 +649,10 @@ def test_a_branch_that_changes_the_agents_own_config_is_held_until_trusted(repo)
     assert len([r for r in repo.runs() if r["title"] == "planted"]) == 1  # never ran again
     trusted = repo.afk.json("trust", task_id, env=repo.env)
     assert trusted["changed"] == [".claude/settings.json"] and trusted["state"] == "todo"
-    # a later change, to the repository's git config, is held again
-    repo.git("config", "core.fsmonitor", "touch fsmonitor-ran")
+    # a later change, to the git config of the task's folder, is held again
+    # (the person's own repository is no run's to write: issue 49 item 4)
+    folder = Path(repo.show(task_id)["workspace"]["path"])
+    repo.git("config", "core.fsmonitor", "touch fsmonitor-ran", cwd=folder)
     code, err = finish(repo.loop(plan={"planted": ["plant", "commit", "commit"]}))
     assert code == 0, err
     (question,) = repo.afk.json("questions", env=repo.env)
@@ -812,3 +818,46 @@ def test_two_enqueues_racing_for_one_branch_leave_one_task(repo, queue, sql):
     assert "another task's workspace" in err and "Traceback" not in err, err
     titles = [r["title"] for r in sql("SELECT title FROM afk_task")]
     assert titles == ["first"]
+
+
+def test_a_task_works_in_a_git_folder_of_its_own_and_its_branch_comes_back(repo):
+    """Issue 49 item 4: each task's folder is a repository of its own whose
+    objects borrow the person's (read-only, through alternates), with the
+    person's remotes; after each run its branch is fetched back into the
+    person's repository, where review, gc and a stacked task find it; a
+    keep-ref holds the base it borrows from the person's `git gc`."""
+    repo.git("checkout", "-q", "-b", "side")
+    (repo.path / "side.txt").write_text("side\n")
+    repo.git("add", "side.txt")
+    repo.git("commit", "-q", "-m", "side")
+    side = repo.git("rev-parse", "HEAD")
+    repo.git("checkout", "-q", "main")
+    (task_id,) = repo.enqueue("own folder", base="side")
+    code, err = finish(repo.loop())
+    assert code == 0, err
+    ws = repo.show(task_id)["workspace"]
+    folder = Path(ws["path"])
+    assert (folder / ".git").is_dir()
+    lent = (folder / ".git" / "objects" / "info" / "alternates").read_text().split()
+    assert lent == [str((repo.path / ".git" / "objects").resolve())]
+    assert repo.git("remote", "get-url", "origin", cwd=folder) == str(repo.origin)
+    # its branch, in the person's repository
+    assert repo.git("rev-parse", f"refs/heads/{ws['branch']}") == ws["head_sha"]
+    assert repo.git("rev-parse", f"refs/afk/keep/{task_id}") == side
+    # the person drops the branch its base was on, and prunes: nothing it borrows goes
+    repo.git("branch", "-D", "side")
+    repo.git("reflog", "expire", "--expire=now", "--all")
+    repo.git("gc", "-q", "--prune=now")
+    assert repo.git("cat-file", "-t", side) == "commit"
+    assert repo.git("log", "--format=%s", cwd=folder).splitlines() == [
+        "own folder: run 1",
+        "side",
+        "first",
+    ]
+    # gc takes the folder (its branch saved in the person's repository) and its keep-ref
+    forced = repo.afk.json("gc", "--force", "--json", env=repo.env)
+    assert [w["action"] for w in forced["worktrees"]] == ["saved and removed"], forced
+    assert not folder.exists()
+    assert not repo.git("for-each-ref", f"refs/afk/keep/{task_id}")
+    restored = repo.afk.json("restore", task_id, env=repo.env)
+    assert (Path(restored["path"]) / "own-folder.txt").read_text() == "run 1 of own folder\n"
