@@ -214,19 +214,24 @@ def reach_page() -> str:
         "| its hooks | its run's own task, token and account, whatever the request "
         "names: through its broker (command hooks), or with its run's own signed "
         "credential (HTTP hooks) |",
-        "| writes | its worktree, its temporary folder, its harness's state "
-        "(" + ", ".join(f"`~/{s}`" for h in HARNESS_TABLE for s in h.state) + "), the "
-        "repository's git folder its worktree commits into, less "
-        + ", ".join(f"`{p}`" for p in reach.GIT_READ_ONLY)
-        + " and its worktree's "
-        + ", ".join(f"`{p}`" for p in reach.WORKTREE_READ_ONLY)
-        + " |",
+        "| writes | its task folder and the git folder of its own there, less "
+        + ", ".join(f"`.git/{p}`" for p in reach.GIT_READ_ONLY)
+        + " (nothing of the person's repository, whose objects it borrows read-only), "
+        "its temporary folder, and its harness's state: its profile's own folder where "
+        "the harness's state moves ("
+        + ", ".join(f"`${h.home_variable}`" for h in HARNESS_TABLE if h.home_variable)
+        + "), else under the home ("
+        + ", ".join(f"`~/{s}`" for h in HARNESS_TABLE if not h.home_variable for s in h.state)
+        + "); an older task's linked worktree commits into the repository's git folder, "
+        "less the same and its " + ", ".join(f"`{p}`" for p in reach.WORKTREE_READ_ONLY) + " |",
         "| read-only | everything else; in its worktree, the agent's own configuration: "
         + ", ".join(f"`{p}`" for p in reach.PINNED)
         + " |",
         "| never read | afk's home (its settings, the embedded server, every other "
-        "task's worktree), afk's settings file, every other run's folder and broker, "
-        "the service's hook socket, `--deny-read`, and under the home: "
+        "task's folder, every other profile's harness state), afk's settings file, "
+        "every other run's folder and broker, the service's hook socket, "
+        "`--deny-read`, the person's own harness state where a profile's moves "
+        "(`~/.claude`, `~/.claude.json`, `~/.codex`), and under the home: "
         + ", ".join(f"`~/{p}`" for p in reach.DENIED_HOME)
         + " |",
         "| database sockets | hidden: the DSN's and `PGHOST`'s folders, the server's own "
