@@ -188,6 +188,9 @@ def reach_page() -> str:
     from watchdog.agents import reach
     from watchdog.agents.harnesses import HARNESS_TABLE
 
+    def inside(command: reach.Command) -> str:
+        return _cell(command.reaches) if command.reaches else "refused"
+
     def zombie(rule: object) -> str:
         if rule is None:
             return "no"
@@ -252,8 +255,7 @@ def reach_page() -> str:
         "| command | who | inside a run | a session whose task is lost |",
         "|---|---|---|---|",
         *(
-            f"| `{name}` | {c.who} | {_cell(c.reaches) if c.agent or c.who == 'harness' else 'refused'}"
-            f" | {zombie(c.zombie)} |"
+            f"| `{name}` | {c.who} | {inside(c)} | {zombie(c.zombie)} |"
             for name, c in sorted(reach.COMMANDS.items())
         ),
         "",
