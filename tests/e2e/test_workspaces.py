@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -861,3 +862,40 @@ def test_a_task_works_in_a_git_folder_of_its_own_and_its_branch_comes_back(repo)
     assert not repo.git("for-each-ref", f"refs/afk/keep/{task_id}")
     restored = repo.afk.json("restore", task_id, env=repo.env)
     assert (Path(restored["path"]) / "own-folder.txt").read_text() == "run 1 of own folder\n"
+
+
+def test_an_older_tasks_linked_worktree_carries_over(repo, sql):
+    """Issue 49 item 4: a task whose worktree an older afk made (a linked
+    worktree of the person's repository, recorded on its workspace) goes on
+    in it: it runs there, its commit is on its branch, gc saves and removes
+    it, and restore brings it back as a folder of its own."""
+    from watchdog.workspaces import default_branch, worktree_path
+
+    (task_id,) = repo.enqueue("from before")
+    os.environ["AFK_HOME"], before = repo.env["AFK_HOME"], os.environ.get("AFK_HOME")
+    try:
+        path = worktree_path(str(repo.path), uuid.UUID(task_id))
+    finally:
+        os.environ.pop("AFK_HOME") if before is None else os.environ.update(AFK_HOME=before)
+    branch = default_branch(uuid.UUID(task_id), "from before")
+    path.parent.mkdir(parents=True)
+    repo.git("worktree", "add", "-q", "-b", branch, str(path), "main")
+    base = repo.git("rev-parse", "main")
+    sql(
+        "INSERT INTO afk_workspace (task_id, repo, branch, path, base_sha, head_sha, ports)"
+        " VALUES (%s, %s, %s, %s, %s, %s, 10)",
+        task_id, str(repo.path), branch, str(path), base, base,
+    )  # fmt: skip
+    code, err = finish(repo.loop())
+    assert code == 0, err
+    (run,) = [r for r in repo.runs() if r["title"] == "from before"]
+    assert run["cwd"] == str(path) and (path / ".git").is_file()
+    task = repo.show(task_id)
+    assert task["state"] == "done" and len(task["workspace"]["commits"]) == 1
+    assert repo.git("log", "-1", "--format=%s", branch) == "from before: run 1"
+    forced = repo.afk.json("gc", "--force", "--json", env=repo.env)
+    assert [w["action"] for w in forced["worktrees"]] == ["saved and removed"], forced
+    assert not path.exists() and str(path) not in repo.git("worktree", "list")
+    restored = repo.afk.json("restore", task_id, env=repo.env)
+    assert (Path(restored["path"]) / "from-before.txt").is_file()
+    assert (Path(restored["path"]) / ".git").is_dir()
