@@ -96,6 +96,7 @@ CREATE FUNCTION public.afk_end_run(p_task uuid, p_token bigint, p_outcome text, 
                sandbox = p_run -> 'sandbox',
                profile = coalesce(p_run ->> 'profile', profile),
                account = coalesce(p_run ->> 'account', account),
+               refused = p_run -> 'refused',
                attempt_spent = p_spent
          WHERE task_id = p_task AND token = p_token AND ended_at IS NULL
         RETURNING 1
@@ -503,7 +504,8 @@ CREATE TABLE public.afk_run (
     check_tail text,
     trace_id text,
     sandbox jsonb,
-    profile text
+    profile text,
+    refused jsonb
 );
 CREATE SEQUENCE public.afk_run_id_seq
     START WITH 1

@@ -209,6 +209,9 @@ def test_every_spelling_and_every_command_past_its_task_is_refused(
         assert said["stderr"].count("\n") == 1 and said["stderr"].startswith("afk: "), said
         assert "Traceback" not in said["stderr"] and said["stdout"] == "", said
     after = state_of(sql)
+    # each is kept on the run: what the agent tried
+    (kept,) = afk.json("show", mine)["runs"]
+    assert len(kept["refused"]) == len(tries), kept["refused"]
     # the only change: its own task claimed by the loop and given back
     assert [r for r in after[0] if str(r["id"]) != mine] == [
         r for r in before[0] if str(r["id"]) != mine
@@ -321,7 +324,10 @@ def test_a_raw_request_reads_no_file_of_the_host_and_names_no_other_task(afk, tm
     assert show["exit"] == "4" and "VICTIM" not in json.dumps(show)
     assert conf["exit"] in ("2", "4")
     assert sql("SELECT checkpoint, spec, state FROM afk_task WHERE id = %s", other) == before
-    assert "/EVIL/touched" in afk.json("show", mine)["checkpoint"].get("files_touched", [])
+    shown = afk.json("show", mine)
+    assert "/EVIL/touched" in shown["checkpoint"].get("files_touched", [])
+    (kept,) = shown["runs"]  # (the attempts, kept on the run)
+    assert any(f"a hook named task {other}" in r for r in kept["refused"]), kept["refused"]
     assert not sql("SELECT 1 FROM afk_account_park WHERE account = 'victim'")
 
 

@@ -70,6 +70,7 @@ class Broker(HookServer):
         self.settings, self.commands = settings, commands
         self.queue = Queue(self.db, settings=settings.queue)
         self._run: tuple[Task, str] | None = None
+        self._refused: list[str] = []
         self._run_lock = threading.Lock()
 
     def start(self) -> bool:
@@ -84,6 +85,18 @@ class Broker(HookServer):
         between runs)."""
         with self._run_lock:
             self._run = (task, account or "") if task is not None else None
+            if task is not None:
+                self._refused = []
+
+    def refused(self) -> list[str]:
+        """What the broker refused the run it serves (kept on the run)."""
+        with self._run_lock:
+            return list(self._refused)
+
+    def _note(self, line: str) -> None:
+        with self._run_lock:
+            if self._run is not None and len(self._refused) < MAX_REFUSED:
+                self._refused.append(line.strip()[:300])
 
     def given(self) -> dict[str, str]:
         """What an agent is given to reach it."""
@@ -132,6 +145,10 @@ class Broker(HookServer):
         if serving is None:
             return own
         run, account = serving
+        named, token = credential.read(env)
+        if (named and named != str(run.id)) or (token and token != str(run.token)):
+            self._note(f"a hook named task {named or str(run.id)} with another token or id: "
+                       "answered for its own task")  # fmt: skip
         own.update(credential.written(run.id, run.token))
         own.update({"AFK_AGENT_ID": run.agent_id, "AFK_ACCOUNT": account})
         return own
@@ -148,12 +165,15 @@ class Broker(HookServer):
         run = serving[0]
         task_id, token = credential.read(request["env"])
         if task_id != str(run.id) or token != str(run.token):
+            self._note(f"afk {' '.join(argv)[:200]}: with task {task_id}'s credential")
             return _said(
                 EXIT_LEASE_LOST,
                 "afk: the broker answers only its run's own task, with its own token",
             )
         checked = self.commands.check(argv, run)
         if not hasattr(checked, "subcommand"):  # said instead: a refusal, a help text
+            if checked.exit != 0:
+                self._note(f"afk {' '.join(argv)[:200]}: {checked.stderr.strip()[:200]}")
             return _from(checked)
         if checked.subcommand == "once":
             return self.once(checked, request, run, conn)
@@ -192,6 +212,9 @@ class Broker(HookServer):
         return _said(EXIT_USAGE, "afk: afk once through the broker takes begin, end, cannot_start")
 
 
+#: refusals kept on one run (the first ones: an agent that tries endlessly
+#: says what it tried in the first)
+MAX_REFUSED = 50
 #: what a hook's request may not say of its run: the broker's run says it
 RUN_NAMES = (*credential.NAMES, "AFK_AGENT_ID", "AFK_ACCOUNT")
 

@@ -90,6 +90,8 @@ class Serving(Protocol):
 
     def serving(self, task: Task | None, account: str | None = None) -> None: ...
 
+    def refused(self) -> list[str]: ...
+
     def given(self) -> dict[str, str]: ...
 
 
@@ -458,7 +460,8 @@ class Loop:
         before = git.head(ws.path) if ws is not None else None
         agent_span = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": task.agent_id}
         with tracing.span(f"invoke_agent {task.agent_id}", attributes=agent_span) as session:
-            with self.q.leased(task, sign=signs.last) as lease, self._serving(task):
+            refused: list[str] = []
+            with self.q.leased(task, sign=signs.last) as lease, self._serving(task, refused):
                 prompt = self._prompt(task)
                 report = self.run_agent(task, prompt, lease.lost, spent, budget, signs, ws, session)
                 now = self.accounts.clock()
@@ -474,6 +477,8 @@ class Loop:
                     # (under the lease: a check longer than it keeps the task)
                     verdict = self.check_work(task, ws, report, verdict, before, lease.lost)
             report.extra["trace_id"] = trace_id
+            if refused:  # (what its broker refused it: another task, another command)
+                report.extra["refused"] = refused
             tracing.set_attributes(session, {"gen_ai.conversation.id": report.session_id})
             if lease.lost.is_set() and not self.stopped.is_set():
                 # the run still ends, with what it cost: budgets count it
@@ -495,8 +500,9 @@ class Loop:
             return self.settle(task, report, verdict, now, over_budget=over)
 
     @contextlib.contextmanager
-    def _serving(self, task: Task) -> Iterator[None]:
-        """The broker answers for ``task`` while its run and check last."""
+    def _serving(self, task: Task, refused: list[str]) -> Iterator[None]:
+        """The broker answers for ``task`` while its run and check last; what
+        it refused the run is put in ``refused``."""
         if self.broker is None:
             yield
             return
@@ -504,6 +510,7 @@ class Loop:
         try:
             yield
         finally:
+            refused.extend(self.broker.refused())
             self.broker.serving(None)
 
     # -- the workspace -------------------------------------------------------------

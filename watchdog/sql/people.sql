@@ -9,7 +9,7 @@
 SELECT id, token, runner, account, started_at, ended_at, outcome, exit_status, output_tail,
        session_id, cost_usd::float8 AS cost_usd, turns, usage, attempt_spent,
        permission_denials, last_sign, last_sign_at, before_sha, after_sha, changes,
-       check_status, check_tail, trace_id, sandbox, profile
+       check_status, check_tail, trace_id, sandbox, profile, refused
   FROM afk_run WHERE task_id = %(id)s
  ORDER BY started_at, id;
 
@@ -49,6 +49,7 @@ UPDATE afk_run
        permission_denials = coalesce(permission_denials, %(run)s::jsonb -> 'permission_denials'),
        trace_id = coalesce(trace_id, %(run)s::jsonb ->> 'trace_id'),
        sandbox = coalesce(sandbox, %(run)s::jsonb -> 'sandbox'),
+       refused = coalesce(refused, %(run)s::jsonb -> 'refused'),
        attempt_spent = coalesce(attempt_spent, false)
  WHERE task_id = %(id)s AND token = %(token)s
 RETURNING id;
