@@ -104,3 +104,19 @@ def test_a_settings_file_that_turns_the_checks_off_is_named(tmp_path):
     assert str(local) in (skips_in_settings(["/usr/bin/claude"], project, home) or "")
     (tmp_path / "s.json").write_text('{"permissions": {"defaultMode": "bypassPermissions"}}')
     assert skips_permissions(["claude", "--settings", str(tmp_path / "s.json")])
+
+
+def test_a_sandboxed_claude_command_ignores_its_folders_own_settings():
+    """Issue 49 item 8: a sandboxed run writes its profile's harness folder,
+    so the settings there (hooks, plugins, permissions) may be the run's
+    own plant: the loop gives Claude Code --setting-sources project,local,
+    unless the command says otherwise; other harnesses as given."""
+    from watchdog.agents.harnesses import isolated
+
+    assert isolated(["/opt/claude", "-p", "--", "P"]) == [
+        "/opt/claude", "--setting-sources", "project,local", "-p", "--", "P",
+    ]  # fmt: skip
+    given = ["claude", "--setting-sources=project", "-p"]
+    assert isolated(given) == given
+    for other in (["codex", "exec"], ["gemini", "-p"], ["sh", "-c", "claude -p"], []):
+        assert isolated(other) == other

@@ -544,6 +544,19 @@ def skips_in_settings(command: list[str], project: Path, home: Path) -> str | No
     return None
 
 
+def isolated(command: list[str]) -> list[str]:
+    """``command`` with its harness's option that keeps its state folder's
+    own settings out of the run (:attr:`Harness.isolate`), unless it gives
+    that option itself. For a sandboxed run: the folder is the run's to write."""
+    harness = harness_of(command)
+    if harness is None or harness.isolate is None:
+        return command
+    option, value = harness.isolate
+    if any(a == option or a.startswith(option + "=") for a in command):
+        return command
+    return [command[0], option, value, *command[1:]]
+
+
 def with_hooks(command: list[str], afk: str) -> list[str]:
     """``command`` with afk's hooks given on its command line where its
     harness takes settings there: Claude Code's ``--settings`` (a JSON
@@ -701,6 +714,12 @@ class Harness:
     #: transcripts) elsewhere: under --sandbox each profile's runs get a folder
     #: of their own there, and the person's own (:attr:`state`) is never read
     home_variable: str | None = None
+    #: its option, and value, that keeps that folder's own settings (hooks,
+    #: plugins and mods enabled there, permissions) out of a sandboxed run,
+    #: which may write the folder: checked on the real Claude Code 2.1.332,
+    #: `--setting-sources project,local` runs no hook of the user's settings
+    #: and every one given with --settings (afk's)
+    isolate: tuple[str, str] | None = None
     #: its model API's host, and the variable that points it elsewhere
     api: tuple[str, str | None] = ("", None)
     #: its settings files are JSON with comments (Gemini CLI's)
@@ -780,6 +799,7 @@ HARNESS_TABLE = (
         ),
         state=(".claude", ".claude.json"),
         home_variable="CLAUDE_CONFIG_DIR",
+        isolate=("--setting-sources", "project,local"),
         api=("api.anthropic.com", "ANTHROPIC_BASE_URL"),
         settings_option="--settings",
         http_hooks=True,

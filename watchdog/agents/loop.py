@@ -64,7 +64,14 @@ from .accounts import DEFAULT_ACCOUNT, Accounts, Parking
 from .brief import fit_prompt, resume_argv, resume_brief
 from .decide import Decision, Move, RunEnd, decide, probe_after, rules_of
 from .fleet import Membership
-from .harnesses import Harness, harness_label, harness_of, prompt_argv, with_hooks
+from .harnesses import (
+    Harness,
+    harness_label,
+    harness_of,
+    isolated,
+    prompt_argv,
+    with_hooks,
+)
 from .outcome import (
     Outcome,
     Report,
@@ -821,8 +828,12 @@ class Loop:
             # what is left, for the agent's own cap (claude -p --max-budget-usd)
             env.update(credential.budget(budget - (spent or 0)))
         argv = self._resumed(task) or prompt_argv(self.o.command, prompt)
-        if ws is not None:  # (a worktree holds only committed settings)
+        if ws is not None or self.o.boundary is not None:
+            # (a worktree holds only committed settings; a sandboxed run's
+            # harness folder is its profile's own, whose settings it ignores)
             argv = with_hooks(argv, os.path.abspath(sys.executable))
+        if self.o.boundary is not None:
+            argv = isolated(argv)
         engine_log = sandbox.EngineLog() if self.o.boundary is not None else None
         with self._inside(argv, env, ws, log=engine_log is not None) as argv:
             if self.o.boundary is not None:
