@@ -4,7 +4,8 @@ and `afk heartbeat` commands from inside its run, each timed from the
 agent's side (process start to exit), beside `python -c pass` started the
 same way. The broker parses a command once and runs it in its own process;
 before issue 49 it ran `python -m watchdog ARGV` in a new interpreter per
-command. Only the CLI is used, so the same bench runs on any version:
+command. Commands run as the `afk` console script runs them (`python -m
+watchdog`). Only the CLI is used, so the same bench runs on any version:
 
     python -m bench.broker [--dsn DSN] [--calls 40] [--out FILE]
 
@@ -31,9 +32,9 @@ AGENT = textwrap.dedent(
     out = {"pass": [], "checkpoint": [], "heartbeat": []}
     for i in range(calls + 1):
         for name, argv in (("pass", [sys.executable, "-c", "pass"]),
-                           ("checkpoint", [sys.executable, "-m", "watchdog.cli", "checkpoint",
+                           ("checkpoint", [sys.executable, "-m", "watchdog", "checkpoint",
                                            "--patch", json.dumps({"step": i})]),
-                           ("heartbeat", [sys.executable, "-m", "watchdog.cli", "heartbeat"])):
+                           ("heartbeat", [sys.executable, "-m", "watchdog", "heartbeat"])):
             began = time.perf_counter()
             subprocess.run(argv, check=True, capture_output=True)
             if i:  # (the first round warms the page cache)

@@ -20,6 +20,12 @@ if TYPE_CHECKING:  # (the hook's process imports no more than it must)
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] != ["hook"]:
+        if os.environ.get("AFK_BROKER") and not {"-h", "--help", "--version"} & set(argv):
+            # inside a run: everything goes to its broker (the standard library
+            # only: no parser, no settings, no database driver is loaded)
+            from .agents import brokerlink
+
+            return brokerlink.main(argv, None, os.environ)
         from .cli import main as cli_main
 
         return cli_main(argv)
