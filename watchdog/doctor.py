@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .agents.checkup import Check, check_harness, check_hook_service, check_live
-from .agents.harnesses import BY_NAME
+from .agents.harnesses import BY_NAME, HARNESS_TABLE
 from .config import Settings
 from .errors import AfkError, BadInput
 
@@ -302,6 +302,20 @@ def check_sandbox_probes(boundary: Any, dsn: str, env: Mapping[str, str]) -> lis
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
     out = []
+    apart = [h.name for h in HARNESS_TABLE if h.home_variable and h.isolate]
+    moved = [h.name for h in HARNESS_TABLE if h.home_variable and not h.isolate]
+    shared = [h.name for h in HARNESS_TABLE if not h.home_variable]
+    out.append(
+        Check(
+            "sandbox: the harness's own folder",
+            True,
+            f"{', '.join(apart)}: each profile's own, its settings kept out of the run; "
+            f"{', '.join(moved)}: each profile's own, but the settings a run writes there "
+            f"apply to its next run (afk knows no option that keeps them out); "
+            f"{', '.join(shared)}: afk cannot move their state, which stays under your home, "
+            "writable to their runs, its settings and hooks applying there",
+        )
+    )
     if not boundary.server_sockets_known:
         out.append(
             Check(

@@ -177,9 +177,12 @@ def test_a_run_writes_its_own_harness_home_and_never_reads_the_persons():
     assert {"/h/.claude", "/h/.claude.json", "/h/.claude-2"} <= set(got.denied)
     assert not {"/h/.claude", "/h/.claude.json"} & set(got.writable)
     assert "/afk/homes/one/claude" not in got.denied
+    # and no other harness's logins and sessions
+    assert {"/h/.codex", "/h/.gemini", "/h/.cursor", "/h/.copilot"} <= set(got.denied)
     # a harness whose state cannot move keeps its own under the home
     gemini = reach.of_run(
         BY_NAME["gemini"], {"HOME": "/h"}, work="/w", tmp="/t", own=[], git_dir=None,
         denied=[], allow=[], hook_http=None, denied_hosts=[],
     )  # fmt: skip
-    assert "/h/.gemini" in gemini.writable
+    assert "/h/.gemini" in gemini.writable and "/h/.gemini" not in gemini.denied
+    assert "/h/.claude" in gemini.denied

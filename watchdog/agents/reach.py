@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from ..errors import BadInput
-from .harnesses import Harness
+from .harnesses import HARNESS_TABLE, Harness
 
 # -- the commands ----------------------------------------------------------------
 
@@ -294,8 +294,12 @@ def of_run(
     home = env.get("HOME") or os.path.expanduser("~")
     never, state = home_paths(home, harness)
     own_home = harness_home(harness, env)
+    # every other harness's state (its logins, its sessions) and every other
+    # profile's folder are never read
+    never += [os.path.join(home, s) for h in HARNESS_TABLE if h is not harness for s in h.state]
+    never += [h for h in homes if h != own_home]
     if own_home is not None:  # its own folder; the person's own is never read
-        never += [*state, *(h for h in homes if h != own_home)]
+        never += state
         state, own = [own_home], [*own, own_home]
     writable = [work, tmp, *state]
     read_only = [os.path.join(work, p) for p in PINNED]
