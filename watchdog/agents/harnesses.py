@@ -821,7 +821,6 @@ HARNESS_TABLE = (
             Skip(("-c", "--config"), "danger-full-access", key="sandbox_mode"),
         ),
         state=(".codex",),
-        home_variable="CODEX_HOME",
         api=("api.openai.com", "OPENAI_BASE_URL"),
         trusts_hooks=True,
     ),
