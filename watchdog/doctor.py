@@ -302,20 +302,19 @@ def check_sandbox_probes(boundary: Any, dsn: str, env: Mapping[str, str]) -> lis
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
     out = []
-    apart = [h.name for h in HARNESS_TABLE if h.home_variable and h.isolate]
-    moved = [h.name for h in HARNESS_TABLE if h.home_variable and not h.isolate]
-    shared = [h.name for h in HARNESS_TABLE if not h.home_variable]
-    out.append(
-        Check(
-            "sandbox: the harness's own folder",
-            True,
-            f"{', '.join(apart)}: each profile's own, its settings kept out of the run; "
-            f"{', '.join(moved)}: each profile's own, but the settings a run writes there "
-            f"apply to its next run (afk knows no option that keeps them out); "
-            f"{', '.join(shared)}: afk cannot move their state, which stays under your home, "
-            "writable to their runs, its settings and hooks applying there",
-        )
-    )
+    said = {
+        "each profile's own, its settings kept out of the run": [
+            h.name for h in HARNESS_TABLE if h.home_variable and h.isolate
+        ],
+        "each profile's own, but the settings a run writes there apply to its next run": [
+            h.name for h in HARNESS_TABLE if h.home_variable and not h.isolate
+        ],
+        "under your home, writable to their runs, their settings and hooks applying there": [
+            h.name for h in HARNESS_TABLE if not h.home_variable
+        ],
+    }
+    detail = "; ".join(f"{', '.join(names)}: {how}" for how, names in said.items() if names)
+    out.append(Check("sandbox: the harness's own folder", True, detail))
     if not boundary.server_sockets_known:
         out.append(
             Check(
