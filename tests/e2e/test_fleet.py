@@ -170,3 +170,17 @@ def test_the_digest_and_status_take_a_loop_as_lost_after_the_setting(afk, sql):
         assert ("waiting_for_a_loop" in status) is flagged, (lost, status)
         digest = afk("digest", "--dry-run", "--format", "text", env=env).stdout
         assert ("waiting for a loop with tpu: tpu job" in digest) is flagged, (lost, digest)
+
+
+def test_afk_loops_says_when_a_timed_parking_ends_in_the_persons_zone(afk):
+    """P23 (issue 53): `afk loops` said a parking with an end lasted "until a
+    person clears it" (it read a key the parking does not have)."""
+    from datetime import UTC, datetime, timedelta
+    from zoneinfo import ZoneInfo
+
+    until = (datetime.now(UTC) + timedelta(days=10)).replace(second=0, microsecond=0)
+    afk.json("limit", "--account", "timed", "--until", until.isoformat())
+    said = afk("loops", env={**afk.env, "TZ": "Europe/Paris"}).stdout
+    shown = until.astimezone(ZoneInfo("Europe/Paris")).strftime("%Y-%m-%d %H:%M %Z")
+    assert "parked timed: " in said and f"until {shown}" in said, said
+    assert "a person clears it" not in said

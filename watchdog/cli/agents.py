@@ -9,6 +9,7 @@ import shutil
 import signal
 import sys
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -503,6 +504,7 @@ def cmd_loops(args: argparse.Namespace, res: Resources) -> int:
     beating), the task and profile it runs, and each account's parking."""
     from ..agents.accounts import Accounts
     from ..agents.fleet import Fleet
+    from ..agents.outcome import reading_zone
 
     loops = Fleet(res.queue.db, res.settings.loop.fleet_lost_seconds).loops()
     parked = {p.account: p.to_json() for p in Accounts(res.queue.db).parked()}
@@ -518,8 +520,14 @@ def cmd_loops(args: argparse.Namespace, res: Resources) -> int:
             f"{r['state']:5} {r['agent_id']} {r['runner']} on {r['host']} (pid {r['pid']}, "
             f"{r['username'] or '?'}){labels}: {doing}{profile}; seen {r['seen_at']:%H:%M:%S}"
         )
+    zone = reading_zone()
     for account, p in parked.items():
-        until = p.get("until") or "a person clears it"
+        ends = p.get("limited_until")
+        until = (
+            f"{datetime.fromisoformat(ends).astimezone(zone):%Y-%m-%d %H:%M %Z}"
+            if ends
+            else "a person clears it"
+        )
         print(f"parked {account}: {p.get('kind')} until {until}")
     if not rows:
         print("no loop is registered")
