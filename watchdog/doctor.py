@@ -24,7 +24,7 @@ from typing import Any
 from .agents.checkup import Check, check_harness, check_hook_service, check_live
 from .agents.harnesses import BY_NAME, HARNESS_TABLE
 from .config import Settings
-from .errors import AfkError, BadInput
+from .errors import AfkError
 
 #: seconds this machine's clock may be off the database's
 CLOCK_SKEW = 2.0
@@ -146,9 +146,19 @@ def check_sandbox(settings: Settings, env: Mapping[str, str]) -> Check:
         )
     try:
         engine = sandbox.locate(settings.loop.srt, env)
-    except BadInput as exc:
-        return Check("sandbox", False, str(exc), "npm install -g @anthropic-ai/sandbox-runtime")
+    except sandbox.EngineMissing as exc:
+        return engine_missing(exc)
     return Check("sandbox", True, f"on: {engine} {sandbox.version(engine)}")
+
+
+def engine_missing(exc: Any) -> Check:
+    """A missing sandbox engine, as afk doctor says it: once, with what
+    installs it."""
+    from .agents import sandbox
+
+    return Check(
+        "sandbox", False, f"the sandbox engine {exc.engine!r} is not installed", sandbox.INSTALL
+    )
 
 
 #: what `afk doctor --sandbox` runs inside the boundary, as a run would be

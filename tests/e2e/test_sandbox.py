@@ -372,3 +372,15 @@ def test_the_sandbox_bench_runs_and_reports_what_the_boundary_adds(srt, tmp_path
     report = json.loads(out.read_text())
     assert report["engine"].startswith("srt ") and report["runs"] == 2
     assert report["sandboxed_ms"] > report["bare_ms"] > 0
+
+
+def test_doctor_says_a_missing_engine_once_and_as_doctor(afk, tmp_path):
+    """P33 (issue 53): without the engine `afk doctor --sandbox` printed its
+    install hint twice in one line, and "nothing was claimed", written for
+    the loop."""
+    env = {"AFK_SRT": str(tmp_path / "no-such-srt")}
+    proc = afk("doctor", "--sandbox", env=env)
+    assert proc.returncode == 1, proc.stderr
+    (line,) = [x for x in (proc.stdout + proc.stderr).splitlines() if "FAIL sandbox" in x]
+    assert line.count("npm install -g @anthropic-ai/sandbox-runtime") == 1, line
+    assert "nothing was claimed" not in line and "no-such-srt" in line, line

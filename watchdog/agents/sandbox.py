@@ -28,16 +28,30 @@ from .harnesses import Harness, harness_of
 ENGINE = "srt"
 
 
+#: what installs the engine and its parts
+INSTALL = (
+    "npm install -g @anthropic-ai/sandbox-runtime; on Linux it needs bubblewrap, socat and "
+    "ripgrep: apt install bubblewrap socat ripgrep"
+)
+
+
+class EngineMissing(BadInput):
+    """The sandbox engine is not installed; :data:`INSTALL` says how."""
+
+    def __init__(self, engine: str) -> None:
+        super().__init__(
+            f"afk loop --sandbox: the sandbox engine {engine!r} is not installed ({INSTALL}); "
+            "nothing was claimed"
+        )
+        self.engine = engine
+
+
 def locate(configured: str, env: Mapping[str, str]) -> str:
     """The engine's command: the setting (AFK_SRT), else ``srt`` on PATH.
-    BadInput, with what to install, where there is none."""
+    :class:`EngineMissing` where there is none."""
     found = shutil.which(configured or ENGINE, path=env.get("PATH"))
     if found is None:
-        raise BadInput(
-            f"afk loop --sandbox: the sandbox engine {configured or ENGINE!r} is not installed "
-            "(npm install -g @anthropic-ai/sandbox-runtime; on Linux it needs bubblewrap, "
-            "socat and ripgrep: apt install bubblewrap socat ripgrep); nothing was claimed"
-        )
+        raise EngineMissing(configured or ENGINE)
     return found
 
 

@@ -219,13 +219,17 @@ def sandbox_probes(args: argparse.Namespace, res: Resources) -> list[Any]:
     check that says what to install."""
     from .. import doctor
     from ..agents.checkup import Check
+    from ..agents.sandbox import INSTALL, EngineMissing
     from .agents import boundary_of
 
     try:
         boundary = boundary_of(args, res)
+    except EngineMissing as exc:
+        return [
+            Check("sandbox", False, f"the sandbox engine {exc.engine!r} is not installed", INSTALL)
+        ]
     except BadInput as exc:
-        fix = "npm install -g @anthropic-ai/sandbox-runtime; apt install bubblewrap socat ripgrep"
-        return [Check("sandbox", False, str(exc), fix)]
+        return [Check("sandbox", False, str(exc))]
     return doctor.check_sandbox_probes(boundary, res.dsn, os.environ)
 
 
