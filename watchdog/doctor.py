@@ -312,7 +312,7 @@ def check_sandbox_probes(boundary: Any, dsn: str, env: Mapping[str, str]) -> lis
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
     out = []
-    said = {
+    homes = {
         "each profile's own, its settings kept out of the run": [
             h.name for h in HARNESS_TABLE if h.home_variable and h.isolate
         ],
@@ -323,7 +323,7 @@ def check_sandbox_probes(boundary: Any, dsn: str, env: Mapping[str, str]) -> lis
             h.name for h in HARNESS_TABLE if not h.home_variable
         ],
     }
-    detail = "; ".join(f"{', '.join(names)}: {how}" for how, names in said.items() if names)
+    detail = "; ".join(f"{', '.join(names)}: {how}" for how, names in homes.items() if names)
     out.append(Check("sandbox: the harness's own folder", True, detail))
     if not boundary.server_sockets_known:
         out.append(
