@@ -319,13 +319,13 @@ def test_a_raw_request_reads_no_file_of_the_host_and_names_no_other_task(afk, tm
     assert "VICTIM-SPEC-SECRET-42" not in json.dumps(brief) and str(claimed["token"]) not in (
         json.dumps(brief)
     )
-    assert "mine" in json.dumps(brief), brief  # its own task's brief
-    assert "warning" not in json.dumps(hook), hook
+    assert "mine" not in json.dumps(brief), brief  # (no task's brief at all)
+    assert "warning" in hook["stderr"] and "/EVIL" not in hook["stdout"], hook
     assert show["exit"] == "4" and "VICTIM" not in json.dumps(show)
     assert conf["exit"] in ("2", "4")
     assert sql("SELECT checkpoint, spec, state FROM afk_task WHERE id = %s", other) == before
     shown = afk.json("show", mine)
-    assert "/EVIL/touched" in shown["checkpoint"].get("files_touched", [])
+    assert "/EVIL/touched" not in json.dumps(shown)  # (nor into its own: refused)
     (kept,) = shown["runs"]  # (the attempts, kept on the run)
     assert any(f"a hook named task {other}" in r for r in kept["refused"]), kept["refused"]
     assert not sql("SELECT 1 FROM afk_account_park WHERE account = 'victim'")

@@ -138,19 +138,25 @@ class Broker(HookServer):
         return {"stdout": reply.stdout(), "stderr": reply.stderr()}
 
     def run_env(self, env: Mapping[str, str]) -> dict[str, str]:
-        """A hook's environment as the run's: the run's own task, token,
-        agent and account, whatever the request said (none between runs)."""
+        """A hook's environment as the run's: the run's own task, agent and
+        account, whatever the request said (none between runs). A request
+        that names its task with an older token (a session of an earlier run)
+        keeps that token, and is a zombie to the hook; one that names another
+        task gets a credential no hook accepts: it is denied, and nothing of
+        any task is read or changed."""
         own = {k: v for k, v in env.items() if k not in RUN_NAMES}
         serving = self._serving()
         if serving is None:
             return own
         run, account = serving
         named, token = credential.read(env)
-        if (named and named != str(run.id)) or (token and token != str(run.token)):
-            self._note(f"a hook named task {named or str(run.id)} with another token or id: "
-                       "answered for its own task")  # fmt: skip
-        own.update(credential.written(run.id, run.token))
         own.update({"AFK_AGENT_ID": run.agent_id, "AFK_ACCOUNT": account})
+        if named and named != str(run.id):
+            self._note(f"a hook named task {named}: not its run's, refused")
+            return {**own, credential.TASK_ID: str(run.id), credential.TASK_TOKEN: "refused"}
+        own.update(
+            credential.written(run.id, int(token) if token and token.isdigit() else run.token)
+        )
         return own
 
     def command(
