@@ -501,6 +501,29 @@ def make_folder(
     git(["update-ref", f"{KEEP}/{task_id}", base], repo)
 
 
+def own_refs(path: str, branch: str) -> list[str]:
+    """What a task folder of its own holds besides its branch: the refs the
+    agent made there (a branch, a tag, its stash), which removing the folder
+    would lose (in a worktree they were the person's repository's)."""
+    if not has_own_git(path):
+        return []
+    said = quiet(["for-each-ref", "--format=%(refname)"], path) or ""
+    ours = (f"refs/heads/{branch}", "refs/afk/saved")
+    return [r for r in said.splitlines() if r and r not in ours]
+
+
+def save_own_refs(repo: str, path: str, ref: str) -> None:
+    """Every ref of :func:`own_refs` kept under ``ref`` in the person's
+    repository (``refs/...`` as they were; each stash entry as ``stash/N``)."""
+    stashes = (quiet(["stash", "list", "--format=%H"], path) or "").split()
+    for n, sha in enumerate(stashes):
+        git(["update-ref", f"refs/afk/stash/{n}", sha], path)
+    specs = ["+refs/heads/*:" + f"{ref}/refs/heads/*", "+refs/tags/*:" + f"{ref}/refs/tags/*"]
+    if stashes:
+        specs.append(f"+refs/afk/stash/*:{ref}/stash/*")
+    git([*QUIET_FETCH, "fetch", "-q", "--no-tags", "--no-write-fetch-head", path, *specs], repo)
+
+
 def bring_back(repo: str, path: str, branch: str) -> None:
     """The task's branch as its folder has it, fetched into the person's
     repository by afk's own git (outside any boundary): its review, its
@@ -723,6 +746,8 @@ def save(row: Mapping[str, Any]) -> str:
     tip = head(path) or str(row.get("head_sha") or row["base_sha"])
     bring_back(repo, path, str(row["branch"]))
     git(["update-ref", f"{ref}/branch", tip], repo)
+    if own_refs(path, str(row["branch"])):  # (a stash, a branch: the folder's alone)
+        save_own_refs(repo, path, ref)
     if dirty(path):
         scratch = tempfile.mkdtemp(prefix="afk-gc-")  # (not in the worktree: not saved)
         index = os.path.join(scratch, "index")
@@ -879,7 +904,8 @@ def _weigh(
     bring_back(str(row["repo"]), path, str(row["branch"]))
     how = merged(row)
     left = dirty(path)
-    if how is not None and not left:
+    extra = own_refs(path, str(row["branch"]))
+    if how is not None and not left and not extra:
         item.update(action="removed", why=how)
         if not dry_run:
             remove(db, row, trash=None)
@@ -888,6 +914,9 @@ def _weigh(
         "uncommitted changes"
         if left
         else f"not merged into {base_tip(str(row['repo']), row.get('base'))[0]}"
+        if how is None
+        else "refs of its own that removing it would lose: "
+        + ", ".join(r.removeprefix("refs/heads/") for r in extra[:5])
     )
     if not force:
         item.update(action="kept", why=why)

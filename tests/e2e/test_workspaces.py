@@ -899,3 +899,34 @@ def test_an_older_tasks_linked_worktree_carries_over(repo, sql):
     restored = repo.afk.json("restore", task_id, env=repo.env)
     assert (Path(restored["path"]) / "from-before.txt").is_file()
     assert (Path(restored["path"]) / ".git").is_dir()
+
+
+def test_a_task_folders_own_stash_and_branches_are_never_lost_to_gc(repo):
+    """Point of the task's own git folder: a stash or a branch the agent made
+    there lives in the folder alone (a worktree's lived in the person's
+    repository). gc keeps such a folder and says why; --force saves every
+    one into the person's repository before it removes the folder."""
+    (task_id,) = repo.enqueue("stashes")
+    code, err = finish(repo.loop())
+    assert code == 0, err
+    folder = Path(repo.show(task_id)["workspace"]["path"])
+    (folder / "stashes.txt").write_text("stashed work\n")
+    repo.git("stash", "-q", cwd=folder)
+    repo.git("branch", "side-idea", cwd=folder)
+    stash = repo.git("rev-parse", "refs/stash", cwd=folder)
+    side = repo.git("rev-parse", "side-idea", cwd=folder)
+    # merge the task's branch: only its own refs hold the folder now
+    branch = repo.show(task_id)["workspace"]["branch"]
+    repo.git("merge", "-q", "--ff-only", branch)
+    kept = repo.afk.json("gc", "--json", env=repo.env)
+    (item,) = kept["worktrees"]
+    assert item["action"] == "kept" and "side-idea" in item["why"], item
+    assert folder.exists()
+    forced = repo.afk.json("gc", "--force", "--json", env=repo.env)
+    assert [w["action"] for w in forced["worktrees"]] == ["saved and removed"], forced
+    assert not folder.exists()
+    saved = repo.git(
+        "for-each-ref", "--format=%(objectname) %(refname)", f"refs/afk/trash/{task_id}"
+    )
+    assert f"{side} refs/afk/trash/{task_id}/refs/heads/side-idea" in saved, saved
+    assert f"{stash} refs/afk/trash/{task_id}/stash/0" in saved, saved
