@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         "median_ms": {k: round(statistics.median(v), 1) for k, v in timed.items()},
         "p95_ms": {k: round(sorted(v)[int(len(v) * 0.95) - 1], 1) for k, v in timed.items()},
     }
-    text = json.dumps(report, indent=1)
+    text = json.dumps(report, indent=1)  # (no bench.common: it runs on any version)
     print(text)
     if args.out:
         Path(args.out).write_text(text + "\n")

@@ -151,3 +151,13 @@ def vacuum(dsn: str) -> None:
 
 def log(text: str) -> None:
     print(f"[bench {datetime.now():%H:%M:%S}] {text}", flush=True)
+
+
+def emit_report(report: dict[str, Any], out: str | None) -> None:
+    """A bench's report as JSON: printed, and written to ``out`` when given."""
+    import json
+
+    text = json.dumps(report, indent=1)
+    print(text)
+    if out:
+        Path(out).write_text(text + "\n")

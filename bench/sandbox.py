@@ -13,7 +13,6 @@ fetches the pinned one).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -22,6 +21,7 @@ import sys
 import tempfile
 import time
 
+from bench.common import emit_report
 from watchdog.agents import reach, sandbox
 
 
@@ -66,11 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         "target_added_ms": 500,
     }
     report["within_target"] = report["added_ms"] <= report["target_added_ms"]
-    text = json.dumps(report, indent=1)
-    print(text)
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as out:
-            out.write(text + "\n")
+    emit_report(report, args.out)
     return 0
 
 

@@ -12,7 +12,6 @@ needed. Medians of RUNS, interleaved.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -24,6 +23,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from bench.common import emit_report
 from watchdog import workspaces
 
 WHO = {
@@ -111,10 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         "median_ms": medians,
         "make_ratio": round(medians["folder"] / medians["worktree"], 2),
     }
-    text = json.dumps(report, indent=1)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
+    emit_report(report, args.out)
     return 0
 
 
