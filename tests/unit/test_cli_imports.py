@@ -31,8 +31,6 @@ LAZY = {
     "cli.agents": "afk loop's boundary, for afk doctor --sandbox (psycopg)",
     "brokerlink": "json: the afk an agent runs inside a run, and only there",
     "cli": "the parser, for the broker (cli/__init__ imports this file: a circle)",
-    "cli.": "the package's table of commands and its bootstrap, for the agent's commands "
-    "(cli/__init__ imports the files of the commands: a circle)",
     "cli.agentcli": "the agent's commands, for afk loop's broker only",
     "service": "psycopg, prometheus-client, APScheduler",
     "web": "jinja2 and the status pages (afk web token)",

@@ -14,7 +14,7 @@ import pytest
 from helpers import ROOT
 
 from watchdog.agents import reach
-from watchdog.cli import COMMANDS
+from watchdog.cli import COMMANDS, run_command
 from watchdog.cli.agentcli import AgentCli, Said, agent_parser
 from watchdog.config import load_all
 
@@ -66,7 +66,7 @@ def test_no_door_lists_the_rooms_paths_of_its_own():
 
 
 def test_the_agents_parser_is_the_rooms_commands_and_takes_no_abbreviation():
-    parser = agent_parser()
+    parser = agent_parser(COMMANDS)
     (sub,) = [a for a in parser._actions if a.dest == "subcommand"]
     assert tuple(sub.choices) == reach.AGENT_COMMANDS  # type: ignore[attr-defined]
     assert parser.allow_abbrev is False
@@ -117,7 +117,7 @@ RUN = SimpleNamespace(id=uuid.uuid4(), token=7, agent_id="a")
     ],
 )
 def test_the_broker_refuses_what_is_not_its_runs_own_in_one_line(argv):
-    said = AgentCli(load_all(None, {})).check(argv, RUN)  # type: ignore[arg-type]
+    said = AgentCli(load_all(None, {}), COMMANDS, run_command).check(argv, RUN)  # type: ignore[arg-type]
     assert isinstance(said, Said), argv
     assert said.exit == 2 and said.stdout == "", said
     assert said.stderr.startswith("afk: ") and said.stderr.count("\n") == 1, said
@@ -142,7 +142,7 @@ def test_the_broker_refuses_what_is_not_its_runs_own_in_one_line(argv):
     ],
 )
 def test_its_own_commands_are_filled_with_the_runs_credential(argv):
-    args = AgentCli(load_all(None, {})).check(argv, RUN)  # type: ignore[arg-type]
+    args = AgentCli(load_all(None, {}), COMMANDS, run_command).check(argv, RUN)  # type: ignore[arg-type]
     assert not isinstance(args, Said), args
     assert (args.dsn, args.config) == (None, None)
     if hasattr(args, "id"):

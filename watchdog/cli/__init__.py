@@ -461,6 +461,7 @@ def run_command(args: argparse.Namespace, res: Resources | None = None) -> int:
         res = Resources(
             args, command.needs, bounded=command.bounded, check_schema=command.check_schema
         )
+        res.cli = (COMMANDS, run_command)
     try:
         try:
             code: int = command.run(args, res)

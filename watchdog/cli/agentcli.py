@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import io
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -36,17 +37,16 @@ class Said:
     stderr: str = ""
 
 
-def agent_parser() -> Parser:
+def agent_parser(commands: Mapping[str, Any]) -> Parser:
     """The parser of an agent's commands: each of the room's agent commands,
-    with the options its own ``configure`` gives it, and nothing else."""
-    from . import COMMANDS  # (the package's table: this module is one of its files)
-
+    with the options its own ``configure`` gives it (``commands``: the CLI's
+    table), and nothing else."""
     parser = Parser(prog="afk", allow_abbrev=False, add_help=False)
     sub = parser.add_subparsers(
         dest="subcommand", required=True, metavar="COMMAND", parser_class=Parser
     )
     for name in reach.AGENT_COMMANDS:
-        command = COMMANDS[name]
+        command = commands[name]
         p = sub.add_parser(name, allow_abbrev=False, help=command.help, description=command.help)
         if command.configure is not None:
             command.configure(p)
@@ -55,11 +55,14 @@ def agent_parser() -> Parser:
 
 class AgentCli:
     """The agent's commands, for one loop's broker: :meth:`check` then
-    :meth:`run`, each in the broker's thread of the request."""
+    :meth:`run`, each in the broker's thread of the request. The CLI's table
+    of commands and its bootstrap are given (this module is below them)."""
 
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.parser = agent_parser()
+    def __init__(
+        self, settings: Settings, commands: Mapping[str, Any], run: Callable[..., int]
+    ) -> None:
+        self.settings, self._run = settings, run
+        self.parser = agent_parser(commands)
 
     def check(self, argv: list[str], run: Task) -> argparse.Namespace | Said:
         """``afk ARGV`` of the agent of ``run``, parsed and checked: its
@@ -89,11 +92,9 @@ class AgentCli:
 
     def run(self, args: argparse.Namespace, queue: Queue) -> Said:
         """Run a checked command with the loop's settings on ``queue``."""
-        from . import run_command  # (the package's bootstrap)
-
         out, err = io.StringIO(), io.StringIO()
         with streams(out, err):
-            code = run_command(args, Resources.given(args, self.settings, queue))
+            code = self._run(args, Resources.given(args, self.settings, queue))
         return Said(code, out.getvalue(), err.getvalue())
 
 

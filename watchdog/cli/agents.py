@@ -424,9 +424,10 @@ def cmd_loop(args: argparse.Namespace, res: Resources) -> int:
 
         options.hook_secret = link_secret(queue.db, "hooks")
     accounts = Accounts(queue.db)
-    from .agentcli import AgentCli  # (it reads the package's table of commands)
+    from .agentcli import AgentCli
 
-    broker = Broker(queue.db.conninfo, settings, AgentCli(settings))
+    assert res.cli is not None  # (the bootstrap gives it)
+    broker = Broker(queue.db.conninfo, settings, AgentCli(settings, *res.cli))
     if not broker.start():
         raise AfkError(f"cannot serve the agents' broker on {broker.path}")
     try:

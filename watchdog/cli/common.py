@@ -9,7 +9,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any, Literal, NoReturn
@@ -237,6 +237,10 @@ class Resources:
         self._queue: Queue | None = None
         self._databases: list[Database] = []
         self._given = False
+        #: the CLI's table of commands and its bootstrap, given by the
+        #: bootstrap itself: what a command that serves others' commands (the
+        #: loop's broker) runs them with
+        self.cli: tuple[Mapping[str, Any], Callable[..., int]] | None = None
 
     @classmethod
     def given(cls, args: argparse.Namespace, settings: Settings, queue: Queue) -> Resources:
