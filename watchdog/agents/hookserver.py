@@ -299,15 +299,19 @@ def peer_uid(conn: socket.socket) -> int | None:
         )
 
     want = (hexed(theirs), hexed(ours))
-    try:
-        with open("/proc/net/tcp6" if six else "/proc/net/tcp", encoding="ascii") as table:
-            next(table, None)  # (its header)
-            for row in table:
-                fields = row.split()
-                if len(fields) > 7 and (fields[1], fields[2]) == want:
-                    return int(fields[7])
-    except (OSError, ValueError):
-        return None
+    # the kernel writes the table a page at a time, and a row can be skipped
+    # while other sockets open and close between two pages (a flood of them
+    # is when it matters): a row not found is looked for again
+    for _ in range(3):
+        try:
+            with open("/proc/net/tcp6" if six else "/proc/net/tcp", encoding="ascii") as table:
+                next(table, None)  # (its header)
+                for row in table:
+                    fields = row.split()
+                    if len(fields) > 7 and (fields[1], fields[2]) == want:
+                        return int(fields[7])
+        except (OSError, ValueError):
+            return None
     return None
 
 
