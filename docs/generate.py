@@ -223,9 +223,15 @@ def reach_page() -> str:
         "its temporary folder, and its harness's state: its profile's own folder where "
         "the harness's state moves ("
         + ", ".join(f"`${h.home_variable}`" for h in HARNESS_TABLE if h.home_variable)
-        + "), else under the home ("
-        + ", ".join(f"`~/{s}`" for h in HARNESS_TABLE if not h.home_variable for s in h.state)
-        + "); an older task's linked worktree commits into the repository's git folder, "
+        + ")"
+        + "".join(
+            f", else under the home (`~/{s}`)"
+            for h in HARNESS_TABLE
+            if not h.home_variable
+            for s in h.state
+        )
+        + " (the person's own is never written); an older task's linked worktree "
+        "commits into the repository's git folder, "
         "less the same and its " + ", ".join(f"`{p}`" for p in reach.WORKTREE_READ_ONLY) + " |",
         "| read-only | everything else; in its worktree, the agent's own configuration: "
         + ", ".join(f"`{p}`" for p in reach.PINNED)
@@ -233,8 +239,9 @@ def reach_page() -> str:
         "| never read | afk's home (its settings, the embedded server, every other "
         "task's folder, every other profile's harness state), afk's settings file, "
         "every other run's folder and broker, the service's hook socket, "
-        "`--deny-read`, the person's own harness state where a profile's moves "
-        "(`~/.claude`, `~/.claude.json`, `~/.codex`), and under the home: "
+        "`--deny-read`, the person's own harness state where a profile's moves ("
+        + ", ".join(f"`~/{s}`" for h in HARNESS_TABLE if h.home_variable for s in h.state)
+        + "), and under the home: "
         + ", ".join(f"`~/{p}`" for p in reach.DENIED_HOME)
         + " |",
         "| database sockets | hidden: the DSN's and `PGHOST`'s folders, the server's own "

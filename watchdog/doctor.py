@@ -316,8 +316,13 @@ def check_sandbox_probes(boundary: Any, dsn: str, env: Mapping[str, str]) -> lis
         "each profile's own, its settings kept out of the run": [
             h.name for h in HARNESS_TABLE if h.home_variable and h.isolate
         ],
-        "each profile's own, but the settings a run writes there apply to its next run": [
-            h.name for h in HARNESS_TABLE if h.home_variable and not h.isolate
+        "each profile's own, its hooks afk's alone before each run, but other settings a "
+        "run writes there apply to its next run, inside the sandbox": [
+            h.name for h in HARNESS_TABLE if h.home_variable and h.home_hooks and not h.isolate
+        ],
+        "each profile's own, but the settings a run writes there apply to its next run, "
+        "inside the sandbox": [
+            h.name for h in HARNESS_TABLE if h.home_variable and not h.isolate and not h.home_hooks
         ],
         "under your home, writable to their runs, their settings and hooks applying there": [
             h.name for h in HARNESS_TABLE if not h.home_variable

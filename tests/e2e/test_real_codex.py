@@ -166,3 +166,69 @@ def test_codex_loads_a_projects_hooks_only_in_a_trusted_project_and_doctor_says_
     assert not (client.project / "trusted.txt").exists()
     assert DENIED in client.api.seen()
     assert client.doctor()["codex project"]["ok"]
+
+
+def test_under_the_sandbox_codex_keeps_its_state_in_its_profiles_folder(codex, afk, api, tmp_path):
+    """Issue 49 item 6, Codex's sibling: under `afk loop --sandbox` the
+    person's ~/.codex was writable to the run (a hook planted there ran at
+    their next `codex`) and its other sessions readable. The run's
+    CODEX_HOME is its profile's own folder under afk's home: its session is
+    kept there, afk's hooks (written there by the loop, no other) brief it,
+    a hook an earlier run planted there never runs, and ~/.codex is never
+    read nor written."""
+    import shutil
+    import tempfile
+
+    from helpers.sandbox_runtime import VERSION as SRT_VERSION
+    from helpers.sandbox_runtime import binary as srt_binary
+
+    srt = require_cli("the sandbox runtime", SRT_VERSION, srt_binary(), "sandbox_runtime")
+    base = tmp_path if not str(tmp_path).startswith("/dev/") else None
+    folder = Path(tempfile.mkdtemp(prefix="afk-codex-home-", dir=base or "/tmp"))
+    try:
+        home, project = folder / "home", folder / "project"
+        persons = home / ".codex"
+        persons.mkdir(parents=True)
+        (persons / "secret-session.jsonl").write_text("THE PERSONS OWN SESSION\n")
+        project.mkdir()
+        for argv in (["init", "-q"], ["commit", "-q", "--allow-empty", "-m", "base"]):
+            subprocess.run(["git", "-c", "user.name=a", "-c", "user.email=a@example.invalid",
+                            *argv], cwd=project, check=True)  # fmt: skip
+        afk_home = folder / "afk-home"
+        env = {"HOME": str(home), "AFK_SRT": srt, "AFK_HOME": str(afk_home),
+               "CODEX_TEST_KEY": "not-a-key", "OPENAI_BASE_URL": api.url}  # fmt: skip
+        own = afk_home / "homes" / "default" / "codex"
+        planted = {"hooks": {"SessionStart": [{"hooks": [
+            {"type": "command", "command": f"touch {own}/PLANTED-HOOK-RAN"}]}]}}  # fmt: skip
+        own.mkdir(parents=True)
+        (own / "hooks.json").write_text(json.dumps(planted))
+        (task,) = afk.json("enqueue", "--agent", "cx", "--title", "port the parser",
+                           "--spec", '{"repo": "acme"}', "--repo", str(project),
+                           env=env)["enqueued"]  # fmt: skip
+        api.script = [
+            "bash:cat ~/.codex/secret-session.jsonl; echo read-rc=$?",
+            "bash:echo x > ~/.codex/PLANTED; echo write-rc=$?",
+            "text:done",
+        ]
+        agent = [codex, "exec", "--dangerously-bypass-approvals-and-sandbox",
+                 "-c", "model_provider=local", "-c", 'model_providers.local.name="local"',
+                 "-c", f'model_providers.local.base_url="{api.url}"',
+                 "-c", 'model_providers.local.wire_api="responses"',
+                 "-c", 'model_providers.local.env_key="CODEX_TEST_KEY"']  # fmt: skip
+        loop = Afk.command("loop", "--agent", "cx", "--max-tasks", "1", "--sandbox", "--")
+        proc = subprocess.run([*loop, *agent], env={**afk.env, **env}, cwd=project,
+                              capture_output=True, text=True, timeout=240)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        shown = afk.json("show", task, env=env)
+        said = api.seen()
+        assert "# Resume: port the parser" in said  # afk's hooks, from its folder, ran
+        assert "THE PERSONS OWN SESSION" not in said and "read-rc=0" not in said
+        # (the engine hides it under an empty folder of the run's: a write
+        # there may succeed, and is gone with the run)
+        assert not (persons / "PLANTED").exists()
+        assert sorted(p.name for p in persons.iterdir()) == ["secret-session.jsonl"]
+        assert list((own / "sessions").rglob("*.jsonl")), "no session kept in its folder"
+        assert not (own / "PLANTED-HOOK-RAN").exists()
+        assert shown["runs"][0]["sandbox"]["engine"] == "srt", shown
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -131,3 +131,68 @@ def test_gemini_redaction_drops_afk_task_token_and_afk_task_lease_survives(clien
     else:
         assert not (client.project / "held.txt").exists()
         assert "your task cannot be checked" in client.api.seen()
+
+
+def test_under_the_sandbox_gemini_keeps_its_state_in_its_profiles_folder(
+    gemini, afk, api, tmp_path
+):
+    """Issue 49 item 6, Gemini's sibling: under `afk loop --sandbox` the
+    person's ~/.gemini was the run's to write and read. The run's
+    GEMINI_CLI_HOME is its profile's own folder under afk's home: its
+    settings there (the login's choice) are kept, afk's hooks (written there
+    by the loop, no other) brief it, a hook an earlier run planted never runs,
+    and ~/.gemini is never read nor written."""
+    import shutil
+    import tempfile
+
+    from helpers.sandbox_runtime import VERSION as SRT_VERSION
+    from helpers.sandbox_runtime import binary as srt_binary
+
+    srt = require_cli("the sandbox runtime", SRT_VERSION, srt_binary(), "sandbox_runtime")
+    base = tmp_path if not str(tmp_path).startswith("/dev/") else None
+    folder = Path(tempfile.mkdtemp(prefix="afk-gemini-home-", dir=base or "/tmp"))
+    try:
+        home, project = folder / "home", folder / "project"
+        persons = home / ".gemini"
+        persons.mkdir(parents=True)
+        (persons / "secret.json").write_text('"THE PERSONS OWN LOGIN"\n')
+        project.mkdir()
+        for argv in (["init", "-q"], ["commit", "-q", "--allow-empty", "-m", "base"]):
+            subprocess.run(["git", "-c", "user.name=a", "-c", "user.email=a@example.invalid",
+                            *argv], cwd=project, check=True)  # fmt: skip
+        afk_home = folder / "afk-home"
+        env = {"HOME": str(home), "AFK_SRT": srt, "AFK_HOME": str(afk_home),
+               "GEMINI_API_KEY": "not-a-key", "GOOGLE_GEMINI_BASE_URL": api.url}  # fmt: skip
+        own = afk_home / "homes" / "default" / "gemini"
+        # what `afk profile login default --harness gemini` leaves there, and
+        # a hook an earlier run planted beside it
+        (own / ".gemini").mkdir(parents=True)
+        (own / ".gemini" / "settings.json").write_text(json.dumps({
+            "security": {"auth": {"selectedType": "gemini-api-key"},
+                         "folderTrust": {"enabled": False}},
+            "hooks": {"BeforeTool": [{"matcher": "*", "hooks": [
+                {"type": "command", "command": f"touch {own}/PLANTED-HOOK-RAN"}]}]},
+        }))  # fmt: skip
+        (task,) = afk.json("enqueue", "--agent", "gm", "--title", "port the parser",
+                           "--spec", '{"repo": "acme"}', "--repo", str(project),
+                           env=env)["enqueued"]  # fmt: skip
+        api.script = [
+            "bash:cat ~/.gemini/secret.json; echo read-rc=$?",
+            "bash:echo x > ~/.gemini/PLANTED; echo write-rc=$?",
+            "text:done",
+        ]
+        loop = Afk.command("loop", "--agent", "gm", "--max-tasks", "1", "--sandbox", "--")
+        proc = subprocess.run([*loop, gemini, "--yolo", "-p"], env={**afk.env, **env},
+                              cwd=project, capture_output=True, text=True,
+                              timeout=240)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        shown = afk.json("show", task, env=env)
+        said = api.seen()
+        assert "# Resume: port the parser" in said, proc.stderr[-3000:]  # afk's hooks ran
+        assert "THE PERSONS OWN LOGIN" not in said and "read-rc=0" not in said
+        assert not (persons / "PLANTED").exists()
+        assert sorted(p.name for p in persons.iterdir()) == ["secret.json"]
+        assert not (own / "PLANTED-HOOK-RAN").exists()
+        assert shown["runs"][0]["sandbox"]["engine"] == "srt", shown
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

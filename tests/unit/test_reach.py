@@ -6,6 +6,7 @@ there. These fail when a door keeps a list of its own again."""
 from __future__ import annotations
 
 import ast
+import json
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
@@ -14,6 +15,7 @@ import pytest
 from helpers import ROOT
 
 from watchdog.agents import reach
+from watchdog.agents.harnesses import HARNESS_TABLE
 from watchdog.cli import COMMANDS, run_command
 from watchdog.cli.agentcli import AgentCli, Said, agent_parser
 from watchdog.config import load_all
@@ -179,10 +181,42 @@ def test_a_run_writes_its_own_harness_home_and_never_reads_the_persons():
     assert "/afk/homes/one/claude" not in got.denied
     # and no other harness's logins and sessions
     assert {"/h/.codex", "/h/.gemini", "/h/.cursor", "/h/.copilot"} <= set(got.denied)
-    # a harness whose state cannot move keeps its own under the home
-    gemini = reach.of_run(
-        BY_NAME["gemini"], {"HOME": "/h"}, work="/w", tmp="/t", own=[], git_dir=None,
-        denied=[], allow=[], hook_http=None, denied_hosts=[],
+
+
+@pytest.mark.parametrize("name", [h.name for h in HARNESS_TABLE])
+def test_every_harness_has_a_home_of_its_own_and_never_writes_the_persons(name, tmp_path):
+    """Item 6, its siblings: ~/.codex, ~/.gemini, ~/.cursor and ~/.copilot
+    stayed writable to a sandboxed run (only Claude Code's state moved). Each
+    record names the variable that moves its state; a run with it writes its
+    own folder alone, the person's is never read, and afk's hooks are the
+    only hooks in the folder's hooks file however it was left."""
+    from watchdog.agents.harnesses import BY_NAME, give_home_hooks, read_settings
+
+    harness = BY_NAME[name]
+    assert harness.home_variable, f"{name}: its state cannot move"
+    own = str(tmp_path / "homes" / "one" / name)
+    env = {"HOME": "/h", harness.home_variable: own}
+    got = reach.of_run(
+        harness, env, work="/w", tmp="/t", own=[], git_dir=None, denied=[], allow=[],
+        hook_http=None, denied_hosts=[],
     )  # fmt: skip
-    assert "/h/.gemini" in gemini.writable and "/h/.gemini" not in gemini.denied
-    assert "/h/.claude" in gemini.denied
+    persons = {f"/h/{s}" for s in harness.state}
+    assert own in got.writable and own in got.readable and own not in got.denied
+    assert persons <= set(got.denied) and not persons & set(got.writable)
+    if not harness.home_hooks:
+        assert give_home_hooks(harness, Path(own), "/afk") is None
+        return
+    # an earlier run planted a hook of its own there, beside a key it needs
+    planted = {"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "evil"}]}]},
+               "security": {"auth": {"selectedType": "oauth-personal"}}}  # fmt: skip
+    path = Path(own) / harness.home_hooks
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(planted))
+    assert give_home_hooks(harness, Path(own), "/afk") == path
+    written = read_settings(path)
+    assert "evil" not in json.dumps(written["hooks"]) and "/afk" in json.dumps(written["hooks"])
+    assert written["security"] == planted["security"]
+    assert path.stat().st_mode & 0o077 == 0
+    path.write_text("{ not json")  # (the run broke it: it is replaced)
+    give_home_hooks(harness, Path(own), "/afk")
+    assert "/afk" in json.dumps(read_settings(path)["hooks"])

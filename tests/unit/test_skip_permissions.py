@@ -118,5 +118,12 @@ def test_a_sandboxed_claude_command_ignores_its_folders_own_settings():
     ]  # fmt: skip
     given = ["claude", "--setting-sources=project", "-p"]
     assert isolated(given) == given
-    for other in (["codex", "exec"], ["gemini", "-p"], ["sh", "-c", "claude -p"], []):
+    # Codex CLI runs a hook only once a person trusted it: in the run's own
+    # folder afk wrote its hooks itself, and nobody trusted them there
+    assert isolated(["codex", "exec", "go"]) == [
+        "codex", "--dangerously-bypass-hook-trust", "exec", "go",
+    ]  # fmt: skip
+    given = ["codex", "--dangerously-bypass-hook-trust", "exec"]
+    assert isolated(given) == given
+    for other in (["gemini", "-p"], ["sh", "-c", "claude -p"], []):
         assert isolated(other) == other

@@ -545,16 +545,48 @@ def skips_in_settings(command: list[str], project: Path, home: Path) -> str | No
 
 
 def isolated(command: list[str]) -> list[str]:
-    """``command`` with its harness's option that keeps its state folder's
-    own settings out of the run (:attr:`Harness.isolate`), unless it gives
-    that option itself. For a sandboxed run: the folder is the run's to write."""
+    """``command`` with its harness's options that keep its state folder's
+    own settings out of the run (:attr:`Harness.isolate`) and run the hooks
+    afk wrote there (:attr:`Harness.trust_hooks`), unless it gives them
+    itself. For a sandboxed run: the folder is the run's to write."""
     harness = harness_of(command)
-    if harness is None or harness.isolate is None:
+    if harness is None:
         return command
-    option, value = harness.isolate
-    if any(a == option or a.startswith(option + "=") for a in command):
-        return command
-    return [command[0], option, value, *command[1:]]
+    out = command
+    for options in (harness.isolate, harness.trust_hooks):
+        option = options[0] if options else None
+        if option is None or any(a == option or a.startswith(option + "=") for a in command):
+            continue
+        out = [out[0], *options, *out[1:]]
+    return out
+
+
+def give_home_hooks(harness: Harness, folder: Path, afk: str) -> Path | None:
+    """Write afk's hooks, and no other, into a sandboxed run's own state
+    folder (:attr:`Harness.home_hooks`), for a harness that takes no settings
+    on its command line: the file's other keys (a login's choice, say) are
+    kept; its hooks are afk's alone, so one an earlier run of the profile
+    wrote there (the folder is its to write) never runs. A file that does not
+    parse is the run's doing and is replaced. None: the harness has none."""
+    if not harness.home_hooks:
+        return None
+    path = folder / harness.home_hooks
+    ours = harness.settings(afk, False, ())
+    try:
+        current = read_settings(path, comments=harness.jsonc) if path.is_file() else {}
+    except BadInput:
+        current = {}
+    merged = {**current, **ours}
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(f".{path.name}.afk-{os.getpid()}")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(json.dumps(merged, indent=2, ensure_ascii=False) + "\n")
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
 
 
 def with_hooks(command: list[str], afk: str) -> list[str]:
@@ -714,12 +746,20 @@ class Harness:
     #: transcripts) elsewhere: under --sandbox each profile's runs get a folder
     #: of their own there, and the person's own (:attr:`state`) is never read
     home_variable: str | None = None
-    #: its option, and value, that keeps that folder's own settings (hooks,
-    #: plugins and mods enabled there, permissions) out of a sandboxed run,
-    #: which may write the folder: checked on the real Claude Code 2.1.332,
+    #: its options that keep that folder's own settings (hooks, plugins and
+    #: mods enabled there, permissions) out of a sandboxed run, which may
+    #: write the folder: checked on the real Claude Code 2.1.332,
     #: `--setting-sources project,local` runs no hook of the user's settings
     #: and every one given with --settings (afk's)
-    isolate: tuple[str, str] | None = None
+    isolate: tuple[str, ...] = ()
+    #: where, in that folder, its user-level hooks are: a sandboxed run's
+    #: file is rewritten before each run with afk's hooks alone (its other
+    #: keys kept), so a hook an earlier run planted there never runs
+    home_hooks: str = ""
+    #: its options that run hooks no person trusted by hand (Codex CLI asks
+    #: for each hook once, in its /hooks): for the hooks afk wrote itself
+    #: into a sandboxed run's own folder, which has no trust recorded
+    trust_hooks: tuple[str, ...] = ()
     #: its model API's host, and the variable that points it elsewhere
     api: tuple[str, str | None] = ("", None)
     #: its settings files are JSON with comments (Gemini CLI's)
@@ -821,6 +861,10 @@ HARNESS_TABLE = (
             Skip(("-c", "--config"), "danger-full-access", key="sandbox_mode"),
         ),
         state=(".codex",),
+        # its sessions, login, config.toml and hooks.json (seen on 0.171.0)
+        home_variable="CODEX_HOME",
+        home_hooks="hooks.json",
+        trust_hooks=("--dangerously-bypass-hook-trust",),
         api=("api.openai.com", "OPENAI_BASE_URL"),
         trusts_hooks=True,
     ),
@@ -837,6 +881,11 @@ HARNESS_TABLE = (
         prompt="-p",
         skip_permissions=(Skip(("-y", "--yolo")), Skip(("--approval-mode",), "yolo")),
         state=(".gemini",),
+        # the folder its `.gemini` is made in (docs/reference/configuration.md
+        # of 0.61.0: "the root directory for Gemini CLI's user-level
+        # configuration and storage")
+        home_variable="GEMINI_CLI_HOME",
+        home_hooks=".gemini/settings.json",
         api=("generativelanguage.googleapis.com", "GOOGLE_GEMINI_BASE_URL"),
         jsonc=True,
         rebrief_at="BeforeAgent",
@@ -855,6 +904,11 @@ HARNESS_TABLE = (
         program="cursor-agent",
         skip_permissions=(Skip(("-f", "--force")),),
         state=(".cursor",),
+        # https://cursor.com/docs/cli/reference/configuration ("Override with
+        # environment variables: CURSOR_CONFIG_DIR"); not tried on the real
+        # CLI, which is not on a registry this project can pin
+        home_variable="CURSOR_CONFIG_DIR",
+        home_hooks="hooks.json",
         api=("api2.cursor.sh", None),
         rebrief_at="PostToolUse",
         sample=cursor_sample,
@@ -867,6 +921,10 @@ HARNESS_TABLE = (
         answer_out=copilot_answer,
         skip_permissions=(Skip(("--allow-all-tools", "--allow-all", "--yolo")),),
         state=(".copilot",),
+        # https://docs.github.com/en/copilot/reference/copilot-cli-reference/
+        # cli-config-dir-reference; COPILOT_HOME moves all of it (its
+        # --config-dir does not move its plugins: github/copilot-cli#3000)
+        home_variable="COPILOT_HOME",
         api=("api.githubcopilot.com", None),
         shell_tool="bash",
     ),

@@ -66,6 +66,7 @@ from .decide import Decision, Move, RunEnd, decide, probe_after, rules_of
 from .fleet import Membership
 from .harnesses import (
     Harness,
+    give_home_hooks,
     harness_label,
     harness_of,
     isolated,
@@ -883,7 +884,9 @@ class Loop:
         if reach.harness_home(harness, env) is None:
             profile = self.profile.name if self.profile else reach.DEFAULT_PROFILE
             env[harness.home_variable] = str(profile_home(profile, harness.name))
-        private(Path(str(reach.harness_home(harness, env))))
+        folder = Path(str(reach.harness_home(harness, env)))
+        private(folder)
+        give_home_hooks(harness, folder, os.path.abspath(sys.executable))
 
     def _start(
         self,
