@@ -11,10 +11,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from . import tracing
-from .checks import check_id, check_text
+from .checks import check_id, check_text, parse_task_id
 from .config import QueueSettings
 from .db import Database
 from .errors import BadInput, NotRunning, TaskNotFound
+from .ids import id_range, task_id_prefix
 from .models import ReclaimResult, Task, TaskRef, task_id_of
 from .states import STATES
 
@@ -102,6 +103,25 @@ class Operators:
             agent_id = check_id("agent id", agent_id)
         counts = {r["state"]: r["n"] for r in self.db.all("status", {"agent_id": agent_id})}
         return {s: int(counts.get(s, 0)) for s in STATES}
+
+    def resolve_id(self, value: str) -> str:
+        """The whole id of the task ``value`` names: as given when it is one,
+        else the one task whose id a short id begins (BadInput for none, or
+        for several, named)."""
+        prefix = task_id_prefix(value)
+        if prefix is None:
+            return str(parse_task_id(value))
+        low, high = id_range(prefix)
+        ids = [str(r["id"]) for r in self.db.all("ids_in_range", {"low": low, "high": high})]
+        if not ids:
+            raise BadInput(f"no task's id begins {value.strip()!r}")
+        if len(ids) > 1:
+            more = " and more" if len(ids) > 3 else ""
+            raise BadInput(
+                f"{value.strip()!r} begins the ids of several tasks ({', '.join(ids[:3])}{more}): "
+                "give more of the id"
+            )
+        return ids[0]
 
     def show(self, task: TaskRef) -> tuple[Task, list[dict[str, Any]]]:
         """The task and its history, oldest first."""

@@ -46,6 +46,7 @@ from .git import (
     head,
     quiet,
 )
+from .ids import short_id
 from .models import Task, TaskRef, task_id_of
 from .text import one_line
 
@@ -162,7 +163,7 @@ def slug(title: str, limit: int = 40) -> str:
 
 
 def default_branch(task_id: uuid.UUID, title: str) -> str:
-    return f"afk/{str(task_id)[:8]}-{slug(title)}"
+    return f"afk/{short_id(task_id)}-{slug(title)}"
 
 
 def worktrees_home() -> Path:

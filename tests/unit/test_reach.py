@@ -103,6 +103,8 @@ RUN = SimpleNamespace(id=uuid.uuid4(), token=7, agent_id="a")
         ["heartbeat", "--tok", "7"],
         # past its own task
         ["show", str(uuid.uuid4())],
+        ["show", str(uuid.uuid4())[:8]],  # (another task's short id)
+        ["done", str(RUN.id)[:7]],  # (too short to name a task)
         ["done", "--next"],
         ["fail", "--error", "x", "--next"],
         ["pause", "--runner", "r"],
@@ -135,6 +137,8 @@ def test_the_broker_refuses_what_is_not_its_runs_own_in_one_line(argv):
         ["checkpoint", "--patch={}"],
         ["heartbeat", "--token", "7"],
         ["show", str(RUN.id)],
+        ["show", str(RUN.id)[:8]],  # its own short id (issue 53 item 3)
+        ["checkpoint", str(RUN.id)[:13].upper(), "--patch", "{}"],
         ["status"],
         ["status", "--agent", "a"],
         ["resume-brief"],

@@ -60,6 +60,10 @@ def test_every_command_of_the_cli_is_decided():
         "afk pause",
         "afk ask 'which branch?'",
         "afk ask 'which branch?' " + TASK,
+        # its own task by the short id afk prints (issue 53 item 3)
+        "afk done " + TASK[:8],
+        "afk done --token 42 " + TASK[:13],
+        "afk checkpoint --patch '{}' " + TASK.replace("-", "")[:12].upper(),
     ],
 )
 def test_a_zombie_may_read_and_finish_its_own_task(command):
@@ -104,6 +108,9 @@ def test_a_zombie_may_read_and_finish_its_own_task(command):
         "afk done --token=43 " + TASK,
         "afk fail --token 1 --error x",
         "afk checkpoint --patch '{}' " + OTHER,
+        "afk done " + OTHER[:8],
+        "afk done " + TASK[:7],  # (too short to name a task)
+        "afk done " + TASK[:8] + "0",  # (not its prefix)
         "afk pause " + OTHER,
         "afk pause --agent a",
         "afk pause --runner r",

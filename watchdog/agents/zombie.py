@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..ids import names_task
 from .reach import COMMANDS, GLOBAL_OPTIONS
 
 #: what separates, redirects or groups commands in a shell, outside quotes
@@ -99,7 +100,9 @@ def zombie_may_run(words: list[str], own: tuple[str, int] | None) -> bool:
     given = options.get("--token")
     if own is None:  # its own token is in its shell's environment: name none
         return named is None and given is None
-    return (named is None or named == own[0]) and (given is None or given.strip() == str(own[1]))
+    return (named is None or names_task(named, own[0])) and (
+        given is None or given.strip() == str(own[1])
+    )
 
 
 def _split(args: list[str]) -> tuple[dict[str, str] | None, list[str] | None]:

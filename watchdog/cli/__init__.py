@@ -52,6 +52,7 @@ from .common import (
     common_options,
     logger,
     package_version,
+    resolve_task_args,
     stderr,
     stdout,
 )
@@ -464,6 +465,7 @@ def run_command(args: argparse.Namespace, res: Resources | None = None) -> int:
         res.cli = (COMMANDS, run_command)
     try:
         try:
+            resolve_task_args(args, res)  # (a short id is its task's whole id)
             code: int = command.run(args, res)
         finally:
             res.close()

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..agents import reach
 from ..agents.brokerlink import FILE_OPTIONS
+from ..ids import names_task
 from .common import Parser, Resources, streams
 
 if TYPE_CHECKING:
@@ -105,7 +106,7 @@ def _reaching(args: argparse.Namespace, run: Task) -> str | None:
             return why
     if getattr(args, "agent", None) not in (None, run.agent_id):
         return "--agent names another agent: an agent acts on its own task only"
-    if getattr(args, "id", None) not in (None, str(run.id)):
+    if getattr(args, "id", None) is not None and not names_task(args.id, run.id):
         return "that is another task: an agent acts on its own task only"
     if getattr(args, "token", None) not in (None, run.token):
         return "that is not the run's token"

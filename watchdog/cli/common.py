@@ -15,9 +15,10 @@ from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any, Literal, NoReturn
 
 from ..agents import credential
-from ..checks import check_id, check_token, json_type
+from ..checks import check_id, check_token, json_type, parse_task_id
 from ..config import load_all, parse_duration
 from ..errors import EXIT_USAGE, AfkError, BadInput
+from ..ids import task_id_prefix
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -88,6 +89,35 @@ class Parser(argparse.ArgumentParser):
             (stdout() if file is None or file is sys.stdout else stderr()).write(message)
 
 
+class TaskArg(str):
+    """A task id as typed on a command line: the whole id, or a short one (a
+    prefix of at least 8 digits, what afk prints). The bootstrap resolves
+    each to the whole id before the command runs (:func:`resolve_task_args`),
+    so every command that takes a task id takes both."""
+
+
+def task_arg(value: str) -> TaskArg:
+    """The type of every argument that names a task."""
+    return TaskArg(value)
+
+
+def resolve_task_args(args: argparse.Namespace, res: Resources) -> None:
+    """Each :class:`TaskArg` of ``args`` as its task's whole id: a whole id
+    as it is (checked, with no query), a short one looked up (BadInput: no
+    task, several, or not an id at all)."""
+
+    def whole(value: TaskArg) -> str:
+        if task_id_prefix(value) is None:
+            return str(parse_task_id(value))
+        return res.queue.resolve_id(value)
+
+    for name, value in vars(args).items():
+        if isinstance(value, TaskArg):
+            setattr(args, name, whole(value))
+        elif isinstance(value, list) and any(isinstance(v, TaskArg) for v in value):
+            setattr(args, name, [whole(v) if isinstance(v, TaskArg) else v for v in value])
+
+
 def agent_option(p: Parser, help: str = "agent id (env AFK_AGENT_ID)") -> None:
     p.add_argument("--agent", help=help)
 
@@ -120,7 +150,7 @@ def lease_option(p: Parser) -> None:
 
 def fenced_options(p: Parser) -> None:
     """The task and the token of a fenced write."""
-    p.add_argument("id", nargs="?", help="task id (env AFK_TASK_ID)")
+    p.add_argument("id", nargs="?", type=task_arg, help="task id (env AFK_TASK_ID)")
     token_option(p)
 
 

@@ -14,6 +14,7 @@ from ..agents.brief import resume_brief
 from ..checks import parse_task_id
 from ..config import parse_duration
 from ..errors import EXIT_EMPTY, EXIT_OK, EXIT_PARKED, AccountParked, BadInput, LeaseLost
+from ..ids import short_id
 from ..text import terminal
 
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ from .common import (
     runner_option,
     stderr,
     stdout,
+    task_arg,
     task_of,
     token_option,
 )
@@ -152,6 +154,7 @@ def configure_pause(p: Parser) -> None:
     p.add_argument(
         "id",
         nargs="?",
+        type=task_arg,
         help="pause only this task (needs --token; with no "
         "id, --agent or --runner: AFK_TASK_ID and AFK_TASK_TOKEN)",
     )
@@ -194,7 +197,7 @@ def cmd_status(args: argparse.Namespace, res: Resources) -> int:
 
 
 def configure_show(p: Parser) -> None:
-    p.add_argument("id")
+    p.add_argument("id", type=task_arg, help="the task id, or its first 8 digits")
 
 
 def cmd_show(args: argparse.Namespace, res: Resources) -> int:
@@ -245,7 +248,7 @@ def cmd_review(args: argparse.Namespace, res: Resources) -> int:
 
 def review_text(item: dict[str, Any]) -> str:
     """One task to review, as a person reads it in a terminal."""
-    head = f"{item['title']} ({item['agent_id']}, {item['id'][:8]})"
+    head = f"{item['title']} ({item['agent_id']}, {short_id(item['id'])})"
     if item.get("error"):
         return f"{head}\n  {item['error']}\n"
     d = item["diffstat"]
@@ -308,7 +311,7 @@ def cmd_gc(args: argparse.Namespace, res: Resources) -> int:
 
 
 def configure_restore(p: Parser) -> None:
-    p.add_argument("id", help="the task whose saved worktree comes back")
+    p.add_argument("id", type=task_arg, help="the task whose saved worktree comes back")
 
 
 def cmd_restore(args: argparse.Namespace, res: Resources) -> int:
@@ -332,7 +335,7 @@ def cmd_dead(args: argparse.Namespace, res: Resources) -> int:
 
 
 def configure_retry(p: Parser) -> None:
-    p.add_argument("ids", nargs="+", metavar="ID")
+    p.add_argument("ids", nargs="+", metavar="ID", type=task_arg)
     p.add_argument(
         "--budget-usd",
         type=float,
@@ -353,7 +356,7 @@ def cmd_retry(args: argparse.Namespace, res: Resources) -> int:
 
 
 def configure_cancel(p: Parser) -> None:
-    p.add_argument("ids", nargs="+", metavar="ID")
+    p.add_argument("ids", nargs="+", metavar="ID", type=task_arg)
     p.add_argument("--reason", help="why, as the digest and the task's history will say")
 
 
@@ -367,7 +370,7 @@ def cmd_cancel(args: argparse.Namespace, res: Resources) -> int:
 
 def configure_ask(p: Parser) -> None:
     p.add_argument("question", help="the question, as a person will read it")
-    p.add_argument("id", nargs="?", help="task id (env AFK_TASK_ID)")
+    p.add_argument("id", nargs="?", type=task_arg, help="task id (env AFK_TASK_ID)")
     token_option(p)
 
 
@@ -385,7 +388,7 @@ def cmd_ask(args: argparse.Namespace, res: Resources) -> int:
 
 
 def configure_answer(p: Parser) -> None:
-    p.add_argument("id", help="the task id")
+    p.add_argument("id", type=task_arg, help="the task id")
     p.add_argument("answer", help="the answer, as the agent will read it")
 
 
@@ -396,7 +399,7 @@ def cmd_answer(args: argparse.Namespace, res: Resources) -> int:
 
 
 def configure_trust(p: Parser) -> None:
-    p.add_argument("id", help="the task id")
+    p.add_argument("id", type=task_arg, help="the task id")
 
 
 def cmd_trust(args: argparse.Namespace, res: Resources) -> int:
@@ -514,7 +517,7 @@ def cmd_once(args: argparse.Namespace, res: Resources) -> int:
 
 
 def configure_resume_brief(p: Parser) -> None:
-    p.add_argument("id", nargs="?", help="task id (env AFK_TASK_ID)")
+    p.add_argument("id", nargs="?", type=task_arg, help="task id (env AFK_TASK_ID)")
 
 
 def cmd_resume_brief(args: argparse.Namespace, res: Resources) -> int:

@@ -18,6 +18,11 @@ SELECT t.*,
   FROM afk_task t
  WHERE t.id = %(id)s;
 
+-- name: ids_in_range :many retry
+-- The tasks a short id names (its range of the primary key: an index scan),
+-- a few at most: one is the task, more are named to the person
+SELECT id FROM afk_task WHERE id BETWEEN %(low)s AND %(high)s ORDER BY id LIMIT 4;
+
 -- name: states_by_key :many retry
 -- the state of each task a key names (afk export prd: which stories are done)
 SELECT idem_key, state::text AS state FROM afk_task WHERE idem_key = ANY(%(keys)s::text[]);
