@@ -868,3 +868,25 @@ def test_the_loops_check_is_said_not_to_apply_to_a_task_without_a_workspace(nigh
     assert status == 0, err
     assert f"task {task_id} has no workspace" in err and "do not apply" in err
     assert night.show(task_id)["state"] == "done"
+
+
+def test_the_loop_says_one_line_per_run_naming_the_task_and_what_comes_next(night):
+    """Issue 53 item 2 (P31): the loop said nothing when a task was done, or
+    failed and was retried. One line a run: the task's short id and title,
+    and how it ended: done; or what spent the attempt, when it is tried
+    again (in the loop's zone) and how many attempts are spent, or that it
+    failed for good."""
+    first, second = night.backlog(2, max_attempts=2)
+    night.then()  # (done)
+    night.then(stdout=["FAILED tests/test_api.py::test_login - 401 != 200"], exit=1)
+    night.then(stdout=["FAILED tests/test_api.py::test_login - 401 != 200"], exit=1)
+    status, _, err = night.run("--max-tasks", "3", env={"TZ": "Asia/Kolkata"})
+    assert status == 0, err
+    lines = [line for line in err.splitlines() if f"task {second[:8]}" in line]
+    assert f'afk loop: task {first[:8]} "task 0": done' in err.splitlines(), err
+    assert len(lines) == 2, err
+    retry, failed = lines
+    assert '"task 1": ' in retry and "attempt 1 of 2 spent" in retry, retry
+    assert "retry at 20" in retry and "+05:30" in retry, retry  # (the loop's own zone)
+    assert "failed, 2 of 2 attempts spent" in failed, failed
+    assert night.show(second)["state"] == "failed"

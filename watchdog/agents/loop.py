@@ -54,6 +54,7 @@ from ..errors import (
     LeaseLost,
     WorkspaceError,
 )
+from ..ids import short_id
 from ..links import sign_run
 from ..models import Claimed, Task
 from ..queue import Queue
@@ -85,7 +86,7 @@ from .outcome import (
 from .process import Limits, Signs, run_agent, run_check, sweep_orphans
 from .profiles import Profile, Route, offered
 from .sandbox import Boundary
-from .words import words
+from .words import failed_line, task_name, words
 
 #: the longest a loop sleeps between two looks at the database while it waits
 #: for a reset or a backoff (a parking cleared by hand is seen this soon)
@@ -654,7 +655,7 @@ class Loop:
             after = probe_after(rules, max(self.guessed, 1))
             line += f" (no reset time read: a guessed reset, probed again after {after:g}s)"
         said = words(kind, d, report, verdict, line, task=task.id, account=account,
-                     outages=self.outages, scrub=self.scrub)  # fmt: skip
+                     outages=self.outages, title=task.title, scrub=self.scrub)  # fmt: skip
         parking = None
         if d.park is not None:
             reason = f"provider outage: {line}" if d.park == "outage" else line
@@ -673,7 +674,11 @@ class Loop:
         elif d.move is Move.DONE:
             self.q.done(task, run=run)
         elif d.move is Move.FAIL:
-            self.q.fail(task, said.error, run=run)
+            ended = self.q.fail(task, said.error, run=run)
+            due = self._local(ended.run_after) if ended.run_after is not None else None
+            self.say(failed_line(task_name(task.id, task.title), said.spent, state=ended.state,
+                                 attempts=ended.attempts, max_attempts=ended.max_attempts,
+                                 due=due))  # fmt: skip
         elif d.move in (Move.RETRY, Move.PAUSE):
             state: Literal["todo", "paused"] = "todo" if d.move is Move.RETRY else "paused"
             self.q.release(task, said.why, state=state, retry_in=d.retry_in, outcome=kind, run=run)
@@ -703,7 +708,7 @@ class Loop:
             f"reads it (git diff in the worktree) and says `afk trust {task.id}`"
         )
         self.q.ask(task, one_line(question, 1000), token=task.token, run={"outcome": "needs_input"})
-        self.say(f"task {task.id} needs input: {one_line(question, 300)}")
+        self.say(f"{task_name(task.id, task.title)}: held, needs input: {one_line(question, 300)}")
 
     def ask_about_denials(self, task: Task, report: Report, run: dict[str, Any]) -> None:
         """A run that did not end done while tools were denied (Claude Code in
@@ -724,7 +729,11 @@ class Loop:
             )
         run = {**run, "outcome": str(Outcome.NEEDS_INPUT)}
         self.q.ask(task, one_line(question, 1000), token=task.token, run=run)
-        self.say(f"task {task.id} needs input: {one_line(question, 300)} (afk answer ID TEXT)")
+        short = short_id(task.id)
+        self.say(
+            f"{task_name(task.id, task.title)}: held, needs input: {one_line(question, 300)} "
+            f"(afk answer {short} TEXT)"
+        )
 
     # -- approvals (issue 43) ---------------------------------------------------
 
@@ -746,7 +755,10 @@ class Loop:
         """Held, no attempt spent, until a person decides: the loop goes on."""
         run = {**run, "outcome": str(Outcome.NEEDS_APPROVAL)}
         self.q.release(task, line[:1000], outcome=Outcome.NEEDS_APPROVAL, run=run, hold=True)
-        self.say(f"task {task.id} is {line}: afk approvals; afk approve N or afk deny N")
+        self.say(
+            f"{task_name(task.id, task.title)}: held, {line}: afk approvals; "
+            "afk approve N or afk deny N"
+        )
 
     def hold_over_budget(
         self, task: Task, run: dict[str, Any], over: tuple[float, float], line: str
@@ -756,7 +768,10 @@ class Loop:
         why = f"over budget: ${spent:.2f} spent of ${budget:.2f} ({line})"
         run = {**run, "outcome": str(Settled.OVER_BUDGET)}
         self.q.release(task, why, outcome=Settled.OVER_BUDGET, run=run, hold=True)
-        self.say(f"task {task.id} is {why}; held for a person (afk retry ID --budget-usd N)")
+        self.say(
+            f"{task_name(task.id, task.title)}: held, {why} "
+            f"(afk retry {short_id(task.id)} --budget-usd N)"
+        )
 
     # -- the agent ------------------------------------------------------------
 

@@ -10,8 +10,29 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..ids import short_id
+from ..text import escape_controls, one_line
 from .decide import Decision, Move
 from .outcome import Outcome, Report, Verdict, failure_text
+
+#: the most of a title a loop's line shows
+TITLE_CHARS = 60
+
+
+def task_name(task: uuid.UUID | str, title: str) -> str:
+    """A task as every line of the loop names it: its short id (what every
+    command takes) and its title, on one line."""
+    return f'task {short_id(task)} "{escape_controls(one_line(title, TITLE_CHARS))}"'
+
+
+def failed_line(name: str, line: str, *, state: str, attempts: int, max_attempts: int,
+                due: str | None) -> str:  # fmt: skip
+    """The loop's line of an attempt spent, once the queue said what became
+    of the task: tried again at ``due`` (the person's time), or failed."""
+    if state == "failed":
+        return f"{name}: {line}; failed, {attempts} of {max_attempts} attempts spent"
+    when = due or "once it is claimed"
+    return f"{name}: {line}; retry at {when}, attempt {attempts} of {max_attempts} spent"
 
 
 @dataclass(frozen=True)
@@ -23,6 +44,8 @@ class Said:
     why: str
     #: the error of an attempt spent
     error: str
+    #: what spent it, in the loop's line (:func:`failed_line`)
+    spent: str = ""
 
 
 def words(
@@ -35,6 +58,7 @@ def words(
     task: uuid.UUID,
     account: str,
     outages: int,
+    title: str = "",
     scrub: Callable[[str], str] = lambda text: text,
 ) -> Said:
     """What a run of ``task`` under ``account`` that ended with ``kind``
@@ -44,10 +68,21 @@ def words(
         f"{line}\n\nthe agent's last lines:\n{report.tail or '(none: it printed nothing)'}"
     )
     return Said(
-        _line(kind, d, report, line, task, account, outages),
+        _line(kind, d, report, line, task_name(task, title), account, outages),
         _why(kind, d, report, line, stopped),
         _error(kind, report, verdict, line, stopped, scrub),
+        _spent(kind, report, line),
     )
+
+
+def _spent(kind: Outcome, report: Report, line: str) -> str:
+    if kind is Outcome.TIMED_OUT:
+        return f"{line}: stopped"
+    if kind is Outcome.STALLED:
+        return f"{line}, twice in a row: stopped"
+    if kind is Outcome.INTERRUPTED:
+        return f"its agent was stopped from outside twice in a row (exit {report.exit_status})"
+    return line
 
 
 def _error(
@@ -94,37 +129,38 @@ def _line(
     d: Decision,
     report: Report,
     line: str,
-    task: uuid.UUID,
+    name: str,
     account: str,
     outages: int,
 ) -> str:
-    if d.move in (Move.HOLD, Move.ASK, Move.APPROVAL, Move.DONE):
+    if d.move is Move.DONE:
+        return f"{name}: done"
+    if d.move in (Move.HOLD, Move.ASK, Move.APPROVAL):
         return ""  # (hold, ask and approval say their own)
-    if kind is Outcome.TIMED_OUT:
-        return f"task {task} {line}: stopped, an attempt spent"
+    if d.move is Move.FAIL:
+        return ""  # (said once the queue says what became of it: failed_line)
     if kind is Outcome.STALLED:
-        if d.move is Move.FAIL:
-            return f"task {task} {line}, twice in a row: stopped, an attempt spent"
-        return f"task {task} {line}: stopped, and put back with no attempt spent"
+        return f"{name}: {line}: stopped, and put back with no attempt spent"
     if kind is Outcome.CANNOT_START:
         return (
-            f"{line}; task {task} paused with no attempt spent, and no other "
+            f"{line}; {name} paused with no attempt spent, and no other "
             "task started: fix the command, then run afk loop again"
         )
     if kind is Outcome.USAGE_LIMIT:
-        return f"account {account!r} hit a usage limit: {line}"
+        return f"{name}: put back: account {account!r} hit a usage limit: {line}"
     if kind is Outcome.OUTAGE:
-        return f"provider outage ({outages} in a row): {line}"
+        return (
+            f"{name}: put back: provider outage ({outages} in a row): {line}; "
+            f"retried in {d.retry_in or 0:g}s"
+        )
     if kind is Outcome.NEEDS_HUMAN:
         return (
-            f"account {account!r} needs a person: {line} (then: afk limit "
+            f"{name}: put back: account {account!r} needs a person: {line} (then: afk limit "
             f"--account {account} --clear)"
         )
-    if kind is Outcome.TASK_FAILURE or d.move is Move.FAIL:
-        return ""
     if d.ends_loop:
-        return f"interrupted: task {task} paused"
+        return f"interrupted: {name} paused"
     return (
-        f"task {task}: its agent was stopped by a signal the loop did not send "
+        f"{name}: its agent was stopped by a signal the loop did not send "
         f"(exit {report.exit_status}); paused without an attempt spent, going on"
     )
