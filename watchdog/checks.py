@@ -166,15 +166,25 @@ def check_object(what: str, value: Any, max_bytes: int) -> dict[str, Any]:
     return obj
 
 
-LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+#: a name a person types and afk shows everywhere: a label, a profile, an
+#: account, a web login
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+
+
+def check_name(what: str, value: Any) -> str:
+    """A name (a label a loop advertises or a task requires, a profile, an
+    account, a web login): a word of letters, digits and ``_.:-``, 64 at most,
+    with no space or control character: one rule, one message."""
+    check_text(what, value)
+    if not NAME.match(value):
+        raise BadInput(
+            f"{what} must be a word of letters, digits and _.:- (64 at most, starting with "
+            f"a letter or a digit), with no space or control character: not {value[:80]!r}"
+            + ("…" if len(value) > 80 else "")
+        )
+    return str(value)
 
 
 def check_label(label: Any) -> str:
-    """A label a loop advertises or a task requires: a word of letters,
-    digits, ``_.:-`` (no space, no control character), 64 at most."""
-    if not isinstance(label, str) or not LABEL.match(label):
-        raise BadInput(
-            f"label {label!r} must be a word of letters, digits and _.:- (64 at most), "
-            "with no space or control character"
-        )
-    return label
+    """A label a loop advertises or a task requires (:func:`check_name`)."""
+    return check_name("label", label)

@@ -17,6 +17,7 @@ from .checks import (
     check_budget,
     check_id,
     check_label,
+    check_name,
     check_text,
     check_workspace,
     json_type,
@@ -307,7 +308,7 @@ def checked_new_task(task: NewTask | Mapping[str, Any]) -> NewTask:
     for label in _listed(task.requires, MAX_REQUIRES, "requires", "labels (gpu, linux)"):
         check_label(label)
     for name in _listed(task.profiles, MAX_PROFILES, "profiles", "profile names (max-1)"):
-        check_id("profile", name)
+        check_name("profile", name)
     if task.harness is not None:
         needs = harness_label(task.harness)
         requires = [*(task.requires or ()), *([] if needs in (task.requires or ()) else [needs])]

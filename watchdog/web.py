@@ -654,9 +654,9 @@ def add_login(db: Database, name: str) -> str:
     import hashlib
     import secrets
 
-    from .checks import check_id
+    from .checks import check_name
 
-    name = check_id("name", name)
+    name = check_name("name", name)
     token = "afk_" + secrets.token_urlsafe(32)
     db.one("web_login_add", {"name": name, "hash": hashlib.sha256(token.encode()).hexdigest()})
     return token

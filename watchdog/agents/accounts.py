@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..checks import check_id, check_text
+from ..checks import check_id, check_name, check_text
 from ..db import Database, Row
 from ..errors import BadInput
 
@@ -76,7 +76,7 @@ class Accounts:
         """A person parks ``account`` until ``until``, which must be ahead of
         the database's clock and at most :data:`MAX_BY_HAND` ahead (a typo
         of a year must not stop an account for centuries)."""
-        account = check_id("account", account)
+        account = check_name("account", account)
         if until.tzinfo is None:
             raise BadInput("the end of a parking needs a time zone (an ISO 8601 offset)")
         now = self.clock()

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ..checks import check_id
+from ..checks import check_id, check_name
 from ..db import Database, json_param
 from ..errors import BadInput
 from ..models import Task
@@ -150,7 +150,7 @@ class Profiles:
         env: Iterable[str] = (),
         account: str | None = None,
     ) -> Profile:
-        name = check_id("profile", name)
+        name = check_name("profile", name)
         if not command or not command[0]:
             raise BadInput("no agent command given: afk profile add NAME -- CMD [ARG...]")
         known = harness_of(command)
@@ -164,7 +164,7 @@ class Profiles:
                 "harness": found,
                 "command": list(command),
                 "env": json_param(parse_env(env)),
-                "account": check_id("account", account or name),
+                "account": check_name("account", account or name),
             },
         )
         if row is None:
@@ -179,6 +179,7 @@ class Profiles:
         rows = {r["name"]: r for r in self.db.all("profiles", {"names": list(names)})}
         missing = [n for n in names if n not in rows]
         if missing:
+            check_name("profile", missing[0])  # (a name no profile can have says so)
             raise BadInput(f"no profile {missing[0]!r}: afk profile list shows them")
         return [Profile.from_row(rows[n]) for n in names]
 

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any, Literal, NoReturn
 
 from ..agents import credential
-from ..checks import check_id, check_token, json_type, parse_task_id
+from ..checks import check_name, check_token, json_type, parse_task_id
 from ..config import load_all, parse_duration
 from ..errors import EXIT_USAGE, AfkError, BadInput
 from ..ids import task_id_prefix
@@ -449,8 +449,9 @@ def account_of(args: argparse.Namespace) -> str | None:
     blank is refused, not read as "no account"."""
 
     if args.account is not None:
-        return check_id("--account", args.account)
-    return os.environ.get("AFK_ACCOUNT") or None
+        return check_name("--account", args.account)
+    given = os.environ.get("AFK_ACCOUNT") or None
+    return None if given is None else check_name("AFK_ACCOUNT", given)
 
 
 def parse_when(text: str) -> Any:
