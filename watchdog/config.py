@@ -31,8 +31,15 @@ def is_utf8(text: str) -> bool:
     return True
 
 
+def parse_negative(text: Any) -> str:
+    """What a negative duration is told, wherever it is given."""
+    return f"{text!r} is negative: a duration is 0 or more (90s, 15m, 2h, 7d)"
+
+
 def parse_duration(text: str) -> float:
     """``90``, ``90s``, ``15m``, ``2h``, ``7d`` -> seconds."""
+    if str(text).strip().startswith("-"):
+        raise BadInput(parse_negative(text))
     match = _DURATION.match(str(text))
     if not match:
         raise BadInput(f"not a duration: {text!r} (use e.g. 90s, 15m, 2h, 7d)")
@@ -69,6 +76,8 @@ def _convert(name: str, kind: type, raw: Any, duration: bool) -> Any:
             raise ValueError(raw)
         return value
     except (TypeError, ValueError, BadInput):
+        if duration and str(raw).strip().startswith("-"):  # (a negative's one message)
+            raise BadInput(f"{name}={parse_negative(raw)}") from None
         raise BadInput(
             f"{name}={raw!r} is not a valid {kind.__name__}" + (" or duration" if duration else "")
         ) from None

@@ -922,7 +922,10 @@ class Loop:
             limits=Limits(
                 grace=self.settings.agent_grace_seconds,
                 stall=self.o.stall_after or self.settings.stall_seconds,
-                max_run=self.o.max_run or self.settings.max_run_seconds or None,
+                max_run=(
+                    self.o.max_run if self.o.max_run is not None else self.settings.max_run_seconds
+                )
+                or None,
             ),
             signs=signs,
             cwd=ws.path if ws is not None else None,

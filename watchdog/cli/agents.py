@@ -30,6 +30,7 @@ from .common import (
     agent_of,
     agent_option,
     boundary_options,
+    cap_arg,
     checked_verify,
     common_options,
     duration_arg,
@@ -262,11 +263,11 @@ def configure_loop(p: Parser) -> None:
     )
     p.add_argument(
         "--max-run",
-        type=duration_arg,
+        type=cap_arg,
         dest="max_run",
         metavar="DURATION",
         help="stop a run still going after this long, an attempt spent "
-        "(env AFK_MAX_RUN_SECONDS; default: no cap)",
+        "(0: no cap; env AFK_MAX_RUN_SECONDS; default: no cap)",
     )
     workspace_options(p, branch=False)
     p.add_argument(
@@ -364,6 +365,7 @@ def cmd_loop(args: argparse.Namespace, res: Resources) -> int:
     sandboxed = settings.loop.sandbox if args.sandbox is None else args.sandbox
     if (args.allow_host or args.deny_read) and not sandboxed:
         raise BadInput("--allow-host and --deny-read go with --sandbox")
+    switch_after = switch_after_of(args.switch_after, bool(args.profile))
     profiles = profiles_of(res, args.profile or [])
     project = Path(args.repo or os.getcwd())
     for command in [list(args.command)] if args.command else [p.command for p in profiles]:
@@ -390,7 +392,6 @@ def cmd_loop(args: argparse.Namespace, res: Resources) -> int:
     zone = settings.digest.day_zone()
     if profiles and account_of(args):
         raise BadInput("--account goes with -- CMD: a profile names its own account")
-    switch_after = switch_after_of(args.switch_after, bool(profiles))
     first = profiles[0] if profiles else None
     options = LoopOptions(
         agent=agent,

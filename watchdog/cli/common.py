@@ -8,6 +8,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
@@ -35,13 +36,25 @@ logger = logging.getLogger(__name__)
 
 def duration_arg(value: str) -> float:
     """A DURATION option: seconds, or a number with s, m, h or d; above 0."""
-    try:
-        seconds = parse_duration(value)
-    except BadInput as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    seconds = _seconds(value)
     if not 0 < seconds <= 30 * 86400:
         raise argparse.ArgumentTypeError(f"{value!r} must be above 0 and at most 30 days")
     return seconds
+
+
+def cap_arg(value: str) -> float:
+    """A DURATION option whose 0 means no cap, as its setting's does."""
+    seconds = _seconds(value)
+    if seconds > 30 * 86400:
+        raise argparse.ArgumentTypeError(f"{value!r} must be at most 30 days (0: no cap)")
+    return seconds
+
+
+def _seconds(value: str) -> float:
+    try:
+        return parse_duration(value)
+    except BadInput as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def token_arg(value: str) -> int:
@@ -79,7 +92,17 @@ def streams(out: IO[str], err: IO[str]) -> Iterator[None]:
         _STREAMS.reset(token)
 
 
+#: what argparse takes for a value, not an option, though it starts with a
+#: dash: a negative number or duration (`--stall-after -5m` is refused as a
+#: negative duration, not read as an unknown option)
+NEGATIVE = re.compile(r"^-(\d+(\.\d*)?|\.\d+)\s*[a-zA-Z]{0,3}$")
+
+
 class Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = NEGATIVE
+
     def error(self, message: str) -> NoReturn:
         self.print_usage(stderr())
         self.exit(EXIT_USAGE, f"afk: error: {message}\n")
