@@ -74,9 +74,16 @@ class Night:
     unit: float = 0.3
     seed: int = 1
     sandbox: bool = False
+    #: the agent's weights of what a run does, over night_agent.WEIGHTS
+    weights: dict[str, int] = field(default_factory=dict)
     home: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="afk-night-")))
 
     def __post_init__(self) -> None:
+        # every duration of the night is tuned for the compressed minute
+        # (0.3 s): a longer one scales them all, so a stall, a lease, a
+        # backoff and a person's Ctrl-C are the same in agent-minutes
+        self.scale = scale = self.unit / 0.3
+        self.lease = max(self.lease, round(self.lease * scale))
         self.home.chmod(0o755)
         # where the loops run (a sandboxed run without a worktree writes only
         # there), apart from afk's home, which no sandboxed run may read
@@ -93,18 +100,18 @@ class Night:
             "AFK_LEASE_SECONDS": str(self.lease),
             "AFK_RECLAIM_INTERVAL": "1",
             "AFK_GAUGES_INTERVAL": "5",
-            "AFK_BACKOFF_BASE_SECONDS": "1",
-            "AFK_BACKOFF_CAP_SECONDS": "4",
-            "AFK_TRANSIENT_BACKOFF_SECONDS": "1",
-            "AFK_TRANSIENT_BACKOFF_CAP_SECONDS": "4",
+            "AFK_BACKOFF_BASE_SECONDS": str(round(1 * scale)),
+            "AFK_BACKOFF_CAP_SECONDS": str(round(4 * scale)),
+            "AFK_TRANSIENT_BACKOFF_SECONDS": str(round(1 * scale)),
+            "AFK_TRANSIENT_BACKOFF_CAP_SECONDS": str(round(4 * scale)),
             "AFK_LOOP_POLL_SECONDS": "1",
             "AFK_AGENT_GRACE_SECONDS": "3",
             # a hang is stopped after this long with no line and no hook
-            "AFK_STALL_SECONDS": "3",
+            "AFK_STALL_SECONDS": str(round(3 * scale)),
             "AFK_MAX_ATTEMPTS": "8",
             "NIGHT_LOG": str(self.log),
             "NIGHT_UNIT": str(self.unit),
-            "NIGHT_RESET": "3",
+            "NIGHT_RESET": str(round(3 * scale)),
             "NIGHT_LEASE": str(self.lease),
             "TMPDIR": str(self.home),
         }
@@ -113,8 +120,10 @@ class Night:
                 "AFK_SANDBOX": "1",
                 **({"AFK_SRT": os.environ["AFK_SRT"]} if os.environ.get("AFK_SRT") else {}),
                 "TMPDIR": str(self.work),
-                "NIGHT_WEIGHTS": json.dumps({"crash": 0}),
+                "NIGHT_WEIGHTS": json.dumps({"crash": 0, **self.weights}),
             }
+        elif self.weights:
+            self.env["NIGHT_WEIGHTS"] = json.dumps(self.weights)
         self.procs: dict[int, tuple[subprocess.Popen[bytes], str]] = {}
         self.events: list[str] = []
 
@@ -217,7 +226,7 @@ class Night:
                     if proc.poll() is not None:  # SIGKILLed by its agent, or ended
                         self.events.append(f"loop {n} ended ({proc.returncode}); started again")
                         self.start_loop(n)
-                if self.rng.random() < 0.03:
+                if self.rng.random() < 0.03 / self.scale:
                     n = self.rng.randrange(self.loops)
                     self.procs[n][0].send_signal(signal.SIGINT)  # a person's Ctrl-C
                     self.events.append(f"loop {n} interrupted (Ctrl-C)")
@@ -346,6 +355,8 @@ class Night:
         share = wasted / max(total - crash_time, 1e-9)
         return {
             "tasks": self.tasks,
+            "agent_minute_seconds": self.unit,
+            "lease_seconds": self.lease,
             "loops": self.loops,
             "seconds": round(elapsed, 1),
             "states": states,
@@ -393,10 +404,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a minute, 60 tasks, 3 loops")
     parser.add_argument("--out", help="a folder for report.json and report.md")
     parser.add_argument("--sandbox", action="store_true", help="every run inside the sandbox")
+    parser.add_argument(
+        "--unit",
+        type=float,
+        default=0.3,
+        help="an agent-minute, in seconds (0.3: compressed; 60: a real one); every "
+        "duration of the night scales with it",
+    )
+    parser.add_argument(
+        "--weights",
+        type=json.loads,
+        default={},
+        help='what runs do, over the agent\'s own weights (JSON: {"crash": 0})',
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.tasks, args.loops, args.minutes = 60, 3, 1.5
-    night = Night(args.tasks, args.loops, args.minutes * 60, seed=args.seed, sandbox=args.sandbox)
+    if not 0.05 <= args.unit <= 600:
+        parser.error("--unit: 0.05 to 600 seconds")
+    night = Night(
+        args.tasks,
+        args.loops,
+        args.minutes * 60,
+        unit=args.unit,
+        seed=args.seed,
+        sandbox=args.sandbox,
+        weights=args.weights,
+    )
     try:
         result = night.run()
     finally:
