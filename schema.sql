@@ -651,6 +651,7 @@ CREATE INDEX afk_task_done_idx ON public.afk_task USING btree (updated_at) WHERE
 CREATE INDEX afk_task_failed_idx ON public.afk_task USING btree (updated_at) WHERE (state = 'failed'::public.afk_state);
 CREATE INDEX afk_task_lease_idx ON public.afk_task USING btree (lease_until) WHERE (state = 'running'::public.afk_state);
 CREATE INDEX afk_task_paused_idx ON public.afk_task USING btree (agent_id, updated_at) WHERE (state = 'paused'::public.afk_state);
+CREATE INDEX afk_task_retrying_idx ON public.afk_task USING btree (agent_id) WHERE ((state = ANY (ARRAY['todo'::public.afk_state, 'paused'::public.afk_state])) AND (attempts > 0));
 CREATE INDEX afk_web_session_expires ON public.afk_web_session USING btree (expires_at);
 CREATE UNIQUE INDEX afk_workspace_branch ON public.afk_workspace USING btree (repo, branch) WHERE (removed_at IS NULL);
 CREATE INDEX afk_workspace_port ON public.afk_workspace USING btree (port) WHERE (removed_at IS NULL);

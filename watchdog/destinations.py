@@ -478,11 +478,7 @@ class Email:
     name: str = "email"
 
     def send_digest(self, digest: Digest, rendered: Rendered, delivery_id: str) -> int:
-        subject = (
-            "afk digest: all clear"
-            if digest.all_clear
-            else f"afk digest: {digest.failed_total} failed"
-        )
+        subject = f"afk digest: {digest.headline}"
         return send_email(self.settings, subject, rendered["text"], rendered["html"])
 
     def send_alert(self, alert: AnyAlert, delivery_id: str) -> int:
@@ -495,11 +491,7 @@ class Ntfy:
     name: str = "ntfy"
 
     def send_digest(self, digest: Digest, rendered: Rendered, delivery_id: str) -> int:
-        title = (
-            "afk digest: all clear"
-            if digest.all_clear
-            else f"afk digest: {digest.failed_total} failed"
-        )
+        title = f"afk digest: {digest.headline}"
         return send_ntfy(self.settings, title, rendered["text"])
 
     def send_alert(self, alert: AnyAlert, delivery_id: str) -> int:

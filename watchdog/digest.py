@@ -17,6 +17,7 @@ from .agents.decide import account_outcomes
 from .config import DigestSettings
 from .db import Database
 from .errors import AfkError
+from .ids import short_id
 from .states import EXACT_BELOW, STATES
 from .text import shown
 
@@ -190,6 +191,12 @@ class Digest:
     #: tasks that ask for what no live loop offers (labels, profiles): id,
     #: agent_id, title, why ("waiting for a loop with gpu")
     no_loop: list[dict[str, Any]] = field(default_factory=list)
+    #: failing, retrying: the tasks that spent an attempt in the window and
+    #: are not done (the first 50; retrying_total counts them all): id,
+    #: short_id, agent_id, title, state, spent, max_attempts, next_at (None:
+    #: due now, or running again now), error (its telling line)
+    retrying: list[dict[str, Any]] = field(default_factory=list)
+    retrying_total: int = 0
 
     @property
     def stuck(self) -> bool:
@@ -203,8 +210,29 @@ class Digest:
     @property
     def all_clear(self) -> bool:
         return (
-            self.failed_total == 0 and not self.stuck and not self.needs_person and not self.waiting
+            self.failed_total == 0
+            and not self.retrying_total
+            and not self.stuck
+            and not self.needs_person
+            and not self.waiting
         )
+
+    @property
+    def headline(self) -> str:
+        """What the digest says first, in every format: ``all clear``, or
+        what needs a look (``2 failed, 3 retrying, 1 waiting for you``)."""
+        if self.all_clear:
+            return "all clear"
+        parts = [f"{self.failed_total} failed"]
+        if self.retrying_total:
+            parts.append(f"{self.retrying_total} retrying")
+        if self.stuck:
+            parts.append("tasks stuck")
+        if self.waiting:
+            parts.append(f"{len(self.waiting)} waiting for you")
+        if self.needs_person:
+            parts.append("an account needs a person")
+        return ", ".join(parts)
 
     @property
     def cost_total(self) -> float | None:
@@ -303,6 +331,9 @@ class Digest:
             "night": self.night,
             "waiting": self.waiting,
             "to_review": self.to_review,
+            "retrying": self.retrying,
+            "retrying_total": self.retrying_total,
+            "headline": self.headline,
             "cost_usd": self.cost_total,
         }
 
@@ -401,7 +432,24 @@ def build(
         profiles=list(row["profiles"]),
         to_review=_to_review(db, start, end) if review else [],
         no_loop=Fleet(db, lost_after).waiting_for_a_loop(),
+        retrying=[_retrying(r) for r in row["retrying"]],
+        retrying_total=int(row["retrying_total"]),
     )
+
+
+def _retrying(row: dict[str, Any]) -> dict[str, Any]:
+    """A failing task that will be tried again, as every format shows it."""
+    return {
+        "id": row["id"],
+        "short_id": short_id(row["id"]),
+        "agent_id": row["agent_id"],
+        "title": row["title"],
+        "state": row["state"],
+        "spent": int(row["spent"]),
+        "max_attempts": int(row["max_attempts"]),
+        "next_at": row["next_at"],
+        "error": excerpt(row["last_error"]),
+    }
 
 
 #: tasks the digest lists to review at most

@@ -88,6 +88,9 @@ class GaugeSnapshot:
     parked: list[tuple[str, str, float | None]] = field(default_factory=list)
     #: agent runs that ended since ``runs_since``, by outcome
     runs: dict[str, int] = field(default_factory=dict)
+    #: (agent_id, count) of the tasks waiting to retry after a spent
+    #: attempt, for the largest agents
+    retrying: list[tuple[str, int]] = field(default_factory=list)
     #: the database's clock at this snapshot (the next one's ``runs_since``)
     now: datetime | None = None
 
@@ -121,6 +124,7 @@ def gauges(
         oldest_snapshot_age=float(row["oldest_snapshot_age"]),
         parked=[(str(a), str(k), None if u is None else float(u)) for a, k, u in row["parked"]],
         runs={str(k): int(n) for k, n in row["runs"].items()},
+        retrying=[(str(a), int(n)) for a, n in row["retrying"]],
         now=row["now"],
     )
 
@@ -223,6 +227,7 @@ def run_gauges(w: JobHost) -> dict[str, Any]:
     for state, n in snap.states.items():
         m.tasks.labels(state).set(n)
     m.set_agents(snap.agents)
+    m.set_retrying(snap.retrying)
     m.expired_leases.set(snap.expired_leases)
     m.oldest_todo_age.set(snap.oldest_todo_age)
     m.since_checkpoint.set(snap.since_checkpoint)

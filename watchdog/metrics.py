@@ -66,6 +66,13 @@ class Metrics:
             ["agent_id", "state"],
             registry=r,
         )
+        self.retrying = Gauge(
+            "afk_tasks_retrying",
+            "Tasks waiting to retry after a spent attempt (a failure, an expired lease), "
+            "per agent, for the largest agents: the digest's failing, retrying.",
+            ["agent"],
+            registry=r,
+        )
         self.expired_leases = Gauge(
             "afk_expired_leases",
             "Running tasks whose lease has expired, not yet reclaimed.",
@@ -192,6 +199,11 @@ class Metrics:
         self.agent_tasks.clear()
         for agent, state, n in rows:
             self.agent_tasks.labels(agent, state).set(n)
+
+    def set_retrying(self, rows: Iterable[tuple[str, int]]) -> None:
+        self.retrying.clear()
+        for agent, n in rows:
+            self.retrying.labels(agent).set(n)
 
     def record_job(self, job: str, started: float, ok: bool) -> None:
         self.job_runs.labels(job).inc()

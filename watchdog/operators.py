@@ -99,10 +99,17 @@ class Operators:
             after = row["last_id"]
 
     def status(self, agent_id: str | None = None) -> dict[str, int]:
+        """The tasks per state (they add up to the backlog)."""
+        counts = self.overview(agent_id)
+        return {s: counts[s] for s in STATES}
+
+    def overview(self, agent_id: str | None = None) -> dict[str, int]:
+        """`afk status`: the tasks per state, and ``retrying``, the todo tasks
+        and paused tasks that wait to retry after a spent attempt."""
         if agent_id is not None:
             agent_id = check_id("agent id", agent_id)
         counts = {r["state"]: r["n"] for r in self.db.all("status", {"agent_id": agent_id})}
-        return {s: int(counts.get(s, 0)) for s in STATES}
+        return {s: int(counts.get(s, 0)) for s in (*STATES, "retrying")}
 
     def resolve_id(self, value: str) -> str:
         """The whole id of the task ``value`` names: as given when it is one,

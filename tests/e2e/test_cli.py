@@ -63,6 +63,7 @@ def test_a_task_s_life_through_the_cli(afk):
         "done": 1,
         "failed": 0,
         "blocked": 0,
+        "retrying": 0,
     }
     shown = afk.json("show", tid)
     assert [h["reason"] for h in shown["history"]] == ["claimed", "done"]

@@ -398,3 +398,46 @@ def test_a_forced_digest_that_hit_a_5xx_is_retried_by_the_job(queue, sql, receiv
     assert {(o.state, o.period) for o in outcomes} >= {("delivered", forced.period)}
     assert sql.one("SELECT count(*) FROM afk_digest_delivery WHERE state = 'pending'") == 0
     assert any(r.headers["X-Afk-Delivery"].startswith("webhook:forced:") for r in receiver.received)
+
+
+def test_a_failing_night_is_told_in_every_format(queue, sql, receiver, smtp_server):
+    """Issue 53 item 1: a task failing its check attempt after attempt (not
+    failed for good) is named by every destination: Slack, the signed webhook,
+    email (subject and both parts) and the ntfy push, sent to real servers."""
+    controller, inbox = smtp_server
+    queue.enqueue("a", [NewTask("ships fine"), NewTask("flaky check", max_attempts=5)])
+    queue.done(queue.claim("a", runner="r"))
+    for _ in range(2):
+        sql("UPDATE afk_task SET run_after = NULL WHERE title = 'flaky check'")
+        queue.fail(queue.claim("a", runner="r"), "error: the check failed\nmore")
+    settings = due_now(
+        sql,
+        slack_url=receiver.url("/slack"),
+        webhook_url=receiver.url("/hook"),
+        webhook_secret=SECRET,
+        ntfy_url=receiver.url("/ntfy/afk-night"),
+        smtp_url=f"smtp://127.0.0.1:{controller.port}?starttls=no",
+        email_to="me@example.org",
+        email_from="afk@example.org",
+    )
+    outcomes = send_due(queue.db, settings)
+    assert sorted(o.destination for o in outcomes if o.state == "delivered") == [
+        "email",
+        "ntfy",
+        "slack",
+        "webhook",
+    ]
+    by_path = {r.path: r.body for r in receiver.received}
+    headline = "afk digest: 0 failed, 1 retrying"
+    slack = json.loads(by_path["/slack"])
+    assert slack["text"] == headline and "2 of 5 attempts spent" in by_path["/slack"].decode()
+    hook = verify(next(r for r in receiver.received if r.path == "/hook"))
+    assert hook["all_clear"] is False and hook["retrying_total"] == 1
+    assert hook["retrying"][0]["error"] == "error: the check failed"
+    push = json.loads(by_path["/ntfy/"])
+    assert push["title"] == headline and "Failing, retrying (1):" in push["message"]
+    (message,) = inbox.messages
+    parsed = email.message_from_bytes(message.as_bytes(), policy=email.policy.default)
+    assert parsed["Subject"] == headline
+    assert "2 of 5 attempts spent" in parsed.get_body(("plain",)).get_content()
+    assert "2 of 5 attempts spent" in parsed.get_body(("html",)).get_content()

@@ -56,11 +56,15 @@ def test_metrics_match_sql_and_expired_leases_are_reclaimed(queue, sql, dsn, ser
     assert poll(matches)
     assert service.value("afk_agent_tasks", agent_id="a", state="todo") == 2
     assert service.value("afk_expired_leases") == 0
+    assert service.value("afk_tasks_retrying", agent="a") is None  # none has spent an attempt
 
     sql.expire(stalled.id)  # a worker stalls past its lease
     assert poll(lambda: service.value("afk_reclaimed_total", outcome="paused") == 1)
     assert sql.one("SELECT state::text FROM afk_task WHERE id = %s", stalled.id) == "paused"
     assert poll(lambda: service.value("afk_tasks", state="paused") == 1)
+    # its attempt spent, it waits to retry: the gauge and `afk status` say so
+    assert poll(lambda: service.value("afk_tasks_retrying", agent="a") == 1)
+    assert queue.overview("a")["retrying"] == 1
     for job in ("reclaim", "gauges", "leader", "poison", "prune"):
         assert service.value("afk_job_runs_total", job=job) >= 1, job
         assert service.value("afk_job_failures_total", job=job) == 0, job

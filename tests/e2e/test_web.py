@@ -346,3 +346,15 @@ def test_a_blocked_task_shows_what_it_waits_for(afk, service, browser):
     assert f'href="/tasks/{root}"' in dom
     dom, _ = load(browser, service.url + "/", "overview-blocked.png")
     assert "blocked 1" in " ".join(html.unescape(re.sub(r"<[^>]+>", " ", dom)).split())
+
+
+def test_a_task_failing_again_and_again_is_on_the_overview(afk, queue, service, browser):
+    """Issue 53 item 1: the status page says what the digest says."""
+    queue.enqueue("night", [NewTask("flaky check", max_attempts=4)])
+    queue.fail(queue.claim("night", runner="r"), "FAILED tests/test_a.py::test_b - assert 0")
+    dom, log = load(browser, service.url + "/", "overview-retrying.png")
+    assert not log, log
+    text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", dom)).split())
+    assert "Failing, retrying: 1" in text
+    assert "flaky check ( night ) 1 of 4 attempts spent, next try" in text
+    assert "FAILED tests/test_a.py::test_b - assert 0" in text

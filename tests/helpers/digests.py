@@ -123,6 +123,20 @@ def sample_digest() -> Digest:
                 "changes": True,
             }
         ],
+        retrying=[
+            {
+                "id": "77777777-7777-7777-7777-777777777777",
+                "short_id": "77777777",
+                "agent_id": "backlog-a",
+                "title": "Speed up the search page",
+                "state": "todo",
+                "spent": 4,
+                "max_attempts": 5,
+                "next_at": "2026-11-30T08:30:00+00:00",
+                "error": "FAILED tests/test_search.py::test_fast - assert 2.1 < 1.0",
+            }
+        ],
+        retrying_total=1,
         accounts=[
             {
                 "account": "max-1",

@@ -176,3 +176,71 @@ def test_the_digest_reads_right_at_breakfast(queue, sql):
     first = next(g for g in digest.groups if g.agent_id == agent)
     many = Digest(**{**digest.__dict__, "groups": [Group(agent, "E", 9, first.tasks)]})
     assert "afk dead --agent 'b; rm -rf ~'" in render(many, "text", DigestSettings())
+
+
+def test_a_night_that_fails_again_and_again_is_not_all_clear(queue, sql):
+    """Issue 53 item 1 (P20): three tasks, one done, one failing its check
+    attempt after attempt, one crashing (its lease expired): the digest names
+    both as failing, retrying, in every format, and `afk status` and the
+    gauge count them."""
+    from watchdog.jobs import gauges
+
+    queue.enqueue(
+        "a",
+        [
+            NewTask("ships fine", max_attempts=5),
+            NewTask("flaky check", max_attempts=5),
+            NewTask("crashes", max_attempts=5),
+        ],
+    )
+    queue.done(queue.claim("a", runner="r"))
+    for _ in range(4):  # 4 of 5 attempts spent, in backoff
+        sql("UPDATE afk_task SET run_after = NULL WHERE title = 'flaky check'")
+        t = queue.claim("a", runner="r")
+        assert t is not None and t.title == "flaky check"
+        queue.fail(t, "===== summary =====\nFAILED tests/test_x.py::test_y - assert 1 == 2\n")
+    crashed = queue.claim("a", runner="r2")
+    assert crashed is not None and crashed.title == "crashes"
+    sql.expire(crashed.id)
+    queue.reclaim()
+    start, end = window(sql)
+    d = build(queue.db, start, end, DigestSettings(), UTC)
+    assert d.failed_total == 0 and not d.all_clear
+    assert d.headline == "0 failed, 2 retrying"
+    assert [(r["title"], r["spent"], r["max_attempts"]) for r in d.retrying] == [
+        ("flaky check", 4, 5),
+        ("crashes", 1, 5),
+    ]
+    flaky, crash = d.retrying
+    assert flaky["error"] == "FAILED tests/test_x.py::test_y - assert 1 == 2"
+    assert flaky["next_at"] is not None and crash["next_at"] is None
+    assert crash["error"] == "lease expired" and flaky["short_id"] == flaky["id"][:8]
+
+    settings = DigestSettings()
+    text = render(d, "text", settings)
+    assert text.startswith("afk digest: 0 failed, 2 retrying\n") and "all clear" not in text
+    assert "Failing, retrying (2):" in text
+    assert f"{flaky['short_id']} flaky check (a): 4 of 5 attempts spent, next try" in text
+    assert "error: FAILED tests/test_x.py::test_y - assert 1 == 2" in text
+    assert "crashes (a): 1 of 5 attempts spent, due again now" in text
+    page = render(d, "html", settings)
+    assert "afk digest: 0 failed, 2 retrying" in page and "Failing, retrying (2)" in page
+    assert "4 of 5 attempts spent" in page and "Nothing failed" not in page
+    slack = json.loads(render(d, "slack", settings))
+    assert slack["text"] == "afk digest: 0 failed, 2 retrying"
+    assert "4 of 5 attempts spent" in json.dumps(slack) and "white_check_mark" not in json.dumps(
+        slack
+    )
+    hook = json.loads(render(d, "webhook", settings))
+    assert hook["all_clear"] is False and hook["retrying_total"] == 2
+    assert hook["headline"] == "0 failed, 2 retrying"
+    assert [r["title"] for r in hook["retrying"]] == ["flaky check", "crashes"]
+    assert queue.overview("a")["retrying"] == 2 and queue.overview("b")["retrying"] == 0
+    assert "retrying" not in queue.status("a")
+    assert gauges(queue).retrying == [("a", 2)]
+    # done, it is no longer retrying; and a window after its failures leaves it out
+    sql("UPDATE afk_task SET run_after = NULL WHERE title = 'flaky check'")
+    queue.done(queue.claim("a", runner="r"))
+    assert queue.overview("a")["retrying"] == 1
+    later = build(queue.db, end, end + timedelta(hours=1), DigestSettings(), UTC)
+    assert later.retrying == [] and later.all_clear

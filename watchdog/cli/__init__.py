@@ -194,7 +194,7 @@ COMMANDS: dict[str, Command] = {
     ),
     "status": Command(
         cmd_status,
-        "task counts per state",
+        "task counts per state, and retrying: those waiting to retry after a spent attempt",
         configure_status,
     ),
     "show": Command(

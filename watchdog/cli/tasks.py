@@ -188,7 +188,7 @@ def cmd_status(args: argparse.Namespace, res: Resources) -> int:
     from ..agents.fleet import Fleet
 
     agent = agent_of(args, required=False)
-    counts: dict[str, Any] = dict(res.queue.status(agent))
+    counts: dict[str, Any] = dict(res.queue.overview(agent))
     stuck = Fleet(res.queue.db, res.settings.loop.fleet_lost_seconds).waiting_for_a_loop(agent)
     if stuck:  # (no live loop has the labels they require: they wait in silence)
         counts["waiting_for_a_loop"] = stuck

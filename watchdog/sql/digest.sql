@@ -17,9 +17,30 @@ WITH failed AS (
      WHERE state = 'failed' AND updated_at >= %(start)s AND updated_at < %(end)s
      ORDER BY updated_at DESC
      LIMIT %(limit)s
+), retrying AS (
+    -- failing, retrying (issue 53 item 1): the tasks that spent an attempt
+    -- in the window (a failure, an expired lease) and are not done: waiting
+    -- for their next try, todo or paused (migration 0041's index), or trying again now
+    SELECT t.id, t.agent_id, left(t.title, 300) AS title, t.state::text AS state,
+           t.attempts - CASE WHEN t.state = 'running' THEN 1 ELSE 0 END AS spent,
+           t.max_attempts, t.run_after AS next_at, t.updated_at,
+           CASE WHEN length(t.last_error) > 2000
+                THEN left(t.last_error, 497) || E'\n…\n' || right(t.last_error, 1500)
+                ELSE coalesce(t.last_error, '') END AS last_error
+      FROM (SELECT * FROM afk_task
+             WHERE state IN ('todo', 'paused') AND attempts > 0
+               AND run_after IS DISTINCT FROM afk_held()
+            UNION ALL
+            SELECT * FROM afk_task WHERE state = 'running' AND attempts > 1) t
+     WHERE EXISTS (SELECT 1 FROM afk_task_event e
+                    WHERE e.task_id = t.id AND e.at >= %(start)s AND e.at < %(end)s
+                      AND e.reason IN ('failed with error', 'lease expired'))
 )
 SELECT
     (SELECT coalesce(jsonb_agg(to_jsonb(f)), '[]'::jsonb) FROM failed f) AS failed,
+    (SELECT coalesce(jsonb_agg(to_jsonb(r) ORDER BY r.spent DESC, r.updated_at), '[]'::jsonb)
+       FROM (SELECT * FROM retrying ORDER BY spent DESC, updated_at LIMIT 50) r) AS retrying,
+    (SELECT count(*) FROM retrying) AS retrying_total,
     (SELECT count(*) FROM afk_task
       WHERE state = 'failed' AND updated_at >= %(start)s AND updated_at < %(end)s)
         AS failed_total,

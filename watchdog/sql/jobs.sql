@@ -43,6 +43,15 @@ SELECT
                                ORDER BY account), '[]'::jsonb)
        FROM afk_account_park
       WHERE cleared_at IS NULL AND (until IS NULL OR until > now())) AS parked,
+    -- the tasks waiting to retry after a spent attempt, for the agents with
+    -- most (migration 0041's index; `afk status` counts the same)
+    (SELECT coalesce(jsonb_agg(jsonb_build_array(agent_id, n) ORDER BY n DESC, agent_id),
+                     '[]'::jsonb)
+       FROM (SELECT agent_id, count(*) AS n FROM afk_task
+              WHERE state IN ('todo', 'paused') AND attempts > 0
+                AND run_after IS DISTINCT FROM afk_held()
+              GROUP BY agent_id ORDER BY count(*) DESC, agent_id LIMIT %(top_agents)s) r)
+        AS retrying,
     (SELECT coalesce(jsonb_object_agg(outcome, n), '{}'::jsonb)
        FROM (SELECT outcome, count(*) AS n FROM afk_run
               WHERE ended_at > coalesce(%(runs_since)s::timestamptz, now()) AND ended_at <= now()

@@ -5,11 +5,18 @@
 -- people.sql, the only statements that write afk_task.
 
 -- name: status :many retry
+-- The tasks per state, and 'retrying': the todo and paused tasks waiting to
+-- retry after a spent attempt (migration 0041; the afk_tasks_retrying gauge's count)
 SELECT s.state::text AS state, count(t.id) AS n
   FROM unnest(enum_range(NULL::afk_state)) AS s(state)
   LEFT JOIN afk_task t ON t.state = s.state
        AND (%(agent_id)s::text IS NULL OR t.agent_id = %(agent_id)s::text)
- GROUP BY s.state;
+ GROUP BY s.state
+UNION ALL
+SELECT 'retrying', count(*) FROM afk_task
+ WHERE state IN ('todo', 'paused') AND attempts > 0
+   AND run_after IS DISTINCT FROM afk_held()
+   AND (%(agent_id)s::text IS NULL OR agent_id = %(agent_id)s::text);
 
 -- name: show :one retry
 SELECT t.*,
