@@ -24,7 +24,7 @@ from .destinations import (
     Rendered,
     configured,
 )
-from .digest import Digest, build, render
+from .digest import Digest, build, hours, render
 from .errors import AfkError, redact
 from .models import Task
 
@@ -229,13 +229,36 @@ def status(db: Database, limit: int = 50) -> list[dict[str, Any]]:
     return db.all("digest_status", {"limit": limit})
 
 
-def dry_run(db: Database, settings: DigestSettings, fmt: str, lost_after: float = 60.0) -> str:
-    """What a digest would say now, from the last delivered one (or 24 h)."""
-    last = db.one("digest_last_delivered")
+def dry_run(
+    db: Database,
+    settings: DigestSettings,
+    fmt: str,
+    lost_after: float = 60.0,
+    since_seconds: float | None = None,
+) -> tuple[str, str]:
+    """What a digest would say now: the digest rendered, and a line saying
+    where its window starts. The window runs from the last delivered digest
+    (as the next one will; 24 h when none went out yet), or over the last
+    ``since_seconds``."""
     now = db_now(db)
-    since = last["since"] if last and last["since"] else now - timedelta(seconds=FIRST_WINDOW)
-    digest = build(db, since, now, settings, settings.day_zone(), lost_after=lost_after)
-    return render(digest, fmt, settings)
+    zone = settings.day_zone()
+    if since_seconds is not None:
+        since = now - timedelta(seconds=since_seconds)
+        note = f"the window is the last {hours(since_seconds)}, as --since asked"
+    else:
+        last = db.one("digest_last_delivered")
+        if last is None:
+            since = now - timedelta(seconds=FIRST_WINDOW)
+            note = "no digest went out yet: the window is the last 24 h"
+        else:
+            since = last["since"]
+            went = last["delivered_at"] or since
+            note = (
+                f"the window starts where the last digest's ended: it went out "
+                f"{went.astimezone(zone):%Y-%m-%d %H:%M %Z}; --since 24h shows a longer one"
+            )
+    digest = build(db, since, now, settings, zone, lost_after=lost_after)
+    return render(digest, fmt, settings), note
 
 
 def alert_poison(

@@ -854,6 +854,7 @@ def gc(
     for row in db.all("workspaces_live"):
         item: dict[str, Any] = {
             "id": str(row["task_id"]),
+            "title": row["title"],
             "path": row["path"],
             "branch": row["branch"],
             "state": row["state"],

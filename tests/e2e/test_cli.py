@@ -350,3 +350,17 @@ def test_not_before_past_a_year_is_said_with_the_flags_name(afk, sql):
     proc = afk("enqueue", "--agent", "n", "--title", "t", "--not-before", "+400d")
     assert proc.returncode == 2 and "--not-before '+400d' is more than a year" in proc.stderr
     assert sql.fingerprint() == before
+
+
+def test_the_watchdogs_help_shows_its_own_flags_and_points_to_the_settings(afk):
+    """P34: `afk watchdog --help` and `run --help` say their flags and where
+    the settings are; `afk watchdog settings` prints the table."""
+    for args in (["watchdog", "--help"], ["watchdog", "run", "--help"]):
+        out = afk(*args)
+        assert out.returncode == 0 and len(out.stdout.splitlines()) < 35, out.stdout
+        assert "AFK_RECLAIM_INTERVAL" not in out.stdout
+        assert "`afk watchdog settings`" in " ".join(out.stdout.split())
+    assert "--notify-every" in afk("watchdog", "run", "--help").stdout
+    table = afk("watchdog", "settings")
+    assert table.returncode == 0 and table.stderr == ""
+    assert "AFK_RECLAIM_INTERVAL" in table.stdout and "AFK_DIGEST_SMTP_URL" in table.stdout

@@ -353,7 +353,7 @@ def test_cli_send_status_dry_run_and_no_secrets(afk, queue, sql, receiver):
     refused = afk("digest", "send", "--force", env=env)
     assert refused.returncode == 1
     status = afk("digest", "status", env=env)
-    helptext = afk("watchdog", "run", "--help", env=env)
+    helptext = afk("watchdog", "settings", env=env)
     for out in (slack, sent, again, forced, refused, status, helptext):
         assert "sup3r-secret-path" not in out.stdout + out.stderr
         assert SECRET not in out.stdout + out.stderr
@@ -441,3 +441,28 @@ def test_a_failing_night_is_told_in_every_format(queue, sql, receiver, smtp_serv
     assert parsed["Subject"] == headline
     assert "2 of 5 attempts spent" in parsed.get_body(("plain",)).get_content()
     assert "2 of 5 attempts spent" in parsed.get_body(("html",)).get_content()
+
+
+def test_a_dry_run_after_a_digest_says_when_it_went_out_and_takes_since(afk, queue, sql, receiver):
+    """P37: right after a digest, the dry run's window is empty; it says why
+    (when the last one went out) and --since shows a longer window."""
+    failing_task(queue, "the failure of the night")
+    env = {
+        "AFK_DIGEST_WEBHOOK_URL": receiver.url(),
+        "AFK_DIGEST_WEBHOOK_SECRET": SECRET,
+        "AFK_DIGEST_TZ": "UTC",
+    }
+    first = afk("digest", "--dry-run", env=env)
+    assert first.returncode == 0 and "the failure of the night" in first.stdout
+    assert "no digest went out yet: the window is the last 24 h" in first.stderr
+    assert afk("digest", "send", env=env).returncode == 0 and len(receiver.received) == 1
+    after = afk("digest", "--dry-run", env=env)
+    assert after.returncode == 0 and "the failure of the night" not in after.stdout
+    went = sql.one("SELECT max(delivered_at) FROM afk_digest_delivery").astimezone(UTC)
+    assert f"it went out {went:%Y-%m-%d %H:%M} UTC; --since 24h shows a longer one" in after.stderr
+    longer = afk("digest", "--dry-run", "--since", "24h", env=env)
+    assert longer.returncode == 0 and "the failure of the night" in longer.stdout
+    assert "the window is the last 24.0 h, as --since asked" in longer.stderr
+    for bad in (["--since", "-1h"], ["--since", "soon"], ["send", "--since", "1h"]):
+        out = afk("digest", *bad)
+        assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, (bad, out)

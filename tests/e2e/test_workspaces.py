@@ -707,6 +707,12 @@ def test_gc_removes_merged_clean_worktrees_keeps_the_rest_and_restores_byte_for_
     assert by_id[merged]["action"] == "removed" and by_id[dirty]["action"] == "kept"
     assert by_id[dirty]["why"] == "uncommitted changes" and dry["bytes"] > 0
     assert Path(m["path"]).is_dir()  # a dry run changes nothing
+    # each line names its task as the loop does: short id and title (P36)
+    lines = repo.afk("gc", "--dry-run", env=repo.env).stdout.splitlines()
+    assert f'task {dirty[:8]} "dirty one" {d["path"]}: would be kept (uncommitted changes' in (
+        "\n".join(lines)
+    )
+    assert any(line.startswith(f'task {merged[:8]} "merged one" ') for line in lines)
     report = repo.afk.json("gc", "--json", env=repo.env)
     assert not Path(m["path"]).exists() and Path(d["path"]).is_dir()
     assert m["branch"] not in repo.git("branch", "--list")  # deleted with -d: merged

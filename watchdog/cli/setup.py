@@ -19,6 +19,7 @@ from ..config import (
     ServiceSettings,
     describe,
     no_destination,
+    parse_duration,
 )
 from ..errors import EXIT_ERROR, EXIT_OK, BadInput
 from ..jobs import JOBS
@@ -26,6 +27,7 @@ from ..jobs import JOBS
 if TYPE_CHECKING:
     pass
 from .common import (
+    MAX_SINCE,
     Parser,
     Resources,
     boundary_options,
@@ -76,15 +78,13 @@ def configure_watchdog(p: Parser) -> None:
     p.description = (
         "The watchdog service: reclaim, gauges, poison pills, prune, and Prometheus metrics."
     )
-    p.epilog = settings_help()
-    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.epilog = SETTINGS_POINTER
     wsub = p.add_subparsers(dest="action", required=True, parser_class=Parser)
     run = wsub.add_parser(
         "run",
         parents=[common_options()],
         help="run the service (until SIGTERM)",
-        epilog=settings_help(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=SETTINGS_POINTER,
     )
     run.add_argument(
         "--notify-every",
@@ -101,6 +101,11 @@ def configure_watchdog(p: Parser) -> None:
     )
 
     tick.add_argument("job", choices=[job.name for job in JOBS if job.tick])
+    wsub.add_parser(
+        "settings",
+        parents=[common_options()],
+        help="print every setting: its environment variable, its default and what it does",
+    )
 
 
 def configure_web(p: Parser) -> None:
@@ -122,8 +127,17 @@ def cmd_web(args: argparse.Namespace, res: Resources) -> int:
     return EXIT_OK
 
 
+#: where `afk watchdog --help` sends a person for the settings (P34: the
+#: table itself is 75 lines, too long for a help)
+SETTINGS_POINTER = (
+    "Every setting is an environment variable (or a key of the --config file): "
+    "`afk watchdog settings` prints them with their defaults; "
+    "docs/reference/settings.md says more."
+)
+
+
 def settings_help() -> str:
-    """Every setting with its variable and default, for `afk watchdog --help`."""
+    """Every setting with its variable and default: `afk watchdog settings`."""
 
     lines = ["settings (env var, default):"]
     for cls in (ServiceSettings, QueueSettings, LoopSettings, DigestSettings):
@@ -142,6 +156,9 @@ def settings_help() -> str:
 def cmd_watchdog(args: argparse.Namespace, res: Resources) -> int:
     from ..service import Watchdog
 
+    if args.action == "settings":
+        print(settings_help())
+        return EXIT_OK
     settings = res.settings
     if getattr(args, "notify_every", None) is not None:
         settings = replace(
@@ -242,6 +259,11 @@ def configure_digest(p: Parser) -> None:
     )
     p.add_argument("--dry-run", action="store_true", help="print what would be sent now")
     p.add_argument(
+        "--since",
+        help="with --dry-run: a window of the last DURATION (e.g. 24h, 7d) instead of "
+        "the one since the last digest went out",
+    )
+    p.add_argument(
         "--format",
         choices=["slack", "html", "text", "webhook"],
         help="of the printed digest (default text)",
@@ -265,13 +287,24 @@ def cmd_digest(args: argparse.Namespace, res: Resources) -> int:
         )
     if args.format is not None and args.action is not None:
         raise BadInput("--format goes with --dry-run (or no action): what is printed")
+    since = None
+    if args.since is not None:
+        if args.action is not None:
+            raise BadInput("--since goes with --dry-run (or no action): the window printed")
+        since = parse_duration(args.since)
+        if since <= 0 or since > MAX_SINCE:
+            raise BadInput(f"--since {args.since}: a duration above 0 and at most 100 years")
     settings = res.settings
     if args.action == "send" and not settings.digest.destinations():
         raise BadInput(no_destination())
     db = res.database()
     if args.dry_run or args.action is None:
         lost_after = settings.loop.fleet_lost_seconds
-        sys.stdout.write(delivery.dry_run(db, settings.digest, args.format or "text", lost_after))
+        text, note = delivery.dry_run(
+            db, settings.digest, args.format or "text", lost_after, since_seconds=since
+        )
+        sys.stdout.write(text)
+        print(f"afk: {note}", file=sys.stderr)
         return EXIT_OK
     if args.action == "status":
         emit(delivery.status(db))

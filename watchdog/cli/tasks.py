@@ -296,6 +296,7 @@ def configure_gc(p: Parser) -> None:
 
 def cmd_gc(args: argparse.Namespace, res: Resources) -> int:
     from .. import workspaces
+    from ..agents.words import task_name
 
     older = parse_duration(args.older_than) if args.older_than is not None else 0.0
     report = workspaces.gc(res.queue.db, older_than=older, force=args.force, dry_run=args.dry_run)
@@ -305,7 +306,8 @@ def cmd_gc(args: argparse.Namespace, res: Resources) -> int:
     verb = "would be " if args.dry_run else ""
     for item in report["worktrees"]:
         size = f", {item['bytes'] / 1e6:.1f} MB" if "bytes" in item else ""
-        print(terminal(f"{item['path']}: {verb}{item['action']} ({item['why']}{size})"))
+        name = task_name(item["id"], item["title"])
+        print(terminal(f"{name} {item['path']}: {verb}{item['action']} ({item['why']}{size})"))
     print(f"{report['bytes'] / 1e6:.1f} MB in {len(report['worktrees'])} worktree(s)")
     return EXIT_OK
 

@@ -48,8 +48,12 @@ UPDATE afk_digest_delivery
 RETURNING state;
 
 -- name: digest_last_delivered :one retry
-SELECT max(window_end) AS since FROM afk_digest_delivery
- WHERE kind = 'digest' AND state = 'delivered';
+-- the end of the last delivered digest's window (the next one starts
+-- there), and when it went out
+SELECT window_end AS since, delivered_at FROM afk_digest_delivery
+ WHERE kind = 'digest' AND state = 'delivered'
+ ORDER BY window_end DESC, delivered_at DESC
+ LIMIT 1;
 
 -- name: digest_status :many retry
 SELECT destination, kind, period, state, attempts, last_status, last_error,

@@ -80,8 +80,8 @@ SELECT t.id, t.agent_id, t.title, t.updated_at AS done_at, w.repo, w.branch, w.p
 -- name: workspaces_live :many retry
 -- Every workspace not yet removed, with its task's state and age: what
 -- `afk gc` weighs.
-SELECT w.task_id, t.state::text AS state, w.repo, w.branch, w.path, w.base_sha, w.head_sha,
-       t.workspace ->> 'base' AS base,
+SELECT w.task_id, t.state::text AS state, left(t.title, 300) AS title, w.repo, w.branch,
+       w.path, w.base_sha, w.head_sha, t.workspace ->> 'base' AS base,
        extract(epoch FROM now() - t.updated_at)::float8 AS age
   FROM afk_workspace w JOIN afk_task t ON t.id = w.task_id
  WHERE w.removed_at IS NULL
