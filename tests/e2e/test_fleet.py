@@ -7,6 +7,7 @@ once by another."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -184,3 +185,21 @@ def test_afk_loops_says_when_a_timed_parking_ends_in_the_persons_zone(afk):
     shown = until.astimezone(ZoneInfo("Europe/Paris")).strftime("%Y-%m-%d %H:%M %Z")
     assert "parked timed: " in said and f"until {shown}" in said, said
     assert "a person clears it" not in said
+
+
+def test_afk_loops_shows_the_running_task_as_soon_as_its_run_starts(loops):
+    """P35 (issue 53 item 6): the loop writes its task on its fleet row right
+    after the claim, before the run starts, not at its next beat (here a
+    beat is 30 s away: AFK_FLEET_LOST_SECONDS 120); and between tasks at once
+    when the run ends."""
+    loops.env["AFK_FLEET_LOST_SECONDS"] = "120"
+    task = loops.enqueue("long")
+    loops.start("first")
+    poll(lambda: any(r["title"] == "long" for r in loops.ran()), timeout=60)
+    row = loops.loops()["first"]  # the run has started: no poll, no beat since
+    assert (row["task_id"], row["task_title"]) == (task, "long"), row
+    text = loops.afk("loops", env=loops.env).stdout
+    assert "runs 'long'" in text, text
+    pid = next(r["pid"] for r in loops.ran() if r["title"] == "long")
+    os.kill(pid, signal.SIGKILL)  # the run ends: the loop is between tasks at once
+    poll(lambda: loops.loops()["first"]["task_id"] is None, timeout=20)

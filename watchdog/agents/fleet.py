@@ -66,6 +66,11 @@ class Membership:
         self.task: uuid.UUID | None = None
         self.profile: str | None = None
         self._stop = threading.Event()
+        # now() wakes the beat and waits for it: the beat thread is the row's
+        # only writer, so an older beat never lands after a newer run
+        self._wake = threading.Event()
+        self._said = threading.Condition()
+        self._asked = self._told = 0
         try:
             user: str | None = getpass.getuser()
         except (KeyError, OSError):
@@ -85,22 +90,44 @@ class Membership:
         self._thread = threading.Thread(target=self._beat, name="afk-fleet-beat", daemon=True)
         self._thread.start()
 
+    #: how long now() waits for its beat to be written (a database away
+    #: does not hold the loop: the next beat says it)
+    SAY_WITHIN = 5.0
+
     def now(self, task: uuid.UUID | None, profile: str | None) -> None:
-        """The run under way (None between runs), said at the next beat."""
-        self.task, self.profile = task, profile
+        """The run under way (None between runs), written at once: `afk
+        loops` and /fleet show the task from the moment its run starts."""
+        with self._said:
+            self.task, self.profile = task, profile
+            self._asked += 1
+            asked = self._asked
+            self._wake.set()
+            self._said.wait_for(lambda: self._told >= asked or self._stop.is_set(),
+                                timeout=self.SAY_WITHIN)  # fmt: skip
 
     def _beat(self) -> None:
-        while not self._stop.wait(self.every):
+        while True:
+            self._wake.wait(self.every)
+            if self._stop.is_set():
+                return
+            with self._said:
+                self._wake.clear()
+                task, profile, asked = self.task, self.profile, self._asked
             try:
                 self.db.execute(
-                    "loop_beat",
-                    {"runner": self.runner, "task_id": self.task, "profile": self.profile},
+                    "loop_beat", {"runner": self.runner, "task_id": task, "profile": profile}
                 )
             except Exception:  # (a database away: the next beat tries again)
-                continue
+                pass
+            with self._said:
+                self._told = asked
+                self._said.notify_all()
 
     def leave(self) -> None:
         self._stop.set()
+        self._wake.set()
+        with self._said:
+            self._said.notify_all()
         # (a database gone: it shows as lost, then its tasks come back)
         with contextlib.suppress(Exception):
             self.db.execute("loop_leave", {"runner": self.runner})
