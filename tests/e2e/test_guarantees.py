@@ -391,6 +391,39 @@ def test_a_planted_session_cache_does_not_let_a_zombie_through(afk, tmp_path, sq
     assert "is writable by others; the hook keeps no cache there" in out.stderr
 
 
+def test_c1_controls_reach_no_terminal_by_any_command(afk, sql):
+    """R3: the one-byte CSI, OSC and ST in a title, an error and a question
+    (written today, or stored by an older afk) reach no terminal: not `afk
+    show`, `dead`, `questions`, `resume-brief` or the digest's text."""
+    title, error = "C1 \x9b31m title \x9d0;pwned\x9c", "boom \x9b2J \x85 cleared"
+    task = claim(afk, title=title)
+    afk("fail", task["id"], "--token", str(task["token"]), "--error", error)
+    asked = claim(afk, title=title)
+    env = {"AFK_TASK_ID": asked["id"], "AFK_TASK_TOKEN": str(asked["token"])}
+    assert afk("ask", f"which one? {title}", env=env).returncode == 0
+    afk("enqueue", "--agent", "f", "--title", title, "--max-attempts", "1")
+    failing = afk.json("claim", "--agent", "f")
+    afk("fail", failing["id"], "--token", str(failing["token"]), "--error", error)
+    outs = {}
+    for stored in ("today", "by an older afk"):
+        if stored != "today":
+            sql("UPDATE afk_task SET title = %s, last_error = %s", title, error)
+            sql("UPDATE afk_question SET question = %s", f"which one? {title}")
+        outs.update({
+            f"show {stored}": afk("show", task["id"]),
+            f"dead {stored}": afk("dead"),
+            f"questions {stored}": afk("questions"),
+            f"resume-brief {stored}": afk("resume-brief", task["id"]),
+            f"digest {stored}": afk("digest", "--dry-run", "--format", "text"),
+        })  # fmt: skip
+    for name, out in outs.items():
+        assert out.returncode == 0, (name, out.stderr)
+        raw = [c for c in "\x9b\x9c\x9d\x85" if c in out.stdout + out.stderr]
+        assert not raw, (name, raw, out.stdout)
+        assert "title" in out.stdout, (name, out.stdout)
+    assert "which one?" in outs["questions by an older afk"].stdout
+
+
 def test_agent_text_reaches_a_terminal_without_its_escapes(afk):
     title = "\x1b[31mRED\x1b[0m \x1b]0;pwned\x07 title"
     task = claim(afk, title=title)

@@ -24,3 +24,29 @@ from watchdog.text import terminal
 )
 def test_terminal_escapes_every_control_but_newlines_and_tabs(given: str, shown: str) -> None:
     assert terminal(given) == shown
+
+
+#: the C1 controls (U+0080–U+009F) and DEL: a terminal acts on several
+#: (U+009B is CSI, U+009D OSC, U+009C ST); text has no use for any
+C1 = "".join(map(chr, range(0x7F, 0xA0)))
+
+
+@pytest.mark.parametrize("char", list(C1), ids=lambda c: f"U+{ord(c):04X}")
+def test_every_c1_control_is_gone_from_what_is_stored_and_shown(char: str) -> None:
+    from watchdog.text import clean, plain, shown
+
+    for keep in (plain, clean, shown):
+        assert keep(f"a{char}b") == "ab", keep
+    assert char not in terminal(f"a{char}b")
+
+
+def test_json_on_a_terminal_writes_c1_bidi_and_line_controls_as_escapes(capsys) -> None:
+    import json
+
+    from watchdog.cli.common import emit
+
+    value = {"title": f"x{C1}\u202e\u2066\u2028y é ü 日本"}
+    emit(value)
+    out = capsys.readouterr().out
+    assert not any(c in out for c in C1 + "\u202e\u2066\u2028")
+    assert json.loads(out) == value and "é ü 日本" in out
