@@ -26,7 +26,7 @@ def test_terminal_escapes_every_control_but_newlines_and_tabs(given: str, shown:
     assert terminal(given) == shown
 
 
-#: the C1 controls (U+0080–U+009F) and DEL: a terminal acts on several
+#: the C1 controls (U+0080 to U+009F) and DEL: a terminal acts on several
 #: (U+009B is CSI, U+009D OSC, U+009C ST); text has no use for any
 C1 = "".join(map(chr, range(0x7F, 0xA0)))
 

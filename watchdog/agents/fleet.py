@@ -113,12 +113,10 @@ class Membership:
             with self._said:
                 self._wake.clear()
                 task, profile, asked = self.task, self.profile, self._asked
-            try:
+            with contextlib.suppress(Exception):  # (a database away: the next beat says it)
                 self.db.execute(
                     "loop_beat", {"runner": self.runner, "task_id": task, "profile": profile}
                 )
-            except Exception:  # (a database away: the next beat tries again)
-                pass
             with self._said:
                 self._told = asked
                 self._said.notify_all()
