@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import tomllib
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields, replace
@@ -103,15 +104,30 @@ def load(
     return cls(**values)
 
 
+#: the largest settings file afk reads (R11: `--config /dev/zero` ran out of
+#: memory; a settings file is a few kilobytes)
+MAX_CONFIG_BYTES = 1 << 20
+
+
 def read_toml(path: str | Path) -> dict[str, Any]:
+    """The settings file, read once and bounded: a regular file (a device or
+    a pipe is refused before it is opened: it could be endless, or block) of
+    at most :data:`MAX_CONFIG_BYTES`."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise BadInput(f"config file {path} is not a regular file")
         with open(path, "rb") as handle:
-            data = tomllib.load(handle)
+            raw = handle.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
         raise BadInput(f"cannot read config file {path}: {exc.strerror}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise BadInput(f"config file {path} is larger than {MAX_CONFIG_BYTES} bytes")
+    try:
+        return tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise BadInput(f"config file {path} is not UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise BadInput(f"config file {path} is not valid TOML: {exc}") from None
-    return data
 
 
 def describe(cls: type) -> list[tuple[str, Any, str]]:

@@ -186,3 +186,29 @@ def test_an_endless_input_is_refused_in_bounded_time_and_memory(afk, sql, args):
     assert proc.returncode == 2, proc.stderr[-500:]
     assert proc.stderr.count("\n") == 1 and "internal error" not in proc.stderr, proc.stderr
     assert sql.fingerprint() == before
+
+
+@pytest.mark.parametrize("kind", ["/dev/zero", "a named pipe", "a folder", "2 MB", "not UTF-8"])
+@pytest.mark.parametrize("how", ["--config", "AFK_CONFIG"])
+def test_a_settings_file_that_is_endless_or_not_a_file_is_one_line(afk, sql, tmp_path, kind, how):
+    """R11: `afk --config /dev/zero status` ran out of memory (1.8 GB); a pipe
+    with no writer would block for ever. Refused before it is read: one line,
+    exit 2, at once, by the flag and the variable alike."""
+    path = {
+        "/dev/zero": "/dev/zero",
+        "a named pipe": str(tmp_path / "fifo"),
+        "a folder": str(tmp_path),
+        "2 MB": str(tmp_path / "big.toml"),
+        "not UTF-8": str(tmp_path / "latin1.toml"),
+    }[kind]
+    if kind == "a named pipe":
+        os.mkfifo(path)
+    (tmp_path / "big.toml").write_text("# " + "x" * (2 << 20) + "\n")
+    (tmp_path / "latin1.toml").write_bytes(b'agent = "caf\xe9"\n')
+    before = sql.fingerprint()
+    args, env = (["--config", path], {}) if how == "--config" else ([], {"AFK_CONFIG": path})
+    proc = afk(*args, "status", env=env)  # (a timeout of 60 s: a pipe would block it)
+    assert proc.returncode == 2, proc.stderr[-500:]
+    assert proc.stderr.count("\n") == 1 and "internal error" not in proc.stderr, proc.stderr
+    assert path in proc.stderr
+    assert sql.fingerprint() == before
