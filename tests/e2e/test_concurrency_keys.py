@@ -27,6 +27,12 @@ def test_a_busy_key_is_passed_over_for_the_agents_next_task(afk):
     assert afk.json("claim", "--agent", "B", "--runner", "b1")["title"] == "docs"
     nothing = afk("claim", "--agent", "B", "--runner", "b2")
     assert nothing.returncode == 3, nothing.stderr
+    # R4: it says why, not that the backlog is empty
+    assert json.loads(nothing.stdout)["held_until"] is not None
+    assert nothing.stderr == (
+        "afk: nothing to claim now: a task of 'B' is held by a lease (maybe a dead loop's) "
+        "or waits for room under its concurrency key\n"
+    )
     afk.json("done", held["id"], "--token", str(held["token"]))
     assert afk.json("claim", "--agent", "B", "--runner", "b2")["title"] == "deploy"
 

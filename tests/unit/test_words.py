@@ -116,3 +116,20 @@ def test_a_task_is_named_by_its_short_id_and_its_title_on_one_line():
     got = task_name("8ce4f0f5-12ab-4cde-8f01-23456789abcd", long)
     assert got.startswith('task 8ce4f0f5 "fix') and "\n" not in got and "\x1b" not in got
     assert len(got) < 100
+
+
+@pytest.mark.parametrize(
+    ("due", "held", "said"),
+    [
+        (None, False, "no task of 'a' is due (none is left to do, or those left wait for a "
+         "person or another task)"),
+        ("2026-12-08T03:10:00+01:00", False, "the next task of 'a' is due at "
+         "2026-12-08T03:10:00+01:00 (a retry's backoff or its --not-before)"),
+        (None, True, "a task of 'a' is held by a lease (maybe a dead loop's) or waits for "
+         "room under its concurrency key"),
+    ],
+)  # fmt: skip
+def test_nothing_to_claim_says_why(due, held, said):
+    from watchdog.agents.words import nothing_to_claim
+
+    assert nothing_to_claim("a", due, held) == said

@@ -86,7 +86,7 @@ from .outcome import (
 from .process import Limits, Signs, run_agent, run_check, sweep_orphans
 from .profiles import Profile, Route, offered
 from .sandbox import Boundary
-from .words import failed_line, task_name, words
+from .words import due_words, failed_line, held_words, task_name, words
 
 #: the longest a loop sleeps between two looks at the database while it waits
 #: for a reset or a backoff (a parking cleared by hand is seen this soon)
@@ -330,17 +330,11 @@ class Loop:
             self.stopped.wait(1.0)  # (a lease just renewed: look again soon)
         elif claimed.next_at is not None and (held is None or claimed.next_at <= held):
             due = self._local(claimed.next_at)
-            self.say(
-                f"the next task of {self.o.agent!r} is due at {due} (a retry's backoff or "
-                "its --not-before); waiting",
-                once=True,
-            )
+            self.say(f"{due_words(self.o.agent, due)}; waiting", once=True)
             self._nap(claimed.next_at, now)
         elif held is not None:
             self.say(
-                f"a task of {self.o.agent!r} is held by a lease (maybe a dead loop's) or "
-                "waits for room under its concurrency key; waiting until it ends or the "
-                "lease runs out",
+                f"{held_words(self.o.agent)}; waiting until it ends or the lease runs out",
                 once=True,
             )
             # (a held task can end any moment: looked at as often as --wait looks)

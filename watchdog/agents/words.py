@@ -25,6 +25,31 @@ def task_name(task: uuid.UUID | str, title: str) -> str:
     return f'task {short_id(task)} "{escape_controls(one_line(title, TITLE_CHARS))}"'
 
 
+def due_words(agent: str, due: str) -> str:
+    """Why nothing was claimed: the agent's next task waits until ``due``
+    (the person's time)."""
+    return f"the next task of {agent!r} is due at {due} (a retry's backoff or its --not-before)"
+
+
+def held_words(agent: str) -> str:
+    """Why nothing was claimed: a due task is held (R4: not an empty backlog)."""
+    return (
+        f"a task of {agent!r} is held by a lease (maybe a dead loop's) or waits for room "
+        "under its concurrency key"
+    )
+
+
+def nothing_to_claim(agent: str, due: str | None, held: bool) -> str:
+    """`afk claim`'s line when it took nothing: why, not only that."""
+    why = [w for w in (due and due_words(agent, due), held and held_words(agent)) if w]
+    if why:
+        return "; ".join(why)
+    return (
+        f"no task of {agent!r} is due (none is left to do, or those left wait for a "
+        "person or another task)"
+    )
+
+
 def failed_line(name: str, line: str, *, state: str, attempts: int, max_attempts: int,
                 due: str | None) -> str:  # fmt: skip
     """The loop's line of an attempt spent, once the queue said what became

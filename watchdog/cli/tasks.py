@@ -67,9 +67,16 @@ def cmd_claim(args: argparse.Namespace, res: Resources) -> int:
         print(f"afk: {parked}", file=stderr())
         return EXIT_PARKED
     if claimed.task is None:
+        from ..agents.outcome import reading_zone
+        from ..agents.words import nothing_to_claim
+
         held = {"held_until": claimed.held_until} if claimed.held_until is not None else {}
         emit({"next_at": claimed.next_at, **held})
-        print(f"afk: nothing to claim for agent {agent!r}", file=stderr())
+        due = claimed.next_at and claimed.next_at.astimezone(reading_zone())
+        why = nothing_to_claim(
+            agent, due and due.isoformat(timespec="seconds"), claimed.held_until is not None
+        )
+        print(f"afk: nothing to claim now: {why}", file=stderr())
         return EXIT_EMPTY
     emit({**claimed.task.to_json(), **claim_workspace(q, claimed.task, res.settings)})
     return EXIT_OK
