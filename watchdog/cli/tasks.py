@@ -72,10 +72,10 @@ def cmd_claim(args: argparse.Namespace, res: Resources) -> int:
 
         held = {"held_until": claimed.held_until} if claimed.held_until is not None else {}
         emit({"next_at": claimed.next_at, **held})
-        due = claimed.next_at and claimed.next_at.astimezone(reading_zone())
-        why = nothing_to_claim(
-            agent, due and due.isoformat(timespec="seconds"), claimed.held_until is not None
-        )
+        due = None
+        if claimed.next_at is not None:
+            due = claimed.next_at.astimezone(reading_zone()).isoformat(timespec="seconds")
+        why = nothing_to_claim(agent, due, claimed.held_until is not None)
         print(f"afk: nothing to claim now: {why}", file=stderr())
         return EXIT_EMPTY
     emit({**claimed.task.to_json(), **claim_workspace(q, claimed.task, res.settings)})
