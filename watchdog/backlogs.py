@@ -16,7 +16,7 @@ from typing import Any
 
 from .checks import check_id
 from .errors import BadInput
-from .models import MAX_AFTER, NewTask
+from .models import MAX_AFTER, NewTask, checked_new_task
 
 #: a prd.json larger than this is not a backlog (and would be read whole)
 MAX_PRD_BYTES = 16 * 1024 * 1024
@@ -121,6 +121,9 @@ def prd_with_passes(text: str, file_name: str, done: Iterable[str]) -> tuple[str
     ``passes`` key, the key added before its closing brace)."""
     doc, _ = read_prd(text, file_name)
     ids = story_ids(doc, file_name)
+    # a BOM (R8) is kept as it was, before the spans, which read JSON only
+    bom = "\ufeff" if text.startswith("\ufeff") else ""
+    text = text.removeprefix(bom)
     wanted = set(done)
     edits: list[tuple[int, int, str]] = []
     flipped: list[str] = []
@@ -139,7 +142,7 @@ def prd_with_passes(text: str, file_name: str, done: Iterable[str]) -> tuple[str
             flipped.append(sid)
     for a, b, new in sorted(edits, reverse=True):
         text = text[:a] + new + text[b:]
-    return text, flipped
+    return bom + text, flipped
 
 
 _DECODER = json.JSONDecoder()
@@ -263,16 +266,21 @@ def github_tasks(
     issues: list[Mapping[str, Any]],
     prs: list[Mapping[str, Any]],
     closed: Iterable[int] = (),
+    max_spec_bytes: int | None = None,
 ) -> Issues:
     """A task per open issue, in number order, with its "Blocked by"
     dependencies; an issue with an open or merged pull request linked (one
     that closes it, or whose branch is named after it) is skipped with that
     reason. ``closed`` are issues named as blockers that are closed: done,
-    so not waited for."""
+    so not waited for. An issue that cannot be a task (a blank title, one
+    or a body over the limits: ``max_spec_bytes``, the queue's) is skipped
+    with the reason the enqueue would give (R7: one bad issue stops none of
+    the others)."""
     done = set(closed)
     live = [p for p in prs if str(p.get("state", "")).upper() in ("OPEN", "MERGED")]
     tasks: list[NewTask] = []
     skipped: list[dict[str, Any]] = []
+    unusable: set[str] = set()  # the keys of issues that can never be tasks
     for issue in sorted(issues, key=lambda i: int(i["number"])):
         number = int(issue["number"])
         if str(issue.get("state", "OPEN")).upper() != "OPEN":
@@ -299,28 +307,40 @@ def github_tasks(
             after.remove(gh_key(repo, number))  # "blocked by" itself: nothing to wait for
         if len(after) > MAX_AFTER:  # (anyone who can open an issue writes its body)
             skipped.append({"number": number, "reason": f"it names more than {MAX_AFTER} blockers"})
+            unusable.add(gh_key(repo, number))
             continue
-        tasks.append(
-            NewTask(
-                title=str(issue["title"]),
-                spec={
-                    "github": {"repo": repo, "number": number, "url": issue.get("url")},
-                    "body": issue.get("body") or "",
-                    "labels": [lbl.get("name") for lbl in issue.get("labels") or []],
-                },
-                key=gh_key(repo, number),
-                after=after or None,
-            )
+        task = NewTask(
+            title=str(issue["title"]),
+            spec={
+                "github": {"repo": repo, "number": number, "url": issue.get("url")},
+                "body": issue.get("body") or "",
+                "labels": [lbl.get("name") for lbl in issue.get("labels") or []],
+            },
+            key=gh_key(repo, number),
+            after=after or None,
         )
-    return _without_cycles(tasks, skipped)
+        try:
+            checked_new_task(task)
+            size = len(json.dumps(task.spec, ensure_ascii=False).encode())
+            if max_spec_bytes is not None and size > max_spec_bytes:
+                raise BadInput(f"its body is over the spec limit of {max_spec_bytes} bytes")
+        except BadInput as exc:
+            skipped.append({"number": number, "reason": str(exc)})
+            unusable.add(gh_key(repo, number))
+            continue
+        tasks.append(task)
+    return _without_cycles(tasks, skipped, unusable)
 
 
-def _without_cycles(tasks: list[NewTask], skipped: list[dict[str, Any]]) -> Issues:
+def _without_cycles(
+    tasks: list[NewTask], skipped: list[dict[str, Any]], unusable: Iterable[str] = ()
+) -> Issues:
     """The issues whose "Blocked by" lines go round in a circle (P24: one
     issue's body refused the whole import) skipped with the circle named, and
-    those that wait on a skipped one with it; the rest as they were."""
+    those that wait on a skipped one (``unusable``: the keys of issues that
+    can never be tasks, skipped already) with it; the rest as they were."""
     by_key = {str(t.key): t for t in tasks}  # (each has its gh: key)
-    number = {k: int(k.rsplit("#", 1)[1]) for k in by_key}
+    number = {k: int(k.rsplit("#", 1)[1]) for k in [*by_key, *unusable]}
     out: dict[str, str] = {}  # key -> why it is skipped
 
     def circle_from(start: str) -> list[str] | None:
@@ -352,7 +372,7 @@ def _without_cycles(tasks: list[NewTask], skipped: list[dict[str, Any]]) -> Issu
     while changed:  # what waits on a skipped issue waits for nothing that comes
         changed = False
         for key, task in by_key.items():
-            gone = [a for a in task.after or [] if a in out]
+            gone = [a for a in task.after or [] if a in out or a in unusable]
             if key not in out and gone:
                 out[key] = f"it is blocked by #{number[gone[0]]}, which is skipped"
                 changed = True

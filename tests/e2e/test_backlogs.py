@@ -333,13 +333,25 @@ def test_one_issue_does_not_block_the_import_of_the_others(afk, sql, gh):
             issue(5, "greedy", f"Blocked by {many}"),
             issue(6, "closed blocker", "Blocked by #7"),
             issue(7, "done already", state="CLOSED", labels=()),
+            # R7, R8: issues that cannot be tasks are skipped with the reason
+            issue(8, "   "),
+            issue(9, "t" * 20_000),
+            issue(10, "a body over the limit", "x" * 5000),
+            issue(11, "waits on a blank one", "Blocked by #8"),
         ]
     )
-    out = afk.json("import", "github", "--repo", "acme/app", "--agent", "night")
+    out = afk.json(
+        "import", "github", "--repo", "acme/app", "--agent", "night",
+        env={"AFK_MAX_JSON_BYTES": "4096"},
+    )  # fmt: skip
     reasons = {s["number"]: s["reason"] for s in out["skipped"]}
     assert "circle: #1 -> #2 -> #1" in reasons[1] and "circle" in reasons[2], reasons
     assert reasons[3] == "it is blocked by #1, which is skipped"
     assert reasons[5] == "it names more than 100 blockers"
+    assert reasons[8] == "title must be a non-empty string"
+    assert reasons[9].startswith("title is longer than ")
+    assert reasons[10] == "its body is over the spec limit of 4096 bytes"
+    assert reasons[11] == "it is blocked by #8, which is skipped"
     rows = sql("SELECT idem_key, state::text AS state FROM afk_task ORDER BY ordinal")
     assert [(r["idem_key"], r["state"]) for r in rows] == [
         ("gh:acme/app#4", "todo"),
@@ -356,6 +368,15 @@ def test_a_prd_with_a_bom_is_read_and_a_passes_that_is_no_boolean_is_refused(afk
     path = tmp_path / "prd.json"
     path.write_bytes(b"\xef\xbb\xbf" + json.dumps(prd).encode())
     assert len(afk.json("import", "prd", str(path), "--agent", "b")["enqueued"]) == 1
+    # done, its passes written back with the BOM kept (R8: an internal error)
+    task = afk.json("claim", "--agent", "b")
+    afk.json("done", task["id"], "--token", str(task["token"]))
+    exported = afk("export", "prd", str(path))
+    assert exported.returncode == 0, exported.stderr
+    assert (
+        path.read_bytes()
+        == b"\xef\xbb\xbf" + json.dumps(prd).replace('"passes": false', '"passes": true').encode()
+    )
     prd["userStories"][0]["passes"] = "true"
     path.write_text(json.dumps(prd))
     before = sql.fingerprint()

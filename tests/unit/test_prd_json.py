@@ -134,14 +134,27 @@ def test_a_bad_prd_is_one_clear_line(text, said):
             '{"project": "caf\u00e9", "userStories": [{"id": 3, "passes": true}]}',
             ["3"],
         ),
+        # saved with a BOM (R8): kept, and nothing else changes
+        (
+            '\ufeff{"userStories": [{"id": "a", "passes": false}]}',
+            ["a"],
+            '\ufeff{"userStories": [{"id": "a", "passes": true}]}',
+            ["a"],
+        ),
+        (
+            '\ufeff {"userStories": [{"id": "a"}]}',
+            ["a"],
+            '\ufeff {"userStories": [{"id": "a", "passes": true}]}',
+            ["a"],
+        ),
     ],
 )
 def test_passes_are_written_back_changing_no_other_byte(text, done, want, flipped):
     got, ids = prd_with_passes(text, "prd.json", done)
     assert (got, ids) == (want, flipped)
-    assert json.loads(got)["userStories"] == [
+    assert json.loads(got.removeprefix("\ufeff"))["userStories"] == [
         {**s, **({"passes": True} if str(s["id"]) in done else {})}
-        for s in json.loads(text)["userStories"]
+        for s in json.loads(text.removeprefix("\ufeff"))["userStories"]
     ]
 
 

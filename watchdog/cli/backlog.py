@@ -396,7 +396,7 @@ def run_gh(args: list[str]) -> Any:
         raise AfkError(f"gh {' '.join(args[:2])} printed no JSON") from None
 
 
-def github_backlog(repo: str, label: str) -> Any:
+def github_backlog(repo: str, label: str, max_spec_bytes: int | None = None) -> Any:
     """The open issues of ``repo`` with ``label`` as tasks, read through gh."""
 
     from ..backlogs import gh_shaped, github_tasks, issue_refs
@@ -446,7 +446,7 @@ def github_backlog(repo: str, label: str) -> Any:
         )  # fmt: skip
         gh_shaped([], listed)  # (numbered objects, as pull requests are)
         closed = sorted(int(i["number"]) for i in listed if int(i["number"]) in outside)
-    return github_tasks(repo, issues, prs, closed)
+    return github_tasks(repo, issues, prs, closed, max_spec_bytes)
 
 
 def cmd_import(args: argparse.Namespace, res: Resources) -> int:
@@ -458,7 +458,7 @@ def cmd_import(args: argparse.Namespace, res: Resources) -> int:
 def import_github(args: argparse.Namespace, res: Resources) -> int:
     agent = agent_of(args)
     assert agent is not None
-    found = github_backlog(args.repo, args.label)
+    found = github_backlog(args.repo, args.label, res.settings.queue.max_json_bytes)
     if args.dry_run:
         emit(
             {
