@@ -124,6 +124,37 @@ def trace_id(span: Any) -> str | None:
     return f"{span.get_span_context().trace_id:032x}"
 
 
+#: values no span of this process may carry, wherever they appear in an
+#: attribute (R12: the run's own token in a tool call's input, in a shape no
+#: credential pattern knows): the tokens and credentials this process holds
+_KEPT_OUT: set[str] = set()
+
+
+def keep_out(*secrets: object) -> None:
+    """Mask these values (a task's token, a run's hook credential) in every
+    span this process exports from now on."""
+    for secret in secrets:
+        value = "" if secret is None else str(secret)
+        if len(value) >= 6:  # (a value that short would mask ordinary text)
+            _KEPT_OUT.add(value)
+
+
+def _scrubbed(value: Any) -> Any:
+    """An attribute's value as a span may carry it: a string with the kept
+    out values masked and every credential of a common shape redacted."""
+    if not isinstance(value, str):
+        return value
+    from .errors import redact
+
+    for secret in _KEPT_OUT:
+        value = value.replace(secret, "***")
+    return redact(value)
+
+
+def _attributes(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
+    return {k: _scrubbed(v) for k, v in (attributes or {}).items() if v is not None}
+
+
 @contextlib.contextmanager
 def span(
     name: str,
@@ -152,7 +183,7 @@ def span(
         context=context_of(parent) if parent else None,
         kind=getattr(trace.SpanKind, kind.upper()),
         links=links,
-        attributes={k: v for k, v in (attributes or {}).items() if v is not None},
+        attributes=_attributes(attributes),
     ) as s:
         yield s
 
@@ -171,12 +202,12 @@ def current_traceparent() -> str | None:
 
 def set_attributes(s: Any, attributes: Mapping[str, Any]) -> None:
     if s is not None:
-        s.set_attributes({k: v for k, v in attributes.items() if v is not None})
+        s.set_attributes(_attributes(attributes))
 
 
 def add_event(s: Any, name: str, attributes: Mapping[str, Any] | None = None) -> None:
     if s is not None:
-        s.add_event(name, attributes={k: v for k, v in (attributes or {}).items() if v is not None})
+        s.add_event(name, attributes=_attributes(attributes))
 
 
 def error(s: Any, error_type: str) -> None:
@@ -185,9 +216,7 @@ def error(s: Any, error_type: str) -> None:
         return
     from opentelemetry.trace import Status, StatusCode
 
-    from .errors import redact
-
-    error_type = redact(error_type)[:200]
+    error_type = _scrubbed(error_type)[:200]
     s.set_attribute("error.type", error_type)
     s.set_status(Status(StatusCode.ERROR, error_type))
 
@@ -222,7 +251,7 @@ def record(
         name,
         context=context_of(parent),
         start_time=start_ns,
-        attributes={k: v for k, v in (attributes or {}).items() if v is not None},
+        attributes=_attributes(attributes),
     )
     for event in events or []:
         s.add_event(event, timestamp=end_ns)

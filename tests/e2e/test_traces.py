@@ -309,3 +309,36 @@ def test_a_collector_that_never_answers_costs_a_command_a_bounded_wait(afk, tmp_
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     assert took < 8, took  # (10.7 s before; 2 s of export plus the command, with margin)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "afk done {id} --tok {token}",  # an abbreviation the person's CLI takes
+        "echo {token} | xargs -I T afk done {id} --token T",
+        "curl -H 'X-Fence: {token}' http://127.0.0.1:1/",
+        "FENCE={token} ./finish.sh",
+        "printf %s{token}",
+    ],
+    ids=["abbreviated", "piped", "a header", "a variable", "glued"],
+)
+def test_the_tasks_token_reaches_no_span_through_a_tool_call(afk, otlp, queue, tmp_path, command):
+    """R12: the task's token in a Bash command, in shapes no credential
+    pattern knows, reaches no span: the hook masks the run's own secrets."""
+    from watchdog import NewTask
+
+    queue.enqueue("z", [NewTask("t")])
+    task = queue.claim("z", runner="r", lease_seconds=600)
+    env = {
+        **otlp.env(),
+        "TRACEPARENT": TRACEPARENT,
+        "TMPDIR": str(tmp_path),
+        "AFK_TASK_ID": str(task.id),
+        "AFK_TASK_TOKEN": str(task.token),
+    }
+    said = command.format(id=task.id, token=task.token)
+    hook(afk, env, "PreToolUse", said)
+    hook(afk, env, "PostToolUse", said)
+    (tool,) = poll(lambda: otlp.named("execute_tool Bash"), timeout=30)
+    assert str(task.token).encode() not in b"".join(otlp.bodies)
+    assert "***" in tool.attributes["afk.tool.summary"], tool.attributes

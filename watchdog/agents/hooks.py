@@ -529,6 +529,11 @@ class Hook:
             return
         start = starts.pop(key, now)
         self.cache.save()
+        # the run's own secrets, in whatever shape the tool's input has them
+        own = self.ctx.supervised[1] if self.ctx.supervised is not None else None
+        tracing.keep_out(
+            own, self.ctx.env.get("AFK_TASK_TOKEN"), self.ctx.env.get("AFK_HOOK_TOKEN")
+        )
         tool = str(self.ctx.payload.get("tool_name") or "tool")
         given = self.ctx.payload.get("tool_input")
         gist = ""

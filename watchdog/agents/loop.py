@@ -433,6 +433,7 @@ class Loop:
                 self.hold_pinned(task, changed)
                 return None
         first = task.attempts <= 1  # a retry is a trace of its own, linked
+        tracing.keep_out(task.token)  # (R12: in no span, whatever carries it)
         try:
             with tracing.span(
                 f"process {task.agent_id}",
