@@ -44,6 +44,7 @@ from .git import (
     git_argv,
     git_env,
     head,
+    pinned_dirs,
     quiet,
 )
 from .ids import short_id
@@ -562,6 +563,35 @@ def pull_request(branch: str, cwd: str) -> dict[str, Any] | None:
     return out
 
 
+def emptied(path: str) -> str | None:
+    """Whether a task's worktree holds nothing of a run's work: "deleted"
+    (no folder), "emptied" (a folder with nothing in it, not even its
+    ``.git``: R9), or None."""
+    if not os.path.isdir(path):
+        return "deleted"
+    try:
+        with os.scandir(path) as entries:
+            return None if next(entries, None) is not None else "emptied"
+    except OSError:
+        return None  # (there, but not ours to read: git will say so)
+
+
+def unreadable(path: str) -> str | None:
+    """Why git cannot read the task's worktree at ``path``, or None: its
+    ``.git`` is gone, or is not a repository git reads (R6: a garbage ``.git``
+    read as "no changes"). Never git's search of the folders above it."""
+    dot = os.path.join(path, ".git")
+    if not os.path.lexists(dot):
+        return f"its worktree {path} cannot be read by git (its .git link is gone)"
+    try:
+        pinned = pinned_dirs(path)
+    except WorkspaceError as exc:
+        return f"its worktree {path} cannot be read by git ({exc})"
+    if not pinned or head(path) is None:
+        return f"its worktree {path} cannot be read by git (its .git is not a repository)"
+    return None
+
+
 def lineage(row: Mapping[str, Any], *, with_pr: bool = True) -> dict[str, Any]:
     """What a task's worktree holds now: its branch's commits since its base,
     what they change, whether anything is left uncommitted, its pull request."""
@@ -627,8 +657,8 @@ def review(row: Mapping[str, Any], *, with_pr: bool = True) -> dict[str, Any]:
         return {**out, "error": f"the repository {repo} is not here"}
     path = str(row["path"])
     live = row.get("removed_at") is None and os.path.isdir(path)
-    if live and not os.path.exists(os.path.join(path, ".git")):  # (P23: not "no changes")
-        why = f"its worktree {path} cannot be read by git (its .git link is gone)"
+    why = unreadable(path) if live else None
+    if why is not None:  # (P23, R6: not "no changes")
         return {**out, "error": why}
     if live:
         bring_back(repo, path, str(row["branch"]))

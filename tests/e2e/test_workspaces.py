@@ -76,6 +76,20 @@ AGENT = textwrap.dedent(
     if step == "rmtree":  # it deletes its own worktree
         import shutil
         shutil.rmtree(os.getcwd())
+    if step == "empty":  # its worktree replaced by an empty folder (R9)
+        import shutil
+        here = os.getcwd()
+        shutil.rmtree(here)
+        os.mkdir(here)
+    if step == "garbagegit":  # it commits, then writes garbage over its .git (R6)
+        with open(name, "a") as f:
+            f.write("work\\n")
+        subprocess.run(["git", "add", "-A"], check=True)
+        subprocess.run(["git", "commit", "-q", "-m", "work"], check=True)
+        import shutil
+        shutil.rmtree(".git") if os.path.isdir(".git") else os.remove(".git")
+        with open(".git", "w") as f:
+            f.write("not a git link at all\\n")
     if step == "rmgit":  # it leaves work, and breaks its folder's git
         with open("precious.txt", "w") as f:
             f.write("precious uncommitted\\n")
@@ -579,17 +593,30 @@ def test_prune_keeps_a_done_task_whose_worktree_is_still_there(repo, sql):
     assert kept in ids
 
 
-def test_a_run_whose_worktree_is_deleted_under_it_fails_naming_the_path(repo):
+@pytest.mark.parametrize(("step", "gone"), [("rmtree", "deleted"), ("empty", "emptied")])
+def test_a_run_whose_worktree_is_deleted_under_it_fails_naming_the_path(repo, step, gone):
     """Sweep round five, also measured: a worktree deleted during the run
-    (by the agent, or a person) left a run that ended 0 done. It fails, with
-    one line naming the path."""
+    (by the agent, or a person) left a run that ended 0 done; R9: so did one
+    replaced by an empty folder. It fails, with one line naming the path."""
     (task_id,) = repo.enqueue("deleted during", max_attempts=1)
-    code, err = finish(repo.loop(plan={"deleted during": ["rmtree"]}))
+    code, err = finish(repo.loop(plan={"deleted during": [step]}))
     assert code == 0, err
     task = repo.show(task_id)
     path = task["workspace"]["path"]
     assert task["state"] == "failed", task
-    assert task["last_error"] == f"the task's worktree {path} was deleted during the run"
+    assert task["last_error"] == f"the task's worktree {path} was {gone} during the run"
+
+
+def test_a_worktree_whose_git_is_garbage_is_reviewed_as_unreadable(repo):
+    """R6: a .git of garbage was reviewed as "0 commit(s), 0 file(s) (no
+    changes)". It is unreadable, in review's JSON and its text."""
+    (task_id,) = repo.enqueue("garbage git")
+    code, err = finish(repo.loop(plan={"garbage git": ["garbagegit"]}))
+    assert code == 0, err
+    (item,) = [i for i in repo.afk.json("review", "--json", env=repo.env) if i["id"] == task_id]
+    assert item["error"] and "cannot be read by git" in item["error"], item
+    text = repo.afk("review", env=repo.env).stdout
+    assert "cannot be read by git" in text and "(no changes)" not in text, text
 
 
 def test_a_worktree_deleted_by_hand_is_made_again_from_its_branch(repo):

@@ -550,9 +550,10 @@ class Loop:
         """What the run left in its worktree, recorded on the run; and before
         done, the check: a run that would end done is a task failure when
         it changed nothing and changes are required, or when its check fails."""
-        if not os.path.isdir(ws.path) and verdict.outcome is Outcome.DONE:
-            # (deleted under the run: nothing of its work is there to be done)
-            line = f"the task's worktree {ws.path} was deleted during the run"
+        gone = workspaces.emptied(ws.path)
+        if gone is not None and verdict.outcome is Outcome.DONE:
+            # (deleted or emptied under the run, R9: nothing of its work is there)
+            line = f"the task's worktree {ws.path} was {gone} during the run"
             report.failure = line
             return Verdict(Outcome.TASK_FAILURE, line)
         after = git.head(ws.path)
