@@ -138,6 +138,9 @@ def request(
                 f"--branch {branch!r} exists in {top}: a task works on a branch of its own "
                 "(afk would commit onto yours, and afk gc would remove it)"
             )
+        clash = branch_clash(top, branch)
+        if clash is not None:
+            raise BadInput(f"--branch {branch!r} cannot be made in {top}: {clash}")
     if verify is not None and not verify.strip():
         raise BadInput("--verify is empty: give the command that checks the work")
     return {
@@ -147,6 +150,27 @@ def request(
         "verify": verify,
         "require_changes": require_changes,
     }
+
+
+def branch_clash(top: str, branch: str) -> str | None:
+    """Why git could never make ``branch`` in the repository at ``top``
+    though no branch has its name (R5), or None: a branch where a folder of
+    its ref would be (``x`` for ``x/y``), branches under its name (``x/y``
+    for ``x``), or a worktree on it with no commit yet."""
+    parts = branch.split("/")
+    for n in range(1, len(parts)):
+        prefix = "/".join(parts[:n])
+        if quiet(["rev-parse", "--verify", "--quiet", f"refs/heads/{prefix}"], top):
+            return f"branch {prefix!r} exists (a branch cannot be made under another)"
+    under = quiet(
+        ["for-each-ref", "--count=1", "--format=%(refname:short)", f"refs/heads/{branch}/"], top
+    )
+    if under:
+        return f"branch {under!r} exists under it (a branch cannot be made over others)"
+    listed = (quiet(["worktree", "list", "--porcelain"], top) or "").splitlines()
+    if f"branch refs/heads/{branch}" in listed:
+        return f"a worktree of {top} has it checked out"
+    return None
 
 
 def branch_taken(db: Database, req: Mapping[str, Any]) -> bool:

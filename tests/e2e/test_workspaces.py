@@ -398,6 +398,10 @@ def test_show_reads_the_pull_request_through_gh(repo, tmp_path):
         (["--repo", "{empty}"], "has no commit to start from"),
         # P4: the user's own branch (afk would commit onto it, and gc remove it)
         (["--repo", "{repo}", "--branch", "main"], "exists in"),
+        # R5: branches git can never make, and one a worktree has checked out
+        (["--repo", "{repo}", "--branch", "main/sub"], "branch 'main' exists"),
+        (["--repo", "{repo}", "--branch", "feature"], "branch 'feature/x' exists under it"),
+        (["--repo", "{repo}", "--branch", "unborn"], "a worktree of"),
         (["--repo", "{repo}", "--verify", " "], "--verify is empty"),
         (["--branch", "x"], "go with --repo"),
     ],
@@ -407,6 +411,11 @@ def test_bad_workspace_input_is_one_line_exit_2_and_creates_nothing(repo, sql, a
     empty = repo.tmp / "empty"
     empty.mkdir(exist_ok=True)
     sh("git", "init", "-q", str(empty), cwd=repo.tmp)
+    if "feature" in args and not repo.git("branch", "--list", "feature/x"):
+        repo.git("branch", "feature/x")
+    if "unborn" in args and not (repo.tmp / "linked").exists():  # on a branch with no commit
+        repo.git("worktree", "add", "-q", "--detach", str(repo.tmp / "linked"))
+        sh("git", "switch", "-q", "--orphan", "unborn", cwd=repo.tmp / "linked")
     args = [a.format(repo=repo.path, tmp=repo.tmp, empty=empty, bare=repo.origin) for a in args]
     proc = repo.afk("enqueue", "--agent", "w", "--title", "t", *args, env=repo.env)
     assert proc.returncode == 2 and said in proc.stderr, proc.stderr
