@@ -23,6 +23,7 @@ from typing import Any
 
 from .agents.checkup import Check, check_harness, check_hook_service, check_live
 from .agents.harnesses import BY_NAME, HARNESS_TABLE
+from .agents.hookserver import HOOK_PROOF
 from .config import Settings
 from .errors import AfkError
 
@@ -128,8 +129,29 @@ def run(
         check_sandbox(settings, env),
         *harness,
         *([check_hook_service(hook_argv or [], env)] if hooked else []),
-        *(check_live(project, home, env, settings.service.hook_http or None) if live else []),
+        *(
+            check_live(project, home, env, settings.service.hook_http or None, hook_proof(dsn))
+            if live
+            else []
+        ),
     ]
+
+
+def hook_proof(dsn: str) -> str | None:
+    """The secret the service proves itself with on the hook port (R1: a
+    process squatting the port cannot): read from the database, which a
+    squatter cannot read; None when the database cannot be reached."""
+    from .db import Database
+    from .delivery import link_secret
+
+    try:
+        db = Database(dsn, connect_timeout=5, retry_for=0)
+        try:
+            return link_secret(db, HOOK_PROOF)
+        finally:
+            db.close()
+    except AfkError:
+        return None
 
 
 def check_sandbox(settings: Settings, env: Mapping[str, str]) -> Check:

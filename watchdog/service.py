@@ -23,7 +23,7 @@ from typing import Any
 
 from . import jobs, systemd, tracing
 from .agents import hooklink
-from .agents.hookserver import HookServer, HttpHooks
+from .agents.hookserver import HOOK_PROOF, HookServer, HttpHooks
 from .config import Settings
 from .db import Database
 from .delivery import link_secret
@@ -338,7 +338,14 @@ class Watchdog:
             return None
         host, port = s.hook_http_host_port()
         answering = HookServer("", self.db.conninfo)  # (its connections, not its socket)
-        http = HttpHooks(host, port, s.hook_token, answering, link_secret(self.db, "hooks"))
+        http = HttpHooks(
+            host,
+            port,
+            s.hook_token,
+            answering,
+            link_secret(self.db, "hooks"),
+            link_secret(self.db, HOOK_PROOF),
+        )
         why = http.start()
         if why is None:
             return http

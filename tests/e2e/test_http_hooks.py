@@ -601,3 +601,45 @@ def test_doctor_live_names_a_stopped_service_and_waits_for_it_once(afk, dsn, tmp
     assert len(timed_out) == 1, http
     rest = [c for c in http if c not in timed_out]
     assert all("did not answer the hook before it" in c["detail"] for c in rest), rest
+
+
+@pytest.mark.parametrize("answers", ["{}", '{"hookSpecificOutput": {}}'])
+def test_doctor_live_does_not_vouch_for_a_process_squatting_the_hook_port(afk, tmp_path, answers):
+    """R1: with the hook port answered by another process (another user's
+    server, or the same user's), `afk doctor --live` said "answered by the
+    service". The service proves itself with a secret of the database's; a
+    squatter cannot, and is named."""
+    project = tmp_path / "project"
+    port = free_port()
+    env = {"AFK_HOOK_HTTP": f"127.0.0.1:{port}", "AFK_HOOK_TOKEN": TOKEN}
+    install = ["hooks", "claude", "--transport", "http", "--install",
+               str(project / ".claude/settings.json")]  # fmt: skip
+    assert afk(*install, env=env).returncode == 0
+    seen: list[str] = []
+
+    class Squatter(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            seen.append(self.headers.get("Authorization", ""))
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            body = answers.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", port), Squatter)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        code, checks = live(afk, project, env)
+    finally:
+        server.shutdown()
+        server.server_close()
+    http = [c for c in checks if "http" in c["check"]]
+    assert seen and http and code == 1, checks
+    for check in http:
+        assert not check["ok"] and "not as afk's service" in check["detail"], check
+        assert f"sport = :{port}" in check["fix"]

@@ -375,13 +375,18 @@ LIVE_TIMEOUT = 10.0
 
 
 def check_live(
-    project: Path, home: Path, env: Mapping[str, str], hook_http: str | None = None
+    project: Path,
+    home: Path,
+    env: Mapping[str, str],
+    hook_http: str | None = None,
+    proof: str | None = None,
 ) -> list[Check]:
     """Fire each hook installed in each settings file that holds afk's, as its
     harness would: the command with a payload on stdin, or the HTTP request
     with its headers, for a task that does not exist. Each must answer in its
     harness's shape, in time, and through the service (a command hook that
-    went to the database itself says why)."""
+    went to the database itself says why; an HTTP answer proves it comes from
+    the service with ``proof``, the database's secret: R1)."""
     import uuid
 
     out: list[Check] = []
@@ -417,7 +422,7 @@ def check_live(
                         why = f"not fired: {url} did not answer the hook before it"
                         out.append(Check(f"{name[:-1]}, http)", False, why, fix))
                         continue
-                    fired = _fire_http(kind, path, event, entry, payload, fire_env)
+                    fired = _fire_http(kind, path, event, entry, payload, fire_env, proof)
                     if "timed out" in fired.detail:
                         silent.add(url)
                     out.append(fired)
@@ -514,12 +519,22 @@ def _fire_command(
 
 
 def _fire_http(
-    kind: str, path: Path, event: str, entry: dict[str, Any], payload: dict[str, Any], env: Any
+    kind: str,
+    path: Path,
+    event: str,
+    entry: dict[str, Any],
+    payload: dict[str, Any],
+    env: Any,
+    proof: str | None = None,
 ) -> Check:
+    import hmac
     import re
+    import secrets
     import time
     import urllib.error
     import urllib.request
+
+    from .hookserver import CHALLENGE_HEADER, PROOF_HEADER, hook_proof
 
     name = f"live {kind} {event} ({path.name}, http)"
     allowed = set(entry.get("allowedEnvVars") or [])
@@ -533,6 +548,8 @@ def _fire_http(
 
     headers = {k: fill(str(v)) for k, v in (entry.get("headers") or {}).items()}
     headers["Content-Type"] = "application/json"
+    challenge = secrets.token_hex(16)
+    headers[CHALLENGE_HEADER] = challenge
     url = str(entry.get("url"))
     request = urllib.request.Request(
         url, data=json.dumps(payload).encode(), headers=headers, method="POST"
@@ -543,6 +560,7 @@ def _fire_http(
             request, timeout=float(entry.get("timeout") or LIVE_TIMEOUT)
         ) as r:
             body = r.read().decode("utf-8", "replace")
+            proved = r.headers.get(PROOF_HEADER, "")
     except urllib.error.HTTPError as exc:
         hint = " (is AFK_HOOK_TOKEN the service's?)" if exc.code == 401 else ""
         return Check(name, False, f"{url} answered {exc.code}{hint}", "afk doctor --live again")
@@ -564,6 +582,16 @@ def _fire_http(
             "start the watchdog service with AFK_HOOK_HTTP and AFK_HOOK_TOKEN",
         )
     took = (time.monotonic() - started) * 1000
+    if proof is not None and not hmac.compare_digest(proved, hook_proof(proof, challenge)):
+        port = url.split("://", 1)[-1].split("/", 1)[0].rsplit(":", 1)[-1]
+        return Check(
+            name,
+            False,
+            f"{url} answered, but not as afk's service: it could not prove it holds the "
+            "database's secret (another process holds the port, and reads every hook's token)",
+            f"see who listens: ss -ltnp 'sport = :{port}'; stop it, then start afk's service",
+        )
     if not _shaped(body):
         return Check(name, False, "its answer is not of its harness's shape", "afk doctor")
-    return Check(name, True, f"answered in {took:.0f} ms by the service")
+    vouched = "by the service" if proof is not None else "(not proved: no database to ask)"
+    return Check(name, True, f"answered in {took:.0f} ms {vouched}")

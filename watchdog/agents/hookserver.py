@@ -404,12 +404,20 @@ class HttpHooks:
     in size and time, and a fixed pool of threads answers them."""
 
     def __init__(
-        self, host: str, port: int, token: str, hooks: HookServer, runs_secret: str = ""
+        self,
+        host: str,
+        port: int,
+        token: str,
+        hooks: HookServer,
+        runs_secret: str = "",
+        proof_secret: str = "",
     ) -> None:
         """``token``: a person's own sessions' (their headers say their task);
         ``runs_secret``: what signs each run's own credential (its task is the
-        credential's, whatever its headers say)."""
+        credential's, whatever its headers say); ``proof_secret``: what it
+        proves itself with to `afk doctor --live` (:data:`HOOK_PROOF`)."""
         self.token, self.hooks, self.runs_secret = token, hooks, runs_secret
+        self.proof_secret = proof_secret
         self._server: ThreadingHTTPServer | None = None
         self.address = (host, port)
 
@@ -470,6 +478,9 @@ class HttpHooks:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
+                challenge = self.headers.get(CHALLENGE_HEADER, "")
+                if hooks.proof_secret and 0 < len(challenge) <= 128:
+                    self.send_header(PROOF_HEADER, hook_proof(hooks.proof_secret, challenge))
                 if status == 200:
                     self.send_header("Keep-Alive", f"timeout={HTTP_READ_WAIT:g}")
                 else:  # (its body may be unread: the connection ends with it)
@@ -546,6 +557,22 @@ class HttpHooks:
             said = "{}"
         hooklink.touch_alive(env)  # a hook answered: its run's sign of life
         return 200, said.encode()
+
+
+#: the name of the service's secret (afk_web_secret) it proves itself with
+#: on the hook port: `afk doctor --live` sends a challenge, the service
+#: answers its HMAC, a process squatting the port cannot (R1)
+HOOK_PROOF = "hook-proof"
+#: the challenge's header, and the answer's
+CHALLENGE_HEADER, PROOF_HEADER = "X-Afk-Challenge", "X-Afk-Proof"
+
+
+def hook_proof(secret: str, challenge: str) -> str:
+    """The answer to ``challenge`` of a service that holds ``secret``."""
+    import hashlib
+    import hmac
+
+    return hmac.new(secret.encode(), challenge.encode(), hashlib.sha256).hexdigest()
 
 
 #: what a hook over HTTP reads from the service's own environment (the cache
