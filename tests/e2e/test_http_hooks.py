@@ -643,3 +643,29 @@ def test_doctor_live_does_not_vouch_for_a_process_squatting_the_hook_port(afk, t
     for check in http:
         assert not check["ok"] and "not as afk's service" in check["detail"], check
         assert f"sport = :{port}" in check["fix"]
+
+
+def test_more_sessions_than_places_each_get_their_first_hook_answered(http_service):
+    """R2: 70 sessions of the service's own user, each keeping its connection
+    for its next hook: the idle ones held the 64 places, and 6 first hooks got
+    no answer. An idle kept connection gives its place to a new one (its
+    client opens a new connection for its next hook)."""
+    import http.client
+
+    port = int(http_service.hook_url.split(":")[2].split("/")[0])
+    body = json.dumps({"hook_event_name": "Notification", "session_id": "s"}).encode()
+    sessions = [http.client.HTTPConnection("127.0.0.1", port, timeout=10) for _ in range(70)]
+    try:
+        for n, conn in enumerate(sessions):
+            conn.request("POST", "/hooks/claude", body, {"Authorization": f"Bearer {TOKEN}"})
+            answer = conn.getresponse()  # (no place: the connection is closed, and this raises)
+            answer.read()
+            assert answer.status == 200, n
+        # and a session whose idle connection was ended goes on on a new one
+        first = sessions[0]
+        first.close()
+        first.request("POST", "/hooks/claude", body, {"Authorization": f"Bearer {TOKEN}"})
+        assert first.getresponse().status == 200
+    finally:
+        for conn in sessions:
+            conn.close()

@@ -330,6 +330,10 @@ class BoundedHTTPServer(ThreadingHTTPServer):
         #: socket's timeout is per read, and a header line every 2 s never
         #: trips it); a reaper cuts off the ones past it
         self._deadlines: dict[socket.socket, float] = {}
+        #: kept connections waiting for their client's next hook, and since
+        #: when: the first to go when every place is taken (R2: idle ones
+        #: held the places, and a 65th session's first hook got none)
+        self._idle: dict[socket.socket, float] = {}
         self._lock = threading.Lock()
         super().__init__(address, handler)
         threading.Thread(target=self._reap, name="afk-http-reaper", daemon=True).start()
@@ -344,6 +348,43 @@ class BoundedHTTPServer(ThreadingHTTPServer):
         client's time."""
         with self._lock:
             self._deadlines.pop(conn, None)
+
+    def wait_for_request(self, conn: socket.socket, seconds: float) -> bool:
+        """Wait (idle) up to ``seconds`` for the next request on a kept
+        connection: True when something came (or the connection ended)."""
+        import select
+
+        with self._lock:
+            self._idle[conn] = time.monotonic()
+        try:
+            readable, _, _ = select.select([conn], [], [], seconds)
+        except (OSError, ValueError):
+            return False
+        finally:
+            with self._lock:
+                self._idle.pop(conn, None)
+        return bool(readable)
+
+    def _evict_idle(self) -> bool:
+        """End the longest idle kept connection that has nothing on its way
+        (its client opens a new one for its next hook); False: none."""
+        with self._lock:
+            waiting = sorted(self._idle.items(), key=lambda kv: kv[1])
+        import select
+
+        for conn, _ in waiting:
+            try:
+                if select.select([conn], [], [], 0)[0]:
+                    continue  # (a request is arriving on it: not idle)
+            except (OSError, ValueError):
+                continue
+            with self._lock:
+                if self._idle.pop(conn, None) is None:
+                    continue  # (it woke meanwhile)
+            with suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+            return True
+        return False
 
     def _reap(self) -> None:
         while True:
@@ -366,6 +407,13 @@ class BoundedHTTPServer(ThreadingHTTPServer):
             room = not full and self.places.acquire(blocking=False)
             if room and peer is not None:
                 self._peers[peer] = self._peers.get(peer, 0) + 1
+        if not room and not full and self._evict_idle():
+            # an idle kept connection gives its place to a new one (its
+            # handler ends at once; a moment for it to let go)
+            room = self.places.acquire(timeout=2.0)
+            if room and peer is not None:
+                with self._lock:
+                    self._peers[peer] = self._peers.get(peer, 0) + 1
         if not room:
             self.shutdown_request(request)
             return
@@ -462,16 +510,32 @@ class HttpHooks:
             wbufsize = 1 << 16
 
             def handle_one_request(self) -> None:
-                # the whole request (the wait for it on a kept connection, its
-                # headers, its body) within HTTP_READ_WAIT: a deadline, not a
-                # timeout per read
+                # a kept connection waits idle for its next request up to
+                # HTTP_READ_WAIT (ended sooner when its place is needed); then
+                # the whole request (its headers, its body) within
+                # HTTP_READ_WAIT: a deadline, not a timeout per read
                 server = self.server
                 assert isinstance(server, BoundedHTTPServer)
+                waited = getattr(self, "kept", False) and not self._arrived()
+                if waited and not server.wait_for_request(self.connection, HTTP_READ_WAIT):
+                    self.close_connection = True
+                    return
+                self.kept = True
                 server.watch(self.connection, HTTP_READ_WAIT)
                 try:
                     super().handle_one_request()
                 finally:
                     server.unwatch(self.connection)
+
+            def _arrived(self) -> bool:
+                """Whether the next request's bytes are read already (buffered)."""
+                self.connection.settimeout(0)
+                try:
+                    return bool(self.rfile.peek(1))  # type: ignore[attr-defined]
+                except OSError:
+                    return False
+                finally:
+                    self.connection.settimeout(self.timeout)
 
             def do_POST(self) -> None:
                 status, body = hooks.handle(self)
