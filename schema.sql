@@ -163,14 +163,15 @@ CREATE TABLE public.afk_task (
     CONSTRAINT afk_task_on_dep_failure_check CHECK ((on_dep_failure = ANY (ARRAY['cancel'::text, 'run'::text, 'hold'::text]))),
     CONSTRAINT afk_task_running_has_lease CHECK (((state <> 'running'::public.afk_state) OR (lease_until IS NOT NULL)))
 );
-CREATE FUNCTION public.afk_give_back(p_ids uuid[], p_tokens bigint[], p_state public.afk_state, p_run_after timestamp with time zone, p_reason text, p_outcome text, p_run jsonb) RETURNS SETOF public.afk_task
+CREATE FUNCTION public.afk_give_back(p_ids uuid[], p_tokens bigint[], p_state public.afk_state, p_run_after timestamp with time zone, p_reason text, p_outcome text, p_run jsonb, p_error text DEFAULT NULL::text) RETURNS SETOF public.afk_task
     LANGUAGE sql
     AS $$
     WITH upd AS (
         UPDATE afk_task t
            SET state = p_state, attempts = greatest(t.attempts - 1, 0),
                run_after = p_run_after, lease_until = NULL, updated_at = now(),
-               change_reason = p_reason
+               last_error = coalesce(p_error, t.last_error),
+               change_reason = p_reason, change_error = p_error
           FROM unnest(p_ids, p_tokens) AS g(id, token)
          WHERE t.id = g.id AND t.state = 'running' AND t.lease_token = g.token
         RETURNING t.*

@@ -391,6 +391,7 @@ class Queue(Producers, People, Operators, Worktrees):
         outcome: str = "interrupted",
         run: Mapping[str, Any] | None = None,
         hold: bool = False,
+        error: str | None = None,
     ) -> Task:
         """Give a running task back without spending its attempt, for a reason
         that is not the task's: a usage limit, a provider outage, a login that
@@ -399,9 +400,12 @@ class Queue(Producers, People, Operators, Worktrees):
         ``outcome`` and ``run`` (what the supervisor read of the agent:
         exit_status, output_tail, session_id, cost_usd, turns, usage).
         ``hold``: held for a person instead (paused, claimed by no one until a
-        person puts it back: an answer, a raised budget)."""
+        person puts it back: an answer, a raised budget). ``error``: its
+        last_error from now on (a stall's last lines), else as it was."""
         task_id, token = task_ref(task, token)
         reason = check_text("reason", reason)[:1000]
+        if error is not None:  # (agent text, as fail's: no secrets)
+            error = redact(error.replace("\x00", ""))[:MAX_ERROR]
         if retry_in is not None and not 0 <= retry_in <= 7 * 86400:
             raise BadInput("retry_in must be from 0 seconds to 7 days")
         row = self.db.one(
@@ -415,6 +419,7 @@ class Queue(Producers, People, Operators, Worktrees):
                 "reason": reason,
                 "outcome": outcome,
                 "run": None if run is None else json_param(dict(run)),
+                "error": error,
             },
         )
         replayed = row is not None and row["id"] is None and row["cur_token"] == token

@@ -187,6 +187,30 @@ def test_a_stalled_run_keeps_its_last_lines_on_both_streams_as_its_error(guarded
         assert said in task["last_error"], task["last_error"]
 
 
+def test_a_stall_given_back_keeps_its_last_lines_as_the_tasks_error(guarded):
+    """R10: after a first stall (given back, no attempt spent) `afk show`
+    said last_error null; its last lines, on both streams, were only in its
+    run's tail. They are its task's error from then on."""
+    (task_id,) = guarded.enqueue(max_attempts=2)
+    proc = guarded.loop("--stall-after", "2s", does="hangs")
+    try:
+
+        def given_back() -> dict | None:
+            task = guarded.afk.json("show", task_id)
+            first = task["runs"][:1]
+            return task if first and first[0]["outcome"] == "stalled" else None
+
+        task = poll(given_back, timeout=120)
+        assert task["runs"][0]["attempt_spent"] is False, task["runs"]
+        error = task["last_error"] or ""
+        assert "no output and no hook for 2s" in error, task
+        for said in ("cloning the fixtures", "waiting for the lock on build/"):
+            assert said in error, error
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+
+
 def test_the_status_page_shows_a_running_tasks_last_sign_of_life(guarded, dsn):
     (task_id,) = guarded.enqueue()
     service = Service(dsn)

@@ -677,7 +677,10 @@ class Loop:
                                  due=due))  # fmt: skip
         elif d.move in (Move.RETRY, Move.PAUSE):
             state: Literal["todo", "paused"] = "todo" if d.move is Move.RETRY else "paused"
-            self.q.release(task, said.why, state=state, retry_in=d.retry_in, outcome=kind, run=run)
+            # (a stall is the run's own doing: what it printed is its error, R10)
+            kept = said.why if kind is Outcome.STALLED else None
+            self.q.release(task, said.why, state=state, retry_in=d.retry_in, outcome=kind,
+                           run=run, error=kept)  # fmt: skip
         if said.line:
             self.say(said.line)
         if parking is not None and d.park == "needs_human":

@@ -294,7 +294,8 @@ SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bi
 -- again after %(retry_in)s seconds (NULL: at once), and ends its run with
 -- %(run)s. Fenced by the token, as every worker's write.
 -- %(hold)s holds it for a person instead (run_after afk_held(): no claim
--- takes it until a person puts it back).
+-- takes it until a person puts it back). %(error)s, when given, becomes its
+-- last_error (a stall's last lines, migration 0042).
 -- (afk_give_back; a run whose lease was lost still ends, with what it cost)
 WITH upd AS (
     SELECT * FROM afk_give_back(
@@ -302,7 +303,7 @@ WITH upd AS (
         CASE WHEN %(hold)s THEN afk_held()
              WHEN %(retry_in)s::float8 IS NULL THEN NULL
              ELSE now() + make_interval(secs => %(retry_in)s::float8) END,
-        %(reason)s, %(outcome)s, %(run)s::jsonb)
+        %(reason)s, %(outcome)s, %(run)s::jsonb, %(error)s::text)
 )
 SELECT t.state AS cur_state, t.lease_token AS cur_token,
        (t.run_after = afk_held()) IS TRUE AS cur_held,
