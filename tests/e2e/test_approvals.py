@@ -378,3 +378,37 @@ def test_many_requests_at_once_are_one_summary_a_window(approvals, receiver, sql
     assert afk("watchdog", "tick", "approvals", env=env).returncode == 0
     assert len(receiver.received) == 1  # this window's summary is out
     assert sql.one("SELECT count(*) FROM afk_approval WHERE alerted_at IS NULL") == 4
+
+
+def test_a_request_and_a_question_are_pushed_at_once_not_at_the_jobs_next_run(
+    approvals, dsn, receiver
+):
+    """P27 (issue 53 item 9): the push waited for the approvals job's next run
+    (every AFK_RECLAIM_INTERVAL, a minute). The database tells the service
+    when a request or a question is made, and it is pushed then: here the
+    jobs' intervals are 10 minutes, and the push comes long before."""
+    from helpers.service import Service
+
+    afk = approvals.afk
+    service = Service(
+        dsn,
+        AFK_DIGEST_NTFY_URL=receiver.url("/afk-night"),
+        AFK_RECLAIM_INTERVAL="600",
+        AFK_LEASE_SECONDS="900",
+        AFK_DIGEST_CHECK_INTERVAL="600",
+    )
+    try:
+        ran = lambda job: (service.value("afk_job_runs_total", job=job) or 0) >= 1  # noqa: E731
+        poll(lambda: ran("approvals") and ran("questions"), timeout=60)
+        afk.json("enqueue", "--agent", "g", "--title", "ship the release")
+        assert approvals.loop().returncode == 0
+        poll(lambda: any(b"waits for your approval" in r.body for r in receiver.received),
+             timeout=30)  # fmt: skip
+        (task_id,) = afk.json("enqueue", "--agent", "q", "--title", "migrate")["enqueued"]
+        task = afk.json("claim", "--agent", "q")
+        env = {"AFK_TASK_ID": task_id, "AFK_TASK_TOKEN": str(task["token"])}
+        assert afk("ask", "Staging or prod?", env=env).returncode == 0
+        poll(lambda: any(b"Staging or prod?" in r.body for r in receiver.received), timeout=30)
+        assert (service.value("afk_job_runs_total", job="approvals") or 0) >= 2
+    finally:
+        service.cleanup()
