@@ -8,14 +8,6 @@ CREATE TYPE public.afk_state AS ENUM (
     'failed',
     'blocked'
 );
-CREATE FUNCTION public.afk_alert_notify() RETURNS trigger
-    LANGUAGE plpgsql
-    AS $$
-BEGIN
-    PERFORM pg_notify('afk_alert', TG_ARGV[0]);
-    RETURN NULL;
-END
-$$;
 CREATE FUNCTION public.afk_concurrency_count() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -664,11 +656,9 @@ CREATE INDEX afk_task_retrying_idx ON public.afk_task USING btree (agent_id) WHE
 CREATE INDEX afk_web_session_expires ON public.afk_web_session USING btree (expires_at);
 CREATE UNIQUE INDEX afk_workspace_branch ON public.afk_workspace USING btree (repo, branch) WHERE (removed_at IS NULL);
 CREATE INDEX afk_workspace_port ON public.afk_workspace USING btree (port) WHERE (removed_at IS NULL);
-CREATE TRIGGER afk_approval_alert AFTER INSERT ON public.afk_approval FOR EACH STATEMENT EXECUTE FUNCTION public.afk_alert_notify('approvals');
 CREATE TRIGGER afk_concurrency_delete AFTER DELETE ON public.afk_task FOR EACH ROW WHEN (((old.concurrency_key IS NOT NULL) AND (old.state = 'running'::public.afk_state))) EXECUTE FUNCTION public.afk_concurrency_count();
 CREATE TRIGGER afk_dependency_resolve AFTER INSERT ON public.afk_task REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.afk_dependency_resolve();
 CREATE TRIGGER afk_one_task_per_branch BEFORE INSERT ON public.afk_task FOR EACH ROW WHEN (((new.workspace ->> 'branch'::text) IS NOT NULL)) EXECUTE FUNCTION public.afk_one_task_per_branch();
-CREATE TRIGGER afk_question_alert AFTER INSERT ON public.afk_question FOR EACH STATEMENT EXECUTE FUNCTION public.afk_alert_notify('questions');
 CREATE TRIGGER afk_task_event_no_update BEFORE UPDATE ON public.afk_task_event FOR EACH ROW EXECUTE FUNCTION public.afk_task_event_append_only();
 CREATE TRIGGER afk_task_history BEFORE UPDATE ON public.afk_task FOR EACH ROW WHEN (((new.state IS DISTINCT FROM old.state) OR (new.lease_token IS DISTINCT FROM old.lease_token) OR (new.change_reason IS NOT NULL) OR (new.change_error IS NOT NULL) OR (new.change_by IS NOT NULL))) EXECUTE FUNCTION public.afk_task_history();
 CREATE TRIGGER afk_task_history_forget AFTER DELETE ON public.afk_task REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION public.afk_task_history_forget();

@@ -202,6 +202,12 @@ class ServiceSettings:
     """The watchdog service. Durations take 90, 90s, 15m, 2h or 7d."""
 
     reclaim_interval: float = _field(60.0, "how often expired leases are reclaimed", True)
+    alert_interval: float = _field(
+        3.0,
+        "how often new approval requests and questions are looked for and pushed to a "
+        "person (two small index reads; no LISTEN, so a pooler in transaction mode works)",
+        True,
+    )
     gauges_interval: float = _field(15.0, "how often the gauges are refreshed", True)
     poison_interval: float = _field(3600.0, "how often failed tasks are surfaced", True)
     poison_window: float = _field(3600.0, "failed within this long counts as a poison pill", True)
@@ -262,6 +268,8 @@ class ServiceSettings:
                 problems.append(f"{f.name} must be positive")
         if self.prune_batch < 1:
             problems.append("prune_batch must be at least 1")
+        if self.alert_interval > 60:
+            problems.append("alert_interval must be at most 60 seconds (a person waits on it)")
         if self.metrics_agents < 0:
             problems.append("metrics_agents must not be negative")
         if self.log_format not in ("text", "json"):

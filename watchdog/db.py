@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import select
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
 
@@ -23,7 +22,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from . import sql
-from .errors import AfkError, BadInput, Conflict, DatabaseError, SchemaMissing, redact, scrub
+from .errors import BadInput, Conflict, DatabaseError, SchemaMissing, redact, scrub
 
 logger = logging.getLogger(__name__)
 
@@ -328,29 +327,6 @@ class Database:
 
     def __repr__(self) -> str:
         return f"Database({redact(self.conninfo)!r})"
-
-    def listen(self, channel: str, stop: threading.Event, heard: Callable[[str], None]) -> None:
-        """LISTEN on ``channel`` until ``stop`` is set, calling ``heard`` with
-        each notification's payload; a connection lost is made again a second
-        later. (Behind a pooler in transaction mode nothing is heard: what
-        listens keeps its own polling.)"""
-        if not re.fullmatch(r"[a-z_]+", channel):
-            raise ValueError(f"not a channel name: {channel!r}")
-        while not stop.is_set():
-            try:
-                conn = self.connect()
-            except AfkError:
-                stop.wait(1.0)
-                continue
-            try:
-                conn.execute(f"LISTEN {channel}")
-                while not stop.is_set():
-                    for note in conn.notifies(timeout=1.0):
-                        heard(note.payload)
-            except psycopg.Error:
-                stop.wait(1.0)
-            finally:
-                _close_quietly(conn)
 
     def connect(self, *, autocommit: bool = True) -> Connection:
         """A new connection of its own (the caller closes it)."""

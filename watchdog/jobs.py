@@ -323,13 +323,13 @@ def run_approvals(w: JobHost) -> dict[str, Any]:
 JOBS: tuple[Job, ...] = (
     Job("leader", lambda s: s.service.leader_interval, False, run_leader, tick=False),
     Job("reclaim", lambda s: s.service.reclaim_interval, False, run_reclaim),
-    Job("approvals", lambda s: s.service.reclaim_interval, False, run_approvals),
+    Job("approvals", lambda s: s.service.alert_interval, False, run_approvals),
     Job("gauges", lambda s: s.service.gauges_interval, False, run_gauges),
     Job("poison", lambda s: s.service.poison_interval, True, run_poison),
     Job("prune", lambda s: s.service.prune_interval, True, run_prune),
     Job(
         "questions",
-        lambda s: s.digest.check_interval,
+        lambda s: s.service.alert_interval,
         True,
         run_questions,
         enabled=lambda s: s.digest.question_alert and bool(s.digest.destinations()),

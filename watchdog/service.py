@@ -36,11 +36,6 @@ WEB_TOKEN_MIN = 16
 #: on SIGTERM, after the wait for running jobs, this long to close the servers
 #: and connections before the service exits anyway
 CLOSE_GRACE = 5.0
-#: what the database tells the service at once (migration 0043), and the
-#: jobs a notification may name
-ALERT_CHANNEL = "afk_alert"
-ALERT_JOBS = ("approvals", "questions")
-
 logger = logging.getLogger(__name__)
 
 
@@ -207,14 +202,6 @@ class Watchdog:
         hook_server = self._hook_server()
         scheduler = self._scheduler()
         scheduler.start()
-        # a new approval request or question is pushed at once, not at its
-        # job's next run (migration 0043's NOTIFY)
-        threading.Thread(
-            target=self.db.listen,
-            args=(ALERT_CHANNEL, stop, lambda job: self._run_now(scheduler, job)),
-            name="afk-alert-listener",
-            daemon=True,
-        ).start()
         systemd.notify("READY=1")
         logger.info("watchdog started", extra={"action": "start"})
 
@@ -241,13 +228,6 @@ class Watchdog:
             http_hooks.hooks.stop()
         self.close()
         return clean
-
-    @staticmethod
-    def _run_now(scheduler: Any, job: str) -> None:
-        """The job a notification names runs now (its interval goes on)."""
-        scheduled = scheduler.get_job(job) if job in ALERT_JOBS else None
-        if scheduled is not None:
-            scheduled.modify(next_run_time=datetime.now(UTC))
 
     def _serve_http(self) -> Any:
         """/metrics, /healthz and the status pages, serving (on a thread of
