@@ -23,7 +23,6 @@ from typing import Any
 
 from .agents.checkup import Check, check_harness, check_hook_service, check_live
 from .agents.harnesses import BY_NAME, HARNESS_TABLE
-from .agents.hookserver import HOOK_PROOF
 from .config import Settings
 from .errors import AfkError
 
@@ -140,18 +139,20 @@ def run(
 def hook_proof(dsn: str) -> str | None:
     """The secret the service proves itself with on the hook port (R1: a
     process squatting the port cannot): read from the database, which a
-    squatter cannot read; None when the database cannot be reached."""
+    squatter cannot read; "" when no service made it yet (so none answers
+    hooks for this database); None when the database cannot be reached."""
     from .db import Database
-    from .delivery import link_secret
+    from .links import HOOK_PROOF
 
     try:
         db = Database(dsn, connect_timeout=5, retry_for=0)
         try:
-            return link_secret(db, HOOK_PROOF)
+            row = db.one("hook_proof_secret", {"name": HOOK_PROOF})
         finally:
             db.close()
     except AfkError:
         return None
+    return "" if row is None else str(row["value"])  # ("": no service ever answered)
 
 
 def check_sandbox(settings: Settings, env: Mapping[str, str]) -> Check:

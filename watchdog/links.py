@@ -105,3 +105,18 @@ def verify_run(secret: str, credential: str) -> RunCredential | None:
         return RunCredential(str(data["t"]), int(data["k"]), str(data["a"]))
     except (ValueError, KeyError, TypeError):
         return None
+
+
+# -- the hook port's proof (R1) ----------------------------------------------
+
+#: the name of the service's secret (afk_web_secret) it proves itself with
+#: on the hook port: `afk doctor --live` sends a challenge, the service
+#: answers its HMAC, a process squatting the port cannot
+HOOK_PROOF = "hook-proof"
+#: the challenge's header, and the answer's
+CHALLENGE_HEADER, PROOF_HEADER = "X-Afk-Challenge", "X-Afk-Proof"
+
+
+def hook_proof(secret: str, challenge: str) -> str:
+    """The answer to ``challenge`` of a service that holds ``secret``."""
+    return hmac.new(secret.encode(), challenge.encode(), hashlib.sha256).hexdigest()

@@ -23,11 +23,12 @@ from typing import Any
 
 from . import jobs, systemd, tracing
 from .agents import hooklink
-from .agents.hookserver import HOOK_PROOF, HookServer, HttpHooks
+from .agents.hookserver import HookServer, HttpHooks
 from .config import Settings
 from .db import Database
 from .delivery import link_secret
 from .errors import DatabaseError, ServiceError
+from .links import HOOK_PROOF
 from .metrics import Metrics, serve
 from .queue import Queue
 

@@ -384,3 +384,61 @@ def test_doctor_says_a_missing_engine_once_and_as_doctor(afk, tmp_path):
     (line,) = [x for x in (proc.stdout + proc.stderr).splitlines() if "FAIL sandbox" in x]
     assert line.count("npm install -g @anthropic-ai/sandbox-runtime") == 1, line
     assert "nothing was claimed" not in line and "no-such-srt" in line, line
+
+
+#: an agent at its ordinary work: what git says of its fresh folder, then
+#: everything it changed added and committed the usual way
+ORDINARY = textwrap.dedent(
+    """
+    import json, subprocess
+    def git(*args):
+        proc = subprocess.run(["git", "-c", "user.name=a", "-c", "user.email=a@example.invalid",
+                               *args], capture_output=True, text=True)
+        return [proc.returncode, (proc.stdout + proc.stderr).strip()[-500:]]
+    got = {"status before": git("status", "--porcelain", "--untracked-files=all")}
+    with open("feature.py", "w") as f:
+        f.write("print('new')\\n")
+    got["add -A"] = git("add", "-A")
+    got["commit"] = git("commit", "-q", "-m", "the feature")
+    got["status after"] = git("status", "--porcelain", "--untracked-files=all")
+    got["committed"] = git("show", "--name-only", "--format=", "HEAD")
+    print("AGENT-SAID " + json.dumps(got), flush=True)
+    """
+)
+
+
+@pytest.mark.parametrize("committed", [None, ".claude/settings.json", ".vscode/settings.json",
+                                       ".mcp.json", ".codex/config.toml"])  # fmt: skip
+def test_ordinary_work_commits_the_usual_way_inside_the_sandbox(afk, srt, outside_shm, committed):
+    """Issue 50 item 1 (P15): the engine's placeholders for what it protects
+    (.bashrc, .gitconfig, .mcp.json, .vscode, .claude/commands ...) showed in
+    `git status` and made `git add -A` fail; a repository that commits
+    `.claude/` could not run sandboxed at all. A fresh task folder is clean
+    to git inside, `git add -A && git commit` works, and commits only the
+    agent's work; what the repository commits there is read-only inside."""
+    repo = outside_shm / "repo"
+    repo.mkdir()
+    git("init", "-q", "-b", "main", cwd=repo)
+    if committed:
+        (repo / committed).parent.mkdir(parents=True, exist_ok=True)
+        (repo / committed).write_text("{}\\n")
+        git("add", "-A", cwd=repo)
+    git("commit", "-q", "--allow-empty", "-m", "first", cwd=repo)
+    agent = outside_shm / "agent.py"
+    agent.write_text(ORDINARY)
+    env = {**afk.env, "AFK_SRT": srt, "HOME": str(outside_shm / "home")}
+    (task_id,) = afk.json("enqueue", "--agent", "o", "--title", "t", "--repo", str(repo),
+                          env=env)["enqueued"]  # fmt: skip
+    loop = [*Afk.command("loop", "--agent", "o", "--max-tasks", "1", "--sandbox", "--"),
+            sys.executable, str(agent)]  # fmt: skip
+    proc = subprocess.run(loop, env=env, capture_output=True, text=True, timeout=180)
+    said = [x for x in proc.stdout.splitlines() if x.startswith("AGENT-SAID ")]
+    assert proc.returncode == 0 and len(said) == 1, (proc.stdout[-2000:], proc.stderr[-2000:])
+    got = json.loads(said[0].removeprefix("AGENT-SAID "))
+    assert got["status before"] == [0, ""], got
+    assert got["add -A"][0] == 0 and got["commit"][0] == 0, got
+    assert got["status after"] == [0, ""], got
+    assert got["committed"] == [0, "feature.py"], got
+    task = afk.json("show", task_id, env=env)
+    assert task["state"] == "done", task
+    assert "outside its group" not in proc.stderr, proc.stderr

@@ -534,7 +534,7 @@ def _fire_http(
     import urllib.error
     import urllib.request
 
-    from .hookserver import CHALLENGE_HEADER, PROOF_HEADER, hook_proof
+    from ..links import CHALLENGE_HEADER, PROOF_HEADER, hook_proof
 
     name = f"live {kind} {event} ({path.name}, http)"
     allowed = set(entry.get("allowedEnvVars") or [])
@@ -582,7 +582,9 @@ def _fire_http(
             "start the watchdog service with AFK_HOOK_HTTP and AFK_HOOK_TOKEN",
         )
     took = (time.monotonic() - started) * 1000
-    if proof is not None and not hmac.compare_digest(proved, hook_proof(proof, challenge)):
+    if proof is not None and not (
+        proof and hmac.compare_digest(proved, hook_proof(proof, challenge))
+    ):
         port = url.split("://", 1)[-1].split("/", 1)[0].rsplit(":", 1)[-1]
         return Check(
             name,

@@ -29,7 +29,7 @@ from typing import Any
 from ..config import Settings, known_env, load_all
 from ..db import Database
 from ..errors import AfkError, redact
-from ..links import verify_run
+from ..links import CHALLENGE_HEADER, PROOF_HEADER, hook_proof, verify_run
 from ..resolve import running_dsn
 from . import credential, hooklink, hooks
 from .harnesses import HARNESSES, HTTP_ENV
@@ -621,22 +621,6 @@ class HttpHooks:
             said = "{}"
         hooklink.touch_alive(env)  # a hook answered: its run's sign of life
         return 200, said.encode()
-
-
-#: the name of the service's secret (afk_web_secret) it proves itself with
-#: on the hook port: `afk doctor --live` sends a challenge, the service
-#: answers its HMAC, a process squatting the port cannot (R1)
-HOOK_PROOF = "hook-proof"
-#: the challenge's header, and the answer's
-CHALLENGE_HEADER, PROOF_HEADER = "X-Afk-Challenge", "X-Afk-Proof"
-
-
-def hook_proof(secret: str, challenge: str) -> str:
-    """The answer to ``challenge`` of a service that holds ``secret``."""
-    import hashlib
-    import hmac
-
-    return hmac.new(secret.encode(), challenge.encode(), hashlib.sha256).hexdigest()
 
 
 #: what a hook over HTTP reads from the service's own environment (the cache

@@ -282,8 +282,15 @@ def sweep_orphans(grace: float) -> list[int]:
     """Stop what a run left behind outside its group: the processes handed
     to this process (a subreaper) since, SIGTERM then SIGKILL after
     ``grace``, and reaped. Called between runs, when this process has no
-    child of its own left running. The pids it stopped."""
-    found = _children(os.getpid())
+    child of its own left running. The pids it stopped: not those that had
+    ended already (a zombie handed over, as the sandbox engine's own helpers
+    are when its run ends: reaped, and not the run's doing)."""
+    found = []
+    for pid, state in _children(os.getpid()):
+        if state == "Z":
+            _reaped(pid)
+        else:
+            found.append(pid)
     for pid in found:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGTERM)
@@ -300,8 +307,9 @@ def sweep_orphans(grace: float) -> list[int]:
     return found
 
 
-def _children(parent: int) -> list[int]:
-    """The processes whose parent is ``parent`` (from /proc; [] without it)."""
+def _children(parent: int) -> list[tuple[int, str]]:
+    """The processes whose parent is ``parent``, with their state letter
+    (``Z``: ended, not yet reaped), from /proc ([] without it)."""
     out = []
     try:
         entries = os.listdir("/proc")
@@ -317,7 +325,7 @@ def _children(parent: int) -> list[int]:
             continue
         fields = stat[stat.rfind(b")") + 2 :].split()
         if len(fields) > 1 and int(fields[1]) == parent:
-            out.append(int(entry))
+            out.append((int(entry), fields[0].decode("ascii", "replace")))
     return out
 
 

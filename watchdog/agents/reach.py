@@ -173,6 +173,16 @@ DENIED_HOME = (
 #: the agent's own configuration in its worktree: read-only inside (what a
 #: branch changes there would otherwise run on the host at the next run)
 PINNED = (".claude", ".mcp.json", ".codex", ".gemini", ".cursor", ".github/hooks")
+#: what the engine (srt) protects in the folder a run works in, and mounts a
+#: placeholder for where it is absent (a /dev/null file, an empty folder):
+#: its DANGEROUS_FILES and dangerous directories (srt 0.0.78
+#: sandbox-utils.js), and afk's own read-only paths (:data:`PINNED`). Git
+#: is told to ignore them in a task's own git folder (issue 50 item 1: they
+#: showed in `git status` and `git add -A` failed on them).
+ENGINE_FILES = (".gitconfig", ".gitmodules", ".bashrc", ".bash_profile", ".zshrc",
+                ".zprofile", ".profile", ".ripgreprc", ".mcp.json")  # fmt: skip
+ENGINE_FOLDERS = (".vscode", ".idea", ".claude/commands", ".claude/agents")
+PLACEHOLDERS = tuple(dict.fromkeys([*ENGINE_FILES, *ENGINE_FOLDERS, *PINNED]))
 #: in the repository's git folder a worktree commits into: read-only (what
 #: runs at the person's git, what sends afk's git elsewhere)
 GIT_READ_ONLY = ("config", "hooks", "info", "modules")

@@ -13,6 +13,7 @@ to a socket needs no write: a read-only folder holds it).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -83,6 +84,44 @@ def settings(given: reach.Reach) -> dict[str, object]:
             "allowAllUnixSockets": True,
         },
     }
+
+
+#: the line before afk's block in a task's own ``.git/info/exclude``
+EXCLUDE_MARK = "# afk: the sandbox engine's placeholders, never a run's work"
+
+
+def ready_folder(work: str) -> None:
+    """The task folder ``work`` ready for the engine (issue 50 item 1): its
+    own git ignores the placeholders the engine mounts where what it protects
+    is absent (:data:`reach.PLACEHOLDERS`, in ``.git/info/exclude``: not the
+    person's shared one), and a placeholder folder inside a folder the
+    repository commits and a run may not write (``.claude/commands`` when
+    ``.claude/`` is committed) is made, empty, so the engine need not create
+    it where it cannot. Never through a link a run could have left."""
+    dot = os.path.join(work, ".git")
+    info = os.path.join(dot, "info")
+    if os.path.isdir(dot) and not os.path.islink(dot) and not os.path.islink(info):
+        os.makedirs(info, exist_ok=True)
+        path = os.path.join(info, "exclude")
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                said = set(f.read(1 << 20).splitlines())
+        except FileNotFoundError:
+            said = set()
+        lines = [f"/{p}" for p in reach.PLACEHOLDERS]
+        missing = [line for line in lines if line not in said]
+        if missing:
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+            with contextlib.suppress(OSError):  # (a link there: left as it is)
+                fd = os.open(path, flags, 0o644)
+                with os.fdopen(fd, "a", encoding="utf-8") as out:
+                    out.write("\n".join(["", EXCLUDE_MARK, *missing, ""]))
+    for folder in reach.ENGINE_FOLDERS:
+        parent, _ = os.path.split(folder)
+        above = os.path.join(work, parent)
+        if parent and os.path.isdir(above) and not os.path.islink(above):
+            with contextlib.suppress(OSError):
+                os.mkdir(os.path.join(work, folder))
 
 
 def wrap(
@@ -240,6 +279,7 @@ class Boundary:
         ``log``: the engine's log on its stderr (an agent's run, read by an
         :class:`EngineLog`)."""
         path, tmp = os.path.join(run_dir, "srt-settings.json"), os.path.join(run_dir, "tmp")
+        ready_folder(work)
         given = self.settings_for(harness, env, work, run_dir, git_dir)
         with open(path, "w", encoding="utf-8") as out:
             json.dump(given, out, indent=1)

@@ -9,3 +9,8 @@ SELECT now() AS now,
        extract(epoch FROM l.expires_at - now())::float8 AS lease_left
   FROM (VALUES (1)) AS one
   LEFT JOIN afk_leader l ON l.name = 'watchdog';
+
+-- name: hook_proof_secret :one retry
+-- The secret the service proves itself with on the hook port (R1; made by
+-- the service that answers HTTP hooks): none until one has.
+SELECT value FROM afk_web_secret WHERE name = %(name)s;
