@@ -5,9 +5,10 @@ sends is in ``destinations.py``; this module knows none of their details."""
 
 from __future__ import annotations
 
+import json
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -27,6 +28,7 @@ from .destinations import (
 from .digest import Digest, build, hours, render
 from .errors import AfkError, redact
 from .models import Task
+from .text import terminal
 
 logger = logging.getLogger(__name__)
 
@@ -343,6 +345,25 @@ def tell_once(
 APPROVALS_ONE_BY_ONE = 3
 
 
+#: characters of a call an approval's push shows (its page shows it whole)
+CALL_CHARS = 1500
+
+
+def approval_call(row: Mapping[str, Any]) -> str:
+    """The call a push asks a person about, as it is (issue 50 item 4): its
+    tool and its command (or its whole input), whitespace kept, every
+    control, line and bidi character a visible escape; cut, saying so."""
+    given = row.get("tool_input")
+    command = given.get("command") if isinstance(given, dict) else None
+    if not isinstance(command, str):
+        command = json.dumps(given, ensure_ascii=False, default=str)
+    shown = terminal(command)
+    if len(shown) > CALL_CHARS:
+        cut = len(shown) - CALL_CHARS
+        shown = f"{shown[:CALL_CHARS]}… ({cut} more characters: the request's page shows it all)"
+    return f"{row.get('tool_name')}({shown})"
+
+
 def link_secret(db: Database, name: str = "links") -> str:
     """The status server's secret for the links it signs (made once); its
     secret of ``hooks`` signs each run's credential for HTTP hooks."""
@@ -375,7 +396,6 @@ def alert_approvals(
 ) -> list[Delivery]:
     """Tell the alert destinations of each new approval request, once per
     request and destination, with its links; many at once as one summary."""
-    from .agents.outcome import describe_tool
     from .destinations import ApprovalAlert, ApprovalsSummary
 
     destinations = {d.name: d for d in configured(settings)}
@@ -389,7 +409,7 @@ def alert_approvals(
                 str(row["task_id"]),
                 row["agent_id"],
                 row["title"],
-                describe_tool(row),
+                approval_call(row),
                 row["expires_at"].isoformat(timespec="minutes"),
                 approval_links(db, public_url, row["id"], row["expires_at"]),
             ),

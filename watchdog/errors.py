@@ -157,37 +157,46 @@ _SECRETS = re.compile(
 )
 
 
-def _hide_secret(m: re.Match[str]) -> str:
-    if m.group("scheme"):
-        return m.group("scheme") + "***"
-    if m.group("name"):
-        return m.group("name") + "***"
-    return m.group(0)[:4] + "***"
+#: what a shell acts on: a "credential" holding one is code, not a literal
+_SHELL_ACTIVE = re.compile(r"[$`;|&<>(){}\\\n'\"*?!#~\[\]]")
 
 
-def redact(text: str) -> str:
+def redact(text: str, *, literal_only: bool = False) -> str:
     """``text`` with every password of a connection string and every
     credential of a common shape (:data:`_SECRETS`) replaced by ``***``:
     the one scrubber that agent text, driver errors and log lines go
-    through before they are stored, sent or printed."""
+    through before they are stored, sent or printed. ``literal_only``: a
+    "credential" with anything a shell acts on in it (``$(…)``, a backtick,
+    ``;``, ``|``) is left as it is: a call shown for approval hides no code
+    (issue 50 item 4)."""
+
+    def kept(secret: str) -> bool:
+        return literal_only and _SHELL_ACTIVE.search(secret) is not None
 
     def hide(m: re.Match[str]) -> str:
         if m.group(1):
-            return m.group(1) + "***"
-        return m.group(3) + "***" + m.group(5)
+            return m.group(0) if kept(m.group(2)) else m.group(1) + "***"
+        return m.group(0) if kept(m.group(4)) else m.group(3) + "***" + m.group(5)
 
-    return _SECRETS.sub(_hide_secret, _PASSWORD.sub(hide, text))
+    def hide_secret(m: re.Match[str]) -> str:
+        if m.group("scheme"):
+            return m.group(0) if kept(m.group("credential")) else m.group("scheme") + "***"
+        if m.group("name"):
+            return m.group(0) if kept(m.group("value")) else m.group("name") + "***"
+        return m.group(0)[:4] + "***"
+
+    return _SECRETS.sub(hide_secret, _PASSWORD.sub(hide, text))
 
 
-def redact_json(value: Any) -> Any:
+def redact_json(value: Any, *, literal_only: bool = False) -> Any:
     """A JSON value with :func:`redact` applied to each of its strings (a
     tool call's input, kept to be shown to a person)."""
     if isinstance(value, str):
-        return redact(value)
+        return redact(value, literal_only=literal_only)
     if isinstance(value, list):
-        return [redact_json(v) for v in value]
+        return [redact_json(v, literal_only=literal_only) for v in value]
     if isinstance(value, dict):
-        return {str(k): redact_json(v) for k, v in value.items()}
+        return {str(k): redact_json(v, literal_only=literal_only) for k, v in value.items()}
     return value
 
 

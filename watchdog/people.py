@@ -107,7 +107,9 @@ class People:
                 "session": session,
                 "transcript": transcript,
                 "tool": tool[:200],
-                "input": json_param(redact_json(tool_input)),
+                # (shown to a person to decide: literal credentials masked,
+                # never code where one would be)
+                "input": json_param(redact_json(tool_input, literal_only=True)),
                 "hash": call_hash,
                 "rule": rule,
                 "ttl": ttl_seconds,

@@ -11,7 +11,10 @@ logs and other people's inboxes.
   a page, a digest, an email: a right-to-left override in a title would
   reverse the text after it);
 - :func:`escape_controls`: every control character written as an escape (a
-  log line, which agent text must not break or reorder).
+  log line, which agent text must not break or reorder; a call a person
+  approves, shown as it is);
+- :func:`json_visible`: JSON with the same escapes (what a terminal or a
+  page would obey is written as ``\\uXXXX``).
 """
 
 from __future__ import annotations
@@ -65,6 +68,19 @@ def terminal(text: str) -> str:
 def escape_controls(text: str) -> str:
     """Every control character (and line or bidi control) as its escape."""
     return _CONTROLS.sub(_escaped, text)
+
+
+#: what JSON leaves raw but a terminal or a page acts on: C1 controls
+#: (U+009B is a CSI), DEL, and the line and bidi controls (they reorder what
+#: a person reads)
+_JSON_RAW = re.compile(f"[\x7f-\x9f{_LINE_BIDI}]")
+
+
+def json_visible(text: str) -> str:
+    """JSON text (from :func:`json.dumps` with ``ensure_ascii=False``) with
+    what it leaves raw and a reader would obey written as ``\\uXXXX``: the
+    same value to a JSON reader, every character visible to a person."""
+    return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def _escaped(match: re.Match[str]) -> str:

@@ -40,7 +40,7 @@ from .config import DigestSettings
 from .db import Database
 from .errors import AfkError, TaskNotFound
 from .states import STATES
-from .text import shown
+from .text import json_visible, shown, terminal
 
 logger = logging.getLogger(__name__)
 
@@ -142,6 +142,8 @@ class StatusPages:
             duration=duration,
             when=when,
             pretty=pretty,
+            call_json=call_json,
+            visible=terminal,
             clean=shown,
             headtail=headtail,
             urlpart=urlpart,
@@ -327,9 +329,7 @@ class StatusPages:
                 title=("Approve" if approve else "Deny") + f" request {row['id']}",
                 r=row,
                 approve=approve,
-                call=row["tool_input"].get("command")
-                if isinstance(row["tool_input"], dict)
-                else None,
+                call=shell_command(row["tool_input"]),
                 action=f"/a/{token}",
             ),
         )
@@ -750,6 +750,21 @@ def headtail(text: Any, head: int = 2000, tail: int = 6000) -> str:
     if len(value) <= head + tail:
         return value
     return value[:head] + f"\n… {len(value) - head - tail} characters …\n" + value[-tail:]
+
+
+def shell_command(tool_input: Any) -> str | None:
+    """A call's shell command, when its input has one (a string)."""
+    command = tool_input.get("command") if isinstance(tool_input, dict) else None
+    return command if isinstance(command, str) else None
+
+
+def call_json(value: Any, limit: int = 20_000) -> str:
+    """A call a person approves, as JSON for a <pre>: as it is (its literal
+    credentials masked when it was recorded), every control, line and bidi
+    character a visible escape (issue 50 item 4: what is shown is what
+    runs), cut at ``limit`` characters, saying so."""
+    text = json_visible(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+    return text if len(text) <= limit else text[:limit] + f"\n… ({len(text) - limit} more)"
 
 
 def pretty(value: Any, limit: int = 20_000) -> str:

@@ -20,6 +20,7 @@ from ..checks import check_name, check_token, json_type, parse_task_id
 from ..config import load_all, parse_duration
 from ..errors import EXIT_USAGE, AfkError, BadInput
 from ..ids import task_id_prefix
+from ..text import json_visible
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -190,17 +191,12 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
-#: what JSON leaves raw but a terminal acts on: C1 controls (\x9b is a CSI),
-#: DEL, and the line and bidi controls (they reorder what a person reads)
-_JSON_RAW = re.compile("[\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
 def emit(data: Any) -> None:
     """One JSON document on standard output, UTF-8 as it is but for what a
-    terminal would act on: written as ``\\uXXXX`` (the same value to a JSON
-    reader)."""
+    terminal would act on: written as ``\\uXXXX`` (text.json_visible: the
+    same value to a JSON reader)."""
     text = json.dumps(data, ensure_ascii=False, default=_json_default)
-    stdout().write(_JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n")
+    stdout().write(json_visible(text) + "\n")
 
 
 #: bytes of JSON an option reads from a file or standard input, at most (a
