@@ -424,7 +424,7 @@ def build(
         paused=row["paused"],
         oldest_todo=row["oldest_todo"],
         accounts=row["accounts"],
-        waiting=row["waiting"],
+        waiting=[{**w, "hint": waiting_hint(w)} for w in row["waiting"]],
         costs={str(k): float(v) for k, v in row["costs"].items()},
         runs_done=None if count_done else {str(k): int(n) for k, n in row["runs_done"].items()},
         hung={str(k): dict(v) for k, v in row["hung"].items()},
@@ -435,6 +435,20 @@ def build(
         retrying=[_retrying(r) for r in row["retrying"]],
         retrying_total=int(row["retrying_total"]),
     )
+
+
+def waiting_hint(w: dict[str, Any]) -> str:
+    """The command that answers a task held for a person (issue 50 item 7):
+    a tool call's approval, a pinned config's trust, a question's answer, a
+    budget's raise."""
+    short = short_id(w["id"])
+    if w.get("approval") is not None:
+        return f"afk approve {w['approval']} (or afk deny {w['approval']} --note '...')"
+    if w.get("question") and "afk trust" in str(w["question"]):
+        return f"afk trust {short}"
+    if w.get("question"):
+        return f"afk answer {short} '...'"
+    return f"afk retry {short} --budget-usd N"
 
 
 def _retrying(row: dict[str, Any]) -> dict[str, Any]:

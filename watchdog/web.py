@@ -22,6 +22,7 @@ Access: open on a loopback address. On any other address the pages answer
 
 from __future__ import annotations
 
+import contextvars
 import hmac
 import ipaddress
 import json
@@ -65,6 +66,12 @@ MAX_FORM = 16 * 1024
 SESSION_COOKIE = "afk_session"
 SESSION_SECONDS = 12 * 3600
 #: the actions of a signed-in person, each a POST with the session's CSRF token
+#: a task's Cancel, asked once more (GET: the question; POST: the action)
+_CANCEL_PATH = re.compile(r"^/tasks/(?P<task>[^/]+)/cancel$")
+#: the person signed in for the request being answered (None: no one)
+_SIGNED: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+    "afk_web_signed", default=None
+)
 _ACTION_PATH = re.compile(
     r"^/(?:tasks/(?P<task>[^/]+)/(?P<task_action>retry|cancel|answer)"
     r"|approvals/(?P<approval>[0-9]{1,18})/(?P<decision>approve|deny)"
@@ -173,6 +180,7 @@ class StatusPages:
         return [response.body]
 
     def respond(self, environ: dict[str, Any]) -> Response:
+        _SIGNED.set(None)  # (a thread answers many requests: none is signed in yet)
         path = environ.get("PATH_INFO") or "/"
         raw = environ.get("afk.raw_path")
         query = urllib.parse.parse_qs(environ.get("QUERY_STRING") or "")
@@ -185,8 +193,14 @@ class StatusPages:
         denied = self.check_access(environ, path, query, raw)
         if denied is not None:
             return denied
+        _SIGNED.set(self.session(environ))
         if path == "/login":
             return self.sign_in(environ)
+        if path == "/logout":
+            return self.sign_out(environ)
+        confirm = _CANCEL_PATH.match(path)
+        if confirm is not None and environ.get("REQUEST_METHOD", "GET") in ("GET", "HEAD"):
+            return self.confirm_cancel(confirm.group("task"))
         action = _ACTION_PATH.match(path)
         if action is not None:
             return self.act(environ, action)
@@ -262,7 +276,9 @@ class StatusPages:
         return hmac.compare_digest(given.encode(), self.token.encode())
 
     def page(self, template: str, **values: Any) -> str:
-        return self.env.get_template(template).render(**{"refresh": None, **values})
+        """A page, its header naming the person signed in (or "read only")."""
+        given = {"refresh": None, "who": None, "signed": _SIGNED.get(), **values}
+        return self.env.get_template(template).render(**given)
 
     def bad_request(self, message: str) -> Response:
         return Response(
@@ -385,6 +401,45 @@ class StatusPages:
             "303 See Other", "", "text/plain", [("Location", "/"), ("Set-Cookie", cookie)]
         )
 
+    def sign_out(self, environ: dict[str, Any]) -> Response:
+        """POST (with the session's CSRF token): the session ends, here and
+        in the database, and its cookie goes."""
+        import hashlib
+        import hmac
+
+        if environ.get("REQUEST_METHOD") != "POST":
+            return Response(
+                "405 Method Not Allowed", "POST only\n", "text/plain", [("Allow", "POST")]
+            )
+        who = _SIGNED.get()
+        form = _form(environ)
+        if who is not None and hmac.compare_digest(
+            form.get("csrf", "").encode(), str(who["csrf"]).encode()
+        ):
+            for part in environ.get("HTTP_COOKIE", "").split(";"):
+                name, _, value = part.strip().partition("=")
+                if name == SESSION_COOKIE and value:
+                    digest = hashlib.sha256(value.encode()).hexdigest()
+                    self.db.execute("web_sign_out", {"session": digest})
+        gone = f"{SESSION_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0"
+        return Response(
+            "303 See Other", "", "text/plain", [("Location", "/"), ("Set-Cookie", gone)]
+        )
+
+    def confirm_cancel(self, task: str) -> Response:
+        """Cancel asks once more (issue 50 item 7): this page's form does it."""
+        try:
+            task_id = uuid.UUID(task)
+        except ValueError:
+            return self.not_found("not a task id")
+        row = self.db.one("web_task_title", {"id": task_id})
+        if row is None:
+            return self.not_found("no such task")
+        return Response(
+            "200 OK",
+            self.page("cancel.html.j2", title=f"cancel: {row['title']}", task=row),
+        )
+
     def over_tls(self, environ: dict[str, Any]) -> bool:
         """Whether the person reaches the pages over TLS (directly, or through
         a proxy whose public address is https)."""
@@ -487,7 +542,9 @@ class StatusPages:
         )
 
     def link_page(self, status: str, *, title: str, message: str) -> Response:
-        return Response(status, self.page("error.html.j2", title=title, message=message))
+        """A signed link's answer: styled as what it says (done, or not)."""
+        kind = "ok" if status.startswith("2") else "error"
+        return Response(status, self.page("error.html.j2", title=title, message=message, kind=kind))
 
     # -- pages --------------------------------------------------------------
 

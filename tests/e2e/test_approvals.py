@@ -456,3 +456,42 @@ def test_the_call_shown_is_the_call_that_runs(approvals, dsn, receiver):
     assert approvals.loop(env={"AGENT_COMMAND": literal}).returncode == 0
     shown_calls = [a["tool_input"]["command"] for a in afk.json("approvals")]
     assert "git push https://user:***@example.com/r.git main" in shown_calls
+
+
+def test_the_header_names_who_is_signed_in_cancel_asks_once_more_and_sign_out_ends_it(
+    afk, dsn, sql
+):
+    """Issue 50 items 6 and 7: signed in, the header still said "read
+    only"; there was no sign-out; Cancel cancelled at once."""
+    import httpx
+    from helpers.service import Service
+
+    (task_id,) = afk.json("enqueue", "--agent", "g", "--title", "tidy the docs")["enqueued"]
+    token = afk.json("web", "token", "--name", "dana")["token"]
+    service = Service(dsn)
+    try:
+        poll(lambda: service.health() == 200, timeout=60)
+        assert "read only" in httpx.get(service.url + "/", timeout=10).text
+        with httpx.Client(base_url=service.url, timeout=10) as person:
+            assert person.post("/login", data={"token": token}).status_code == 303
+            overview = person.get("/").text
+            assert "signed in as <bdi>dana</bdi>" in overview and "read only" not in overview
+            page = person.get(f"/tasks/{task_id}").text
+            assert f'href="/tasks/{task_id}/cancel"' in page
+            assert f'action="/tasks/{task_id}/cancel"' not in page  # (asked once more first)
+            asked = person.get(f"/tasks/{task_id}/cancel")
+            assert asked.status_code == 200 and "Cancel this task?" in asked.text
+            assert afk.json("show", task_id)["state"] == "todo"  # (asking changed nothing)
+            csrf = asked.text.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+            done = person.post(f"/tasks/{task_id}/cancel", data={"csrf": csrf})
+            cancelled = afk.json("show", task_id)
+            assert done.status_code == 303 and cancelled["state"] == "failed", cancelled
+            assert cancelled["history"][-1]["reason"] == "cancelled by a person"
+            out = person.post("/logout", data={"csrf": csrf})
+            assert out.status_code == 303 and "Max-Age=0" in out.headers["set-cookie"]
+            assert sql.one("SELECT count(*) FROM afk_web_session") == 0
+            assert "read only" in person.get("/").text
+            retried = person.post(f"/tasks/{task_id}/retry", data={"csrf": csrf})
+            assert retried.status_code == 401
+    finally:
+        service.cleanup()

@@ -91,6 +91,8 @@ def sample_digest() -> Digest:
                 "budget_usd": None,
                 "question": "Which database should the migration target: staging or prod?",
                 "reason": "needs input: Which database should the migration target?",
+                "approval": None,
+                "hint": "afk answer 55555555 '...'",
             }
         ],
         costs={"backlog-a": 4.125},

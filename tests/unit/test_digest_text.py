@@ -96,3 +96,21 @@ def test_errors_are_grouped_by_what_failed(error, headline):
     from watchdog.digest import normalise_error
 
     assert normalise_error(error) == headline
+
+
+@pytest.mark.parametrize(
+    ("held", "hint"),
+    [
+        ({"approval": 12, "question": None}, "afk approve 12 (or afk deny 12 --note '...')"),
+        ({"approval": None, "question": "the branch changed .claude/settings.json: ... says "
+          "`afk trust 0123abcd-0000-0000-0000-000000000000`"}, "afk trust 0123abcd"),
+        ({"approval": None, "question": "staging or prod?"}, "afk answer 0123abcd '...'"),
+        ({"approval": None, "question": None}, "afk retry 0123abcd --budget-usd N"),
+    ],
+)  # fmt: skip
+def test_each_held_task_is_told_the_command_that_answers_it(held, hint):
+    """Issue 50 item 7: a task waiting for an approval was offered
+    `afk retry --budget-usd N`."""
+    from watchdog.digest import waiting_hint
+
+    assert waiting_hint({"id": "0123abcd-0000-0000-0000-000000000000", **held}) == hint

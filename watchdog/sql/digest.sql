@@ -109,7 +109,11 @@ SELECT
                  WHERE q.task_id = t.id AND q.answered_at IS NULL
                  ORDER BY q.asked_at DESC LIMIT 1) AS question,
                (SELECT e.reason FROM afk_task_event e
-                 WHERE e.task_id = t.id ORDER BY e.id DESC LIMIT 1) AS reason
+                 WHERE e.task_id = t.id ORDER BY e.id DESC LIMIT 1) AS reason,
+               -- the request it waits on, when a tool call waits for approval
+               (SELECT a.id FROM afk_approval a
+                 WHERE a.task_id = t.id AND a.decision IS NULL
+                 ORDER BY a.id LIMIT 1) AS approval
           FROM afk_task t
          WHERE t.state = 'paused' AND t.run_after = afk_held()
          ORDER BY t.updated_at LIMIT 50) x)

@@ -126,6 +126,14 @@ SELECT l.name, s.csrf
   FROM afk_web_session s JOIN afk_web_login l ON l.id = s.login_id
  WHERE s.id_hash = %(session)s AND s.expires_at > now() AND l.revoked_at IS NULL;
 
+-- name: web_sign_out :exec retry
+-- A person signs out: their session (its hash) ends.
+DELETE FROM afk_web_session WHERE id_hash = %(session)s;
+
+-- name: web_task_title :one retry
+-- A task's title and state, for the page that asks once more before Cancel.
+SELECT id, agent_id, title, state::text AS state FROM afk_task WHERE id = %(id)s;
+
 -- name: task_approvals :many retry
 -- A task's requests waiting for a person (its page's buttons).
 SELECT id, tool_name, tool_input, rule, asked_at, expires_at
