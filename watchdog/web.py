@@ -28,6 +28,8 @@ import ipaddress
 import json
 import logging
 import re
+import threading
+import time
 import urllib.parse
 import uuid
 from collections.abc import Callable, Iterable
@@ -65,7 +67,41 @@ MAX_FORM = 16 * 1024
 #: a signed-in person's session (issue 43 item 6): the cookie, and how long it lasts
 SESSION_COOKIE = "afk_session"
 SESSION_SECONDS = 12 * 3600
+
+
 #: the actions of a signed-in person, each a POST with the session's CSRF token
+class SlowedSignIns:
+    """Failed sign-ins are slowed, never locked out (issue 50 item 6): each
+    failure of an address (and every tenth failure of all of them, for a
+    proxy that gives every client one address) waits longer before its
+    answer, up to :data:`MOST_WAIT` s; an address with no failure for
+    :data:`FORGOTTEN_AFTER` s starts again. A right token is never slowed."""
+
+    FREE = 3
+    MOST_WAIT = 5.0
+    FORGOTTEN_AFTER = 900.0
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seen: dict[str, tuple[int, float]] = {}
+
+    def failed(self, address: str) -> float:
+        """Count a failure of ``address``; the seconds its answer waits."""
+        now = time.monotonic()
+        with self._lock:
+            for key, (_, last) in list(self._seen.items()):
+                if now - last > self.FORGOTTEN_AFTER:
+                    del self._seen[key]
+            if len(self._seen) > 10_000:  # (bounded: the oldest go)
+                self._seen.pop(next(iter(self._seen)))
+            mine = self._seen.get(address, (0, now))[0] + 1
+            every = self._seen.get("*", (0, now))[0] + 1
+            self._seen[address] = (mine, now)
+            self._seen["*"] = (every, now)
+        n = max(mine, every // 10) - self.FREE
+        return 0.0 if n <= 0 else min(0.5 * 2 ** (n - 1), self.MOST_WAIT)
+
+
 #: a task's Cancel, asked once more (GET: the question; POST: the action)
 _CANCEL_PATH = re.compile(r"^/tasks/(?P<task>[^/]+)/cancel$")
 #: the person signed in for the request being answered (None: no one)
@@ -137,6 +173,8 @@ class StatusPages:
         # (require_token): then, as on any other address, the token is needed
         self.open = not token and is_loopback(host) and not require_token
         self.refused = not token and not self.open
+        self._read_key: bytes | None = None
+        self.failed_signins = SlowedSignIns()
         self.env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(
                 [str(Path(d) / "web") for d in template_dirs(digest_settings)]
@@ -245,22 +283,21 @@ class StatusPages:
             rest = {k: v for k, v in query.items() if k != "token"}
             location = local_path(raw if raw is not None else path)
             location += "?" + urllib.parse.urlencode(rest, doseq=True) if rest else ""
-            cookie = urllib.parse.quote(self.token, safe="")
+            # a reading session of its own (issue 50 item 6): never the token
+            secure = "; Secure" if self.over_tls(environ) else ""
+            cookie = (
+                f"{COOKIE}={self.read_session(time.time() + SESSION_SECONDS)}; HttpOnly; "
+                f"SameSite=Strict; Path=/; Max-Age={SESSION_SECONDS}{secure}"
+            )
             return Response(
-                "303 See Other",
-                "",
-                "text/plain",
-                [
-                    ("Location", location),
-                    ("Set-Cookie", f"{COOKIE}={cookie}; HttpOnly; SameSite=Strict; Path=/"),
-                ],
+                "303 See Other", "", "text/plain", [("Location", location), ("Set-Cookie", cookie)]
             )
         header = environ.get("HTTP_AUTHORIZATION", "")
         if header.startswith("Bearer ") and self.matches(header[7:].strip()):
             return None
         for part in environ.get("HTTP_COOKIE", "").split(";"):
             name, _, value = part.strip().partition("=")
-            if name == COOKIE and self.matches(urllib.parse.unquote(value)):
+            if name == COOKIE and self.reads(value):
                 return None
         return Response(
             "403 Forbidden",
@@ -274,6 +311,32 @@ class StatusPages:
 
     def matches(self, given: str) -> bool:
         return hmac.compare_digest(given.encode(), self.token.encode())
+
+    def read_session(self, until: float) -> str:
+        """A reading session's cookie value, good until ``until``: signed with
+        the server's secret and bound to AFK_WEB_TOKEN (a new token ends every
+        session of the old one); it holds neither."""
+        return f"{int(until)}.{self._read_mac(int(until))}"
+
+    def reads(self, value: str) -> bool:
+        """Whether a cookie is a reading session this server made, still good."""
+        until, _, mac = value.partition(".")
+        if not until.isdigit() or len(until) > 12 or not mac:
+            return False
+        good = hmac.compare_digest(mac.encode(), self._read_mac(int(until)).encode())
+        return good and int(until) > time.time()
+
+    def _read_mac(self, until: int) -> str:
+        import hashlib
+
+        from . import delivery
+
+        if self._read_key is None:  # (read once: the same for every replica, for good)
+            self._read_key = delivery.link_secret(self.db, "web-read").encode()
+        bound = hashlib.sha256(self.token.encode()).hexdigest()
+        return hmac.new(
+            self._read_key, f"read:{until}:{bound}".encode(), hashlib.sha256
+        ).hexdigest()
 
     def page(self, template: str, **values: Any) -> str:
         """A page, its header naming the person signed in (or "read only")."""
@@ -389,6 +452,7 @@ class StatusPages:
             },
         )
         if not token or row is None:
+            time.sleep(self.failed_signins.failed(environ.get("REMOTE_ADDR") or "?"))
             return Response(
                 "401 Unauthorized", self.page("login.html.j2", title="sign in", failed=True)
             )

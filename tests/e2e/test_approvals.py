@@ -495,3 +495,26 @@ def test_the_header_names_who_is_signed_in_cancel_asks_once_more_and_sign_out_en
             assert retried.status_code == 401
     finally:
         service.cleanup()
+
+
+def test_failed_sign_ins_are_slowed_and_the_right_token_still_signs_in(afk, dsn):
+    """Issue 50 item 6: /login had no limit. Each failure waits longer (a
+    lower bound is all a test on a busy machine may say); never a lockout."""
+    import time
+
+    import httpx
+    from helpers.service import Service
+
+    token = afk.json("web", "token", "--name", "dana")["token"]
+    service = Service(dsn)
+    try:
+        poll(lambda: service.health() == 200, timeout=60)
+        with httpx.Client(base_url=service.url, timeout=30) as guesser:
+            for _ in range(4):
+                assert guesser.post("/login", data={"token": "guess"}).status_code == 401
+            started = time.monotonic()
+            assert guesser.post("/login", data={"token": "guess"}).status_code == 401
+            assert time.monotonic() - started >= 0.9  # (the fifth waits 1 s)
+            assert guesser.post("/login", data={"token": token}).status_code == 303
+    finally:
+        service.cleanup()

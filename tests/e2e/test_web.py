@@ -199,9 +199,16 @@ def test_a_non_loopback_address_needs_the_token(dsn, afk):
         assert link.status_code == 303 and link.headers["location"] == "/agents/a?state=todo"
         cookie = link.headers["set-cookie"]
         assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
-        with httpx.Client(cookies={"afk_web_token": "t0ken-xyz"}) as client:
+        # issue 50 item 6: the cookie is a session of its own, never the token
+        assert "t0ken-xyz" not in cookie and "Max-Age=" in cookie
+        session = cookie.split(";", 1)[0].split("=", 1)[1]
+        with httpx.Client(cookies={"afk_web_token": session}) as client:
             page = client.get(url + "/agents/a?state=todo")
             assert page.status_code == 200 and "t0ken-xyz" not in page.text
+        for forged in ("t0ken-xyz", session[:-2] + ("AA" if session[-2:] != "AA" else "BB"),
+                       "1." + session.split(".", 1)[1]):  # fmt: skip
+            with httpx.Client(cookies={"afk_web_token": forged}) as client:
+                assert client.get(url + "/agents/a").status_code == 403, forged
         assert "t0ken-xyz" not in guarded.log()
         assert "AFK_WEB_TOKEN is 9 characters" in guarded.log()  # short: warned
     finally:
