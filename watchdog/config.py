@@ -384,6 +384,12 @@ class LoopSettings:
         "more patterns, one a line: [usage_limit|outage|needs_human:]REGEX, "
         "with an optional (?P<reset>...) group",
     )
+    stay_for_approvals: bool = _field(
+        True,
+        "a loop whose tasks wait for a person's approval stays for the decision and "
+        "takes the task again within seconds, in the same session (false: it ends when "
+        "nothing else is due, and a later loop takes it)",
+    )
     loop_poll_seconds: float = _field(
         10.0,
         "how often `afk loop --wait` looks for new tasks (and any loop for a task held "

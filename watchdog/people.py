@@ -163,6 +163,11 @@ class People:
         brief's: a fresh session follows them)."""
         return self.db.all("approval_decisions", {"id": task_id_of(task)})
 
+    def approvals_waiting_for(self, agent_id: str) -> int:
+        """How many tool calls of the agent's tasks wait for a person."""
+        row = self.db.one("approvals_waiting_for", {"agent_id": check_id("agent id", agent_id)})
+        return int(row["n"]) if row else 0
+
     def open_approvals_of(self, task: TaskRef) -> list[dict[str, Any]]:
         return self.db.all("open_approvals_of", {"id": task_id_of(task)})
 

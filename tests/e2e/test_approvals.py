@@ -36,7 +36,10 @@ class Approvals:
         self.afk = afk
         self.agent = tmp / "agent.py"
         self.agent.write_text(AGENT)
-        self.env = {**afk.env, "USER": "on-call", "AGENT_COMMAND": "git push origin main"}
+        # (a loop ends when it has held its calls: the tests decide between
+        # loops; the loop that stays for the decision has a test of its own)
+        self.env = {**afk.env, "USER": "on-call", "AGENT_COMMAND": "git push origin main",
+                    "AFK_STAY_FOR_APPROVALS": "0"}  # fmt: skip
 
     def loop(self, *options: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
         command = Afk.command("loop", "--agent", "g", "--ask-for", RULE, *options, "--")
@@ -518,3 +521,33 @@ def test_failed_sign_ins_are_slowed_and_the_right_token_still_signs_in(afk, dsn)
             assert guesser.post("/login", data={"token": token}).status_code == 303
     finally:
         service.cleanup()
+
+
+def test_the_loop_stays_for_the_decision_and_takes_the_task_within_seconds(approvals):
+    """Issue 50 item 3: a loop whose call waits for a person ended "nothing
+    left", and the approved call ran only when a loop came by again. It stays
+    (here --wait's poll is 10 minutes: not what takes it) and takes the task
+    as soon as it is decided, then ends."""
+    afk = approvals.afk
+    (task_id,) = afk.json("enqueue", "--agent", "g", "--title", "ship")["enqueued"]
+    command = Afk.command("loop", "--agent", "g", "--ask-for", RULE, "--")
+    env = {**approvals.env, "AFK_STAY_FOR_APPROVALS": "1", "AFK_LOOP_POLL_SECONDS": "600"}
+    loop = subprocess.Popen([*command, sys.executable, str(approvals.agent)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        (waiting,) = poll(lambda: afk.json("approvals"), timeout=60)
+        assert loop.poll() is None  # it stays
+        afk.json("approve", str(waiting["id"]))
+        out, err = loop.communicate(timeout=60)
+    finally:
+        if loop.poll() is None:
+            loop.kill()
+            loop.wait()
+    assert loop.returncode == 0, err
+    assert "stays for the decision" in err
+    said = [json.loads(x.removeprefix("HOOK-SAID ")) for x in out.splitlines()
+            if x.startswith("HOOK-SAID ")]  # fmt: skip
+    assert len(said) == 2 and said[0]["decision"] == "deny", said  # (asked, then held)
+    assert said[1].get("decision") != "deny", said  # approved: the call goes through
+    task = afk.json("show", task_id)
+    assert task["state"] == "done" and len(task["runs"]) == 2, task

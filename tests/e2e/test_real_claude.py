@@ -741,6 +741,7 @@ def test_a_deferred_push_waits_for_a_person_and_the_same_session_goes_on(
     api.script = [f"bash:{command}", "text:done"]
     agent = [claude, "-p", "--output-format", "json", "--allowedTools", "Bash", "--"]
     loop = [*Afk.command("loop", "--agent", "real", "--ask-for", "Bash(git push:*)", "--"), *agent]
+    env = {**env, "AFK_STAY_FOR_APPROVALS": "0"}  # (decided between two loops here)
     first = subprocess.run(loop, env=env, cwd=project, capture_output=True, text=True, timeout=180)
     assert first.returncode == 0, first.stderr
     task = afk.json("show", push, env=env)
@@ -841,6 +842,7 @@ def test_a_call_the_client_would_ask_about_waits_for_a_person_without_any_rule(
     api.script = ["bash:touch approved.txt", "text:done"]
     agent = [claude, "-p", "--output-format", "json", "--"]
     loop = [*Afk.command("loop", "--agent", "real", "--"), *agent]
+    env = {**env, "AFK_STAY_FOR_APPROVALS": "0"}  # (decided between two loops here)
     first = subprocess.run(loop, env=env, cwd=project, capture_output=True, text=True, timeout=180)
     assert first.returncode == 0, first.stderr
     task = afk.json("show", task_id, env=env)

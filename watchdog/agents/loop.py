@@ -104,6 +104,10 @@ class Serving(Protocol):
     def given(self) -> dict[str, str]: ...
 
 
+#: how often a loop that stays for a person's decision looks for it
+APPROVAL_POLL_SECONDS = 2.0
+
+
 @dataclass
 class LoopOptions:
     agent: str
@@ -342,6 +346,15 @@ class Loop:
         elif self.o.wait:
             self.say(f"nothing to do for {self.o.agent!r}; waiting for tasks", once=True)
             self.stopped.wait(self.settings.loop_poll_seconds)
+        elif self.settings.stay_for_approvals and self.q.approvals_waiting_for(self.o.agent):
+            # (issue 50 item 3: a decision makes its task due; the loop that
+            # holds the session takes it within seconds, not a later loop)
+            self.say(
+                f"a task of {self.o.agent!r} waits for a person's approval (afk approvals); "
+                "the loop stays for the decision",
+                once=True,
+            )
+            self.stopped.wait(APPROVAL_POLL_SECONDS)
         else:
             return False
         return True
