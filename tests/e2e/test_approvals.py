@@ -133,6 +133,10 @@ def test_a_secret_in_the_call_is_not_shown_to_the_person(approvals):
         ("loop", "--agent", "g", "--ask-for", "Bash(", "--", "true"),
         ("loop", "--agent", "g", "--ask-for", "Bash(x)", "--approval-ttl", "5s", "--", "true"),
         ("enqueue", "--agent", "g", "--title", "t", "--ask-for", "Bash()"),
+        # issue 50 item 5: a rule that could never match
+        ("loop", "--agent", "g", "--ask-for", "bash(git push:*)", "--", "true"),
+        ("loop", "--agent", "g", "--ask-for", "Bsh(git push:*)", "--", "true"),
+        ("enqueue", "--agent", "g", "--title", "t", "--ask-for", "Bash(git (push:*)"),
         ("deny", "not-a-number"),
     ],
 )
@@ -551,3 +555,30 @@ def test_the_loop_stays_for_the_decision_and_takes_the_task_within_seconds(appro
     assert said[1].get("decision") != "deny", said  # approved: the call goes through
     task = afk.json("show", task_id)
     assert task["state"] == "done" and len(task["runs"]) == 2, task
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "git  push origin main",
+        "(git push origin main)",
+        "/usr/bin/git push origin main",
+        "git -C . push origin main",
+        "env git push origin main",
+        "timeout 30 sh -c 'cd . && git push origin main'",
+        "echo origin | xargs -I R git push R main",
+        "eval \"$(printf 'git push')\"",
+    ],
+)
+def test_every_shell_form_of_a_push_is_asked_about_end_to_end(approvals, command):
+    """Issue 50 item 5: `--ask-for 'Bash(git push:*)'` let `git  push`,
+    `(git push ...)`, `/usr/bin/git push`, `git -C . push` and `env git push`
+    run unasked: the rule matched text. Through the installed hook, each is
+    asked about now."""
+    afk = approvals.afk
+    afk.json("enqueue", "--agent", "g", "--title", "ship")
+    run = approvals.loop(env={"AGENT_COMMAND": command})
+    assert run.returncode == 0, run.stderr
+    assert approvals.said(run)["decision"] == "deny", run.stdout  # (no defer: told no)
+    (waiting,) = afk.json("approvals")
+    assert waiting["tool_input"]["command"] == command

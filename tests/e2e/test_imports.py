@@ -17,7 +17,8 @@ def loaded_by(code: str, env: dict[str, str] | None = None, stdin: str = "") -> 
     """The heavy libraries a fresh interpreter has loaded after ``code``."""
     probe = (
         f"{code}\nimport sys, json\n"
-        "heavy = ('psycopg', 'jinja2', 'httpx', 'apscheduler', 'prometheus_client')\n"
+        "heavy = ('psycopg', 'jinja2', 'httpx', 'apscheduler', 'prometheus_client',"
+        " 'tree_sitter', 'tree_sitter_bash')\n"
         "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & set(heavy))),"
         " file=sys.stderr)"
     )

@@ -17,7 +17,7 @@ PACKAGE = ROOT / "watchdog"
 #: (CONTRIBUTING.md draws this picture; ``agents.*`` are the agent wing's
 #: modules, in watchdog/agents/, each on its own floor.)
 FLOORS = {
-    0: ["errors", "states", "ids", "agents.hooklink", "agents.credential"],
+    0: ["errors", "states", "ids", "agents.hooklink", "agents.credential", "agents.shellwords"],
     1: [
         "text",
         "git",

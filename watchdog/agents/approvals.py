@@ -7,10 +7,13 @@ the hook (:mod:`watchdog.agents.hooks`) asks, the queue keeps the requests
 A rule is ``Tool`` (every call of the tool; ``mcp__server`` every tool of
 that server; ``*`` a glob over the name) or ``Tool(spec)``:
 
-- ``Bash(git push:*)``: a command that starts with ``git push`` (a word
-  boundary after it); ``Bash(rm -rf *)``: a glob; ``Bash(make deploy)``:
-  that exact command. A compound command (``cd x && git push``) matches when
-  one of its parts does, as Claude Code reads its own rules.
+- ``Bash(git push:*)``: a command whose words start with ``git push``;
+  ``Bash(rm -rf *)``: a glob; ``Bash(make deploy)``: that exact command.
+  The call is read by the shell's own grammar (:mod:`shellwords`): it
+  matches when any simple command it runs does, wherever it sits (a
+  pipeline, a subshell, ``$(...)``, ``sh -c '...'``, behind ``env`` or
+  ``timeout``, with git's global options); a call whose text hides what runs
+  (``eval``, ``$GIT push``) is asked about.
 - ``WebFetch(domain:example.com)``: a URL on that host or under it.
 - ``Read(...)``, ``Edit(...)``, ``Write(...)``: a glob over the file's path
   (``./x`` and ``x`` match a path that ends in it).
@@ -42,10 +45,20 @@ SHELL_TOOLS = ("Bash", "run_shell_command", "Shell", "bash")
 #: the tools whose spec is a path
 PATH_TOOLS = frozenset({"Read", "Edit", "Write", "MultiEdit", "NotebookEdit", "Glob", "Grep"})
 RULE = re.compile(r"^(?P<tool>[A-Za-z0-9_*.-]+)(?:\((?P<spec>.+)\))?$", re.S)
-#: how a shell command splits into the commands a rule is matched against
-SHELL_PARTS = re.compile(r"&&|\|\||;|\||\n")
 #: the longest rule read
 MAX_RULE = 500
+#: the tools a rule may name (a rule with any other name never matched: issue
+#: 50 item 5): Claude Code's (https://code.claude.com/docs/en/settings#tools-
+#: available-to-claude), Gemini CLI's and Codex's own; ``Bash`` names every
+#: harness's shell tool; ``mcp__...`` and a glob are a name's pattern
+KNOWN_TOOLS = frozenset({
+    "Bash", "BashOutput", "KillShell", "Read", "Edit", "MultiEdit", "Write", "NotebookEdit",
+    "NotebookRead", "Glob", "Grep", "LS", "WebFetch", "WebSearch", "Task", "Agent",
+    "TodoWrite", "ExitPlanMode", "SlashCommand", "Skill",
+    "read_file", "read_many_files", "write_file", "replace", "list_directory", "glob",
+    "search_file_content", "web_fetch", "google_web_search", "save_memory",
+    "apply_patch", "update_plan", "view_image",
+})  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -64,10 +77,21 @@ def parse(text: str) -> Rule:
             f"--ask-for {text!r} is not a permission rule: write Tool or Tool(spec), "
             "as Bash(git push:*), WebFetch or mcp__deploy__*"
         )
-    spec = m.group("spec")
+    tool, spec = m.group("tool"), m.group("spec")
     if spec is not None and not spec.strip():
-        raise BadInput(f"--ask-for {text!r} has an empty spec: write {m.group('tool')}")
-    return Rule(given, m.group("tool"), spec)
+        raise BadInput(f"--ask-for {text!r} has an empty spec: write {tool}")
+    if "*" not in tool and not tool.startswith("mcp__") and tool not in KNOWN_TOOLS:
+        cased = {k.lower(): k for k in KNOWN_TOOLS} | {t.lower(): "Bash" for t in SHELL_TOOLS}
+        right = cased.get(tool.lower())
+        if right is not None:
+            raise BadInput(f"--ask-for {text!r}: write {right} (tool names have their case)")
+        raise BadInput(
+            f"--ask-for {text!r}: {tool} is not a tool a harness has (Bash, Read, Edit, "
+            "Write, WebFetch, mcp__server__tool ...)"
+        )
+    if spec is not None and spec.count("(") != spec.count(")"):
+        raise BadInput(f"--ask-for {text!r}: its pattern's parentheses are unbalanced")
+    return Rule(given, tool, spec)
 
 
 def parse_all(texts: Iterable[str]) -> list[Rule]:
@@ -90,9 +114,13 @@ def matches(rule: Rule, tool: str, tool_input: Any) -> bool:
     spec = rule.spec.strip()
     if tool == "Bash":
         command = given.get("command")
-        return isinstance(command, str) and any(
-            _command_matches(spec, part.strip()) for part in SHELL_PARTS.split(command)
-        )
+        if not isinstance(command, str):
+            return False
+        from .shellwords import commands  # (the parser: only with a shell rule)
+
+        ran = commands(command)
+        # (a command whose text hides what runs is asked about, never let through)
+        return ran is None or any(_command_matches(spec, words) for words in ran)
     if tool == "WebFetch" and spec.startswith("domain:"):
         host = (urlsplit(str(given.get("url", ""))).hostname or "").lower()
         want = spec.removeprefix("domain:").strip().lower()
@@ -114,13 +142,15 @@ def _tool_matches(pattern: str, tool: str) -> bool:
     return fnmatch.fnmatchcase(tool, pattern)
 
 
-def _command_matches(spec: str, command: str) -> bool:
+def _command_matches(spec: str, words: list[str]) -> bool:
+    """A rule's spec against one simple command's words (shellwords)."""
     if spec.endswith(":*"):
-        prefix = spec[:-2].rstrip()
-        return command == prefix or command.startswith(prefix + " ")
+        prefix = spec[:-2].split()
+        return bool(prefix) and words[: len(prefix)] == prefix
+    command = " ".join(words)
     if "*" in spec:
         return fnmatch.fnmatchcase(command, spec)
-    return command == spec
+    return command == " ".join(spec.split())
 
 
 #: a session id afk puts on a command line (`claude --resume ID`): the
