@@ -365,3 +365,25 @@ def test_a_task_failing_again_and_again_is_on_the_overview(afk, queue, service, 
     assert "Failing, retrying: 1" in text
     assert "flaky check ( night ) 1 of 4 attempts spent, next try" in text
     assert "FAILED tests/test_a.py::test_b - assert 0" in text
+
+
+def test_a_tasks_page_with_its_runs_fits_a_phone(queue, sql, service, browser):
+    """Issue 50 item 7: the runs table of a task's page scrolled sideways at
+    390 px. At a phone's width nothing on the page does."""
+    queue.enqueue("nightly-dependency-bumps", [NewTask("bump the HTTP client to 0.28")])
+    for n in range(3):
+        sql("UPDATE afk_task SET run_after = NULL")
+        task = queue.claim("nightly-dependency-bumps", runner="laptop-runner-7", account="max-1")
+        assert task is not None
+        queue.fail(
+            task,
+            "FAILED tests/test_client.py::test_timeout_is_honoured_for_every_request_kind - "
+            "AssertionError",
+            run={"outcome": "task_failure", "exit_status": 1, "cost_usd": 0.25 + n,
+                 "session_id": "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"},
+        )  # fmt: skip
+    browser.resize(390)
+    page = browser.load(service.url + f"/tasks/{task.id}", ARTEFACTS / "task-runs-390.png")
+    assert not page.said, page.said
+    assert "laptop-runner-7" in page.dom and "task_failure" in page.dom
+    assert not browser.overflows()
