@@ -37,6 +37,7 @@ LAZY = {
     # a subprocess module and the embedded server's lookups
     **dict.fromkeys(("embedded", "once", "resolve"), "subprocess"),
     "outcome": "zoneinfo and the outcome patterns",
+    "words": "a task's and a wait's words, with outcome's (afk claim's and afk gc's lines)",
     "sql": "importlib.resources and the statements",
     "hooks": "the hook's handlers (ten modules)",
     "doctor": "every check (four modules)",
