@@ -163,6 +163,10 @@ class People:
         brief's: a fresh session follows them)."""
         return self.db.all("approval_decisions", {"id": task_id_of(task)})
 
+    def approved_unused(self, task: TaskRef) -> list[dict[str, Any]]:
+        """The task's approved calls that never ran (no hook saw them again)."""
+        return self.db.all("approved_unused", {"id": task_id_of(task)})
+
     def approvals_waiting_for(self, agent_id: str) -> int:
         """How many tool calls of the agent's tasks wait for a person."""
         row = self.db.one("approvals_waiting_for", {"agent_id": check_id("agent id", agent_id)})

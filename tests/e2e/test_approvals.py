@@ -582,3 +582,25 @@ def test_every_shell_form_of_a_push_is_asked_about_end_to_end(approvals, command
     assert approvals.said(run)["decision"] == "deny", run.stdout  # (no defer: told no)
     (waiting,) = afk.json("approvals")
     assert waiting["tool_input"]["command"] == command
+
+
+def test_a_run_that_never_makes_its_approved_call_is_not_done(approvals, sql):
+    """Issue 50 item 2: a task whose approved `git push` never ran ended done.
+    A run that would end done while its approved call never came back to the
+    hook is a failure saying so; the next run that makes the call is done."""
+    afk = approvals.afk
+    (task_id,) = afk.json("enqueue", "--agent", "g", "--title", "ship")["enqueued"]
+    assert approvals.loop().returncode == 0  # asked, held
+    (waiting,) = afk.json("approvals")
+    afk.json("approve", str(waiting["id"]))
+    skipped = approvals.loop("--max-tasks", "1", env={"AGENT_COMMAND": "ls"})  # (not the call)
+    assert skipped.returncode == 0, skipped.stderr
+    task = afk.json("show", task_id)
+    assert task["state"] == "todo", task
+    assert task["last_error"].startswith("approved_call_not_made: a call a person approved")
+    assert task["runs"][-1]["outcome"] == "task_failure"
+    sql("UPDATE afk_task SET run_after = NULL")  # (its backoff, not this test's time)
+    made = approvals.loop()
+    assert made.returncode == 0, made.stderr
+    assert approvals.said(made).get("decision") != "deny"
+    assert afk.json("show", task_id)["state"] == "done"

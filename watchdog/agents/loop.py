@@ -486,6 +486,7 @@ class Loop:
                 verdict = classify(report, now, self.tz, self.patterns, interrupted=stopped)
                 if not lease.lost.is_set() and not stopped:
                     verdict = self.waiting_for_approval(task, verdict)
+                    verdict = self.approved_call_made(task, report, verdict)
                 if (
                     ws is not None
                     and not lease.lost.is_set()
@@ -752,6 +753,21 @@ class Loop:
     def _ask_for(self, task: Task) -> list[str]:
         """The --ask-for rules of a task's run: the loop's, then the task's."""
         return [*self.o.ask_for, *(r for r in task.ask_for or () if r not in self.o.ask_for)]
+
+    def approved_call_made(self, task: Task, report: Report, verdict: Verdict) -> Verdict:
+        """A run that would end done while a call a person approved for its
+        task never ran (its hook never saw it come back) is not done (issue 50
+        item 2: the approved push never landed, and the task ended done): a
+        failure, and the next run resumes the session to make it."""
+        if verdict.outcome is not Outcome.DONE:
+            return verdict
+        unused = self.q.approved_unused(task)
+        if not unused:
+            return verdict
+        calls = ", ".join(f"request {u['id']}: {describe_tool(u)}" for u in unused[:3])
+        line = f"approved_call_not_made: a call a person approved never ran ({calls})"
+        report.failure = f"{line}\n\nmake it: it is allowed once, as approved"
+        return Verdict(Outcome.TASK_FAILURE, line)
 
     def waiting_for_approval(self, task: Task, verdict: Verdict) -> Verdict:
         """A run that left calls waiting for a person (a deferred call, or one

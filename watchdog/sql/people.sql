@@ -134,6 +134,13 @@ SELECT tool_name, tool_input, decision, decided_by, note FROM afk_approval
  WHERE task_id = %(id)s AND decision IS NOT NULL AND used_at IS NULL
  ORDER BY decided_at, id;
 
+-- name: approved_unused :many retry
+-- A task's approved calls that never came back to its hook (never ran): a
+-- run that would end done with one is not done (issue 50 item 2).
+SELECT id, tool_name, tool_input FROM afk_approval
+ WHERE task_id = %(id)s AND decision = 'approved' AND used_at IS NULL
+ ORDER BY id;
+
 -- name: approvals_waiting_for :one retry
 -- How many requests of an agent's tasks wait for a person: its loop stays
 -- for them (issue 50 item 3) instead of ending with "nothing left".
