@@ -336,6 +336,26 @@ class ServiceSettings:
             )
 
 
+#: how long an approval request waits for a person: by default, at least and
+#: at most (the loop's setting, its --approval-ttl and the hook that records
+#: a request all read these); and what it becomes when no one decided
+DEFAULT_APPROVAL_TTL = 12 * 3600.0
+APPROVAL_TTL_BOUNDS = (60.0, 30 * 86400.0)
+ON_APPROVAL_TIMEOUT = ("deny", "hold")
+
+
+def approval_ttl_problem(seconds: float) -> str | None:
+    """What is wrong with a request's time to live, or None."""
+    low, high = APPROVAL_TTL_BOUNDS
+    return None if low <= seconds <= high else "must be from 1 minute to 30 days"
+
+
+def approval_ttl(given: float | None) -> float:
+    """A request's time to live as a run was given it, held to the bounds."""
+    low, high = APPROVAL_TTL_BOUNDS
+    return DEFAULT_APPROVAL_TTL if given is None else min(max(given, low), high)
+
+
 @dataclass(frozen=True)
 class LoopSettings:
     """A supervisor (``afk loop``) and how it reads the agent's account."""
@@ -374,7 +394,10 @@ class LoopSettings:
         "Bash(git push:*), WebFetch, mcp__deploy__*",
     )
     approval_ttl_seconds: float = _field(
-        43200.0, "how long an approval request waits for a person (afk loop --approval-ttl)", True
+        DEFAULT_APPROVAL_TTL,
+        "how long an approval request waits for a person, 1 minute to 30 days "
+        "(afk loop --approval-ttl)",
+        True,
     )
     on_approval_timeout: str = _field(
         "deny", "what a request no one decided in time becomes: deny or hold"
@@ -441,6 +464,11 @@ class LoopSettings:
             problems.append("ports_per_task must be from 1 to 1000")
         if not 0 <= self.daily_budget_usd <= 1_000_000:
             problems.append("daily_budget_usd must be from 0 (none) to 1000000")
+        ttl = approval_ttl_problem(self.approval_ttl_seconds)
+        if ttl is not None:
+            problems.append(f"approval_ttl_seconds {ttl}")
+        if self.on_approval_timeout not in ON_APPROVAL_TIMEOUT:
+            problems.append("on_approval_timeout must be deny or hold")
         if problems:
             raise BadInput("invalid settings: " + "; ".join(problems))
         if self.limit_patterns.strip():  # (the built-in ones need no check on every start)

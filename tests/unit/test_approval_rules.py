@@ -93,11 +93,15 @@ def test_only_a_session_id_goes_on_the_command_line_to_resume(session, ok):
     ('{"ask_for": ["Bash", "("]}', 0, 43200, "deny"),
     ('{"ask_for": ["Bash(git push:*)", "WebFetch"], "ttl": 60, "on_timeout": "hold"}',
      2, 60, "hold"),
-    ('{"ask_for": ["Bash"], "ttl": -5}', 1, 1, "deny"),
+    # (held to the loop's own bounds, a minute to 30 days: issue 52 item 2)
+    ('{"ask_for": ["Bash"], "ttl": -5}', 1, 60, "deny"),
+    ('{"ask_for": ["Bash"], "ttl": 1e12}', 1, 30 * 86400, "deny"),
 ])  # fmt: skip
 def test_what_a_run_is_given_reads_or_is_nothing(value, n, ttl, then):
+    from watchdog.config import approval_ttl
+
     rules, seconds, on_timeout = run_approvals({"AFK_RUN_APPROVALS": value} if value else {})
-    assert (len(rules), seconds, on_timeout) == (n, ttl, then)
+    assert (len(rules), approval_ttl(seconds), on_timeout) == (n, ttl, then)
 
 
 ASKED = {"approval_id": 7}

@@ -36,6 +36,11 @@ def test_settings_from_env_and_toml(tmp_path):
         ({}, "not toml at all =\n", "not valid TOML"),
         ({"AFK_POISON_ALERT": "yes"}, "", "no digest destination"),
         ({"AFK_POISON_ALERT": "maybe"}, "", "AFK_POISON_ALERT"),
+        # a loop's approval settings, held by the settings' own check
+        ({"AFK_APPROVAL_TTL_SECONDS": "30s"}, "", "approval_ttl_seconds must be from 1 minute"),
+        ({"AFK_APPROVAL_TTL_SECONDS": "40d"}, "", "approval_ttl_seconds must be from 1 minute"),
+        ({"AFK_ON_APPROVAL_TIMEOUT": "allow"}, "", "on_approval_timeout must be deny or hold"),
+        ({"AFK_ALERT_INTERVAL": "5m"}, "", "alert_interval must be at most 60 seconds"),
     ],
 )
 def test_bad_settings_are_refused_with_a_clear_message(tmp_path, env, toml, message):

@@ -176,18 +176,19 @@ def call_hash(tool: str, tool_input: Any) -> str:
 #: --ask-for rules ("ask_for"), how long a request waits ("ttl", seconds) and
 #: what it then becomes ("on_timeout": deny or hold)
 RUN_APPROVALS = "AFK_RUN_APPROVALS"
-DEFAULT_APPROVAL_TTL = 12 * 3600.0
 
 
-def run_approvals(env: Mapping[str, str]) -> tuple[list[Rule], float, str]:
+def run_approvals(env: Mapping[str, str]) -> tuple[list[Rule], float | None, str]:
     """A run's approvals as :data:`RUN_APPROVALS` gives them (none when it
-    does not read: a hook never fails its agent)."""
+    does not read: a hook never fails its agent): its rules, the time to live
+    it was given (None: none; config.approval_ttl holds it to the loop's
+    bounds), and what a request no one decided becomes."""
     try:
         given = json.loads(env.get(RUN_APPROVALS) or "{}")
         rules = parse_all(str(r) for r in given.get("ask_for") or [])
-        ttl = min(max(float(given.get("ttl", DEFAULT_APPROVAL_TTL)), 1.0), 30 * 86400.0)
-    except (ValueError, TypeError, AttributeError, BadInput):
-        return [], DEFAULT_APPROVAL_TTL, "deny"
+        ttl = float(given["ttl"]) if given.get("ttl") is not None else None
+    except (ValueError, TypeError, AttributeError, KeyError, BadInput):
+        return [], None, "deny"
     return rules, ttl, "hold" if given.get("on_timeout") == "hold" else "deny"
 
 

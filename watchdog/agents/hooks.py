@@ -486,7 +486,10 @@ class Hook:
         task_id, token = self.ctx.supervised
         payload = self.ctx.payload
         tool, given = str(payload.get("tool_name") or ""), payload.get("tool_input")
-        _, ttl, on_timeout = approvals.run_approvals(self.ctx.env)
+        from ..config import approval_ttl
+
+        _, given_ttl, on_timeout = approvals.run_approvals(self.ctx.env)
+        ttl = approval_ttl(given_ttl)  # (the loop's bounds, and its default)
         transcript = payload.get("transcript_path")
         row = self.q.approval_for_call(
             task_id,

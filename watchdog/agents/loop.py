@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import IO, Any, Literal, Protocol
 
 from .. import git, tracing, workspaces
-from ..config import LoopSettings
+from ..config import DEFAULT_APPROVAL_TTL, LoopSettings
 from ..embedded import private, profile_home
 from ..errors import (
     EXIT_OK,
@@ -138,7 +138,7 @@ class LoopOptions:
     #: --ask-for: the calls a person must approve (issue 43), and
     #: --approval-ttl / --on-approval-timeout: how long a request waits, and then
     ask_for: list[str] = field(default_factory=list)
-    approval_ttl: float = 12 * 3600.0
+    approval_ttl: float = DEFAULT_APPROVAL_TTL
     on_approval_timeout: str = "deny"
     #: --profile, in order (issue 44): each run goes to the first whose
     #: account is not parked (none: the one command and account above)

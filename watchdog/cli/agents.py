@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ..agents import harnesses, hooklink, reach
 from ..agents.harnesses import HARNESS_LABEL, HARNESSES, SETTINGS
 from ..checks import check_id, check_label
-from ..config import parse_duration
+from ..config import ON_APPROVAL_TIMEOUT, approval_ttl_problem, parse_duration
 from ..errors import EXIT_OK, AfkError, BadInput, dsn_secrets, redact, scrub
 
 if TYPE_CHECKING:
@@ -323,7 +323,7 @@ def configure_loop(p: Parser) -> None:
     p.add_argument(
         "--on-approval-timeout",
         dest="on_approval_timeout",
-        choices=["deny", "hold"],
+        choices=list(ON_APPROVAL_TIMEOUT),
         help="a request no one decided in time: denied (the default; env "
         "AFK_ON_APPROVAL_TIMEOUT), or held until someone does",
     )
@@ -382,12 +382,13 @@ def cmd_loop(args: argparse.Namespace, res: Resources) -> int:
     assert agent is not None
     boundary = boundary_of(args, res) if sandboxed else None
     ask_for = ask_for_of(args.ask_for, settings.loop.ask_for)
+    # (the settings' own check holds AFK_APPROVAL_TTL_SECONDS and
+    # AFK_ON_APPROVAL_TIMEOUT to the same rules as these flags: config.py)
     on_timeout = args.on_approval_timeout or settings.loop.on_approval_timeout
-    if on_timeout not in ("deny", "hold"):
-        raise BadInput(f"AFK_ON_APPROVAL_TIMEOUT is {on_timeout!r}: write deny or hold")
     ttl = args.approval_ttl if args.approval_ttl is not None else settings.loop.approval_ttl_seconds
-    if not 60 <= ttl <= 30 * 86400:
-        raise BadInput("--approval-ttl must be from 1 minute to 30 days")
+    wrong = approval_ttl_problem(ttl)
+    if wrong is not None:
+        raise BadInput(f"--approval-ttl {wrong}")
 
     zone = settings.digest.day_zone()
     if profiles and account_of(args):
