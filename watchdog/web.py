@@ -80,10 +80,31 @@ class SlowedSignIns:
     FREE = 3
     MOST_WAIT = 5.0
     FORGOTTEN_AFTER = 900.0
+    #: failed sign-ins waiting at once, at most: one more is answered 429 at
+    #: once (a flood of them must not hold a thread each for seconds)
+    MOST_WAITING = 16
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._seen: dict[str, tuple[int, float]] = {}
+        self._waiting = 0
+
+    def wait(self, address: str) -> bool:
+        """Count a failure of ``address`` and wait what it must; False (and
+        no wait) when too many failures wait already."""
+        seconds = self.failed(address)
+        if not seconds:
+            return True
+        with self._lock:
+            if self._waiting >= self.MOST_WAITING:
+                return False
+            self._waiting += 1
+        try:
+            time.sleep(seconds)
+        finally:
+            with self._lock:
+                self._waiting -= 1
+        return True
 
     def failed(self, address: str) -> float:
         """Count a failure of ``address``; the seconds its answer waits."""
@@ -452,7 +473,10 @@ class StatusPages:
             },
         )
         if not token or row is None:
-            time.sleep(self.failed_signins.failed(environ.get("REMOTE_ADDR") or "?"))
+            if not self.failed_signins.wait(environ.get("REMOTE_ADDR") or "?"):
+                return Response(
+                    "429 Too Many Requests", "too many failed sign-ins: wait\n", "text/plain"
+                )
             return Response(
                 "401 Unauthorized", self.page("login.html.j2", title="sign in", failed=True)
             )

@@ -31,3 +31,21 @@ def test_an_address_is_forgotten_after_a_quiet_while(monkeypatch):
     later = time.monotonic() + SlowedSignIns.FORGOTTEN_AFTER + 1
     monkeypatch.setattr(time, "monotonic", lambda: later)
     assert slowed.failed("10.0.0.1") == 0.0
+
+
+def test_a_flood_of_failures_holds_no_more_than_a_few_threads_waiting():
+    import threading
+
+    slowed = SlowedSignIns()
+    slowed.MOST_WAIT = 3.0  # (long enough that every thread starts within it)
+    for _ in range(SlowedSignIns.FREE):
+        slowed.failed("10.0.0.9")
+    answers: list[bool] = []
+    threads = [threading.Thread(target=lambda: answers.append(slowed.wait("10.0.0.9")))
+               for _ in range(SlowedSignIns.MOST_WAITING + 8)]  # fmt: skip
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(answers) == SlowedSignIns.MOST_WAITING + 8
+    assert answers.count(True) >= 1 and answers.count(False) >= 1  # (refused: no wait)
