@@ -239,8 +239,10 @@ def test_a_task_runs_only_under_the_profiles_or_harness_it_names(fleet):
 
 
 def _session_under(sql, task_id: str, profile: str) -> None:
-    """The state a run under ``profile`` leaves when a person approved a call
-    it asked for: a decided request whose session the next run resumes."""
+    """The state a run under ``profile`` leaves when a person decided a call
+    it asked for: a decided request whose session the next run resumes
+    (denied: an approved call the stand-in never makes would keep its task
+    from ending done, issue 50 item 2)."""
     sql("""INSERT INTO afk_run (task_id, token, agent_id, runner, account, profile, ended_at,
                                 outcome)
            VALUES (%s, 5, 'f', 'gone', %s, %s, now(), 'needs_approval')""",
@@ -250,11 +252,11 @@ def _session_under(sql, task_id: str, profile: str) -> None:
                                      decided_at, decided_by)
            VALUES (%s, '6b1c1f1e-0d7e-4c55-9d54-2f0c6f1a7e01', 'claude', 'Bash',
                    '{"command": "make deploy"}', 'h', 'Bash(make deploy)', 5,
-                   now() + interval '1 hour', 'approved', now(), 'me')""", task_id)  # fmt: skip
+                   now() + interval '1 hour', 'denied', now(), 'me')""", task_id)  # fmt: skip
 
 
 def test_a_task_keeps_the_profile_of_its_session_while_its_reset_is_near(fleet, sql):
-    """The session of a task's last run is profile one's (a person approved a
+    """The session of a task's last run is profile one's (a person decided a
     call it asked for), and one is parked for a few seconds: within
     --switch-after the task waits for one (no attempt spent, the other task
     runs meanwhile under two), then runs under one."""
