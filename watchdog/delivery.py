@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .agents.accounts import Parking
+from .agents.approvals import shell_command
 from .config import DigestSettings
 from .db import Database
 from .destinations import (
@@ -354,8 +355,8 @@ def approval_call(row: Mapping[str, Any]) -> str:
     tool and its command (or its whole input), whitespace kept, every
     control, line and bidi character a visible escape; cut, saying so."""
     given = row.get("tool_input")
-    command = given.get("command") if isinstance(given, dict) else None
-    if not isinstance(command, str):
+    command = shell_command(given)
+    if command is None:
         command = json.dumps(given, ensure_ascii=False, default=str)
     shown = terminal(command)
     if len(shown) > CALL_CHARS:

@@ -441,14 +441,18 @@ def waiting_hint(w: dict[str, Any]) -> str:
     """The command that answers a task held for a person (issue 50 item 7):
     a tool call's approval, a pinned config's trust, a question's answer, a
     budget's raise."""
-    short = short_id(w["id"])
     if w.get("approval") is not None:
         return f"afk approve {w['approval']} (or afk deny {w['approval']} --note '...')"
-    if w.get("question") and "afk trust" in str(w["question"]):
-        return f"afk trust {short}"
     if w.get("question"):
-        return f"afk answer {short} '...'"
-    return f"afk retry {short} --budget-usd N"
+        return question_hint(w["id"], str(w["question"]))
+    return f"afk retry {short_id(w['id'])} --budget-usd N"
+
+
+def question_hint(task_id: Any, question: str) -> str:
+    """The command that answers a task's question: `afk trust` for a pinned
+    config's (its question names that command), else `afk answer`."""
+    short = short_id(task_id)
+    return f"afk trust {short}" if "afk trust" in question else f"afk answer {short} '...'"
 
 
 def _retrying(row: dict[str, Any]) -> dict[str, Any]:

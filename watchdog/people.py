@@ -163,17 +163,15 @@ class People:
         brief's: a fresh session follows them)."""
         return self.db.all("approval_decisions", {"id": task_id_of(task)})
 
-    def approved_unused(self, task: TaskRef) -> list[dict[str, Any]]:
-        """The task's approved calls that never ran (no hook saw them again)."""
-        return self.db.all("approved_unused", {"id": task_id_of(task)})
-
     def approvals_waiting_for(self, agent_id: str) -> int:
         """How many tool calls of the agent's tasks wait for a person."""
         row = self.db.one("approvals_waiting_for", {"agent_id": check_id("agent id", agent_id)})
         return int(row["n"]) if row else 0
 
-    def open_approvals_of(self, task: TaskRef) -> list[dict[str, Any]]:
-        return self.db.all("open_approvals_of", {"id": task_id_of(task)})
+    def outstanding_calls(self, task: TaskRef) -> list[dict[str, Any]]:
+        """A task's requests waiting for a person (decision None) and its
+        approved calls that never ran, in one read."""
+        return self.db.all("outstanding_calls", {"id": task_id_of(task)})
 
     def expire_approvals(self) -> list[dict[str, Any]]:
         """Requests past their time to live: denied (on_timeout deny), their

@@ -127,7 +127,10 @@ def trace_id(span: Any) -> str | None:
 #: values no span of this process may carry, wherever they appear in an
 #: attribute (R12: the run's own token in a tool call's input, in a shape no
 #: credential pattern knows): the tokens and credentials this process holds
-_KEPT_OUT: set[str] = set()
+#: (the newest :data:`KEPT_OUT` of them: a loop's night of tasks does not
+#: grow the work each attribute costs)
+_KEPT_OUT: dict[str, None] = {}
+KEPT_OUT = 32
 
 
 def keep_out(*secrets: object) -> None:
@@ -136,10 +139,13 @@ def keep_out(*secrets: object) -> None:
     for secret in secrets:
         value = "" if secret is None else str(secret)
         if len(value) >= 6:  # (a value that short would mask ordinary text)
-            _KEPT_OUT.add(value)
+            _KEPT_OUT.pop(value, None)
+            _KEPT_OUT[value] = None
+            while len(_KEPT_OUT) > KEPT_OUT:
+                _KEPT_OUT.pop(next(iter(_KEPT_OUT)))
 
 
-def _scrubbed(value: Any) -> Any:
+def scrubbed(value: Any) -> Any:
     """An attribute's value as a span may carry it: a string with the kept
     out values masked and every credential of a common shape redacted."""
     if not isinstance(value, str):
@@ -152,7 +158,7 @@ def _scrubbed(value: Any) -> Any:
 
 
 def _attributes(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
-    return {k: _scrubbed(v) for k, v in (attributes or {}).items() if v is not None}
+    return {k: scrubbed(v) for k, v in (attributes or {}).items() if v is not None}
 
 
 @contextlib.contextmanager
@@ -216,7 +222,7 @@ def error(s: Any, error_type: str) -> None:
         return
     from opentelemetry.trace import Status, StatusCode
 
-    error_type = _scrubbed(error_type)[:200]
+    error_type = scrubbed(error_type)[:200]
     s.set_attribute("error.type", error_type)
     s.set_status(Status(StatusCode.ERROR, error_type))
 

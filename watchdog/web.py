@@ -39,6 +39,7 @@ from typing import Any
 
 from . import workspaces
 from .agents.accounts import Accounts
+from .agents.approvals import shell_command
 from .config import DigestSettings
 from .db import Database
 from .errors import AfkError, TaskNotFound
@@ -69,7 +70,6 @@ SESSION_COOKIE = "afk_session"
 SESSION_SECONDS = 12 * 3600
 
 
-#: the actions of a signed-in person, each a POST with the session's CSRF token
 class SlowedSignIns:
     """Failed sign-ins are slowed, never locked out (issue 50 item 6): each
     failure of an address (and every tenth failure of all of them, for a
@@ -129,6 +129,7 @@ _CANCEL_PATH = re.compile(r"^/tasks/(?P<task>[^/]+)/cancel$")
 _SIGNED: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
     "afk_web_signed", default=None
 )
+#: the actions of a signed-in person, each a POST with the session's CSRF token
 _ACTION_PATH = re.compile(
     r"^/(?:tasks/(?P<task>[^/]+)/(?P<task_action>retry|cancel|answer)"
     r"|approvals/(?P<approval>[0-9]{1,18})/(?P<decision>approve|deny)"
@@ -183,7 +184,7 @@ class StatusPages:
     ) -> None:
         import jinja2
 
-        from .digest import template_dirs
+        from .digest import question_hint, template_dirs
 
         self.db = db
         self.digest_settings = digest_settings
@@ -215,6 +216,7 @@ class StatusPages:
             urlpart=urlpart,
             agent_url=agent_url,
         )
+        self.env.globals["question_hint"] = question_hint
 
     # -- WSGI ---------------------------------------------------------------
 
@@ -270,7 +272,7 @@ class StatusPages:
         if path == "/":
             return Response("200 OK", self.overview())
         if path == "/fleet":
-            return Response("200 OK", self.fleet(self.session(environ)))
+            return Response("200 OK", self.fleet(_SIGNED.get()))
         if path == "/agents/" and first(query, "id") is None:
             return self.agents(first(query, "q"), first(query, "after"))
         agent = agent_of(path, raw, query)
@@ -280,7 +282,7 @@ class StatusPages:
             return self.agent(agent, first(query, "state"), first(query, "after"))
         match = _TASK_PATH.match(path)
         if match:
-            return self.task(match.group("task"), self.session(environ))
+            return self.task(match.group("task"), _SIGNED.get())
         return self.not_found("no such page")
 
     def check_access(
@@ -353,11 +355,10 @@ class StatusPages:
         from . import delivery
 
         if self._read_key is None:  # (read once: the same for every replica, for good)
-            self._read_key = delivery.link_secret(self.db, "web-read").encode()
-        bound = hashlib.sha256(self.token.encode()).hexdigest()
-        return hmac.new(
-            self._read_key, f"read:{until}:{bound}".encode(), hashlib.sha256
-        ).hexdigest()
+            secret = delivery.link_secret(self.db, "web-read").encode()
+            # (bound to the token: a new AFK_WEB_TOKEN ends the old sessions)
+            self._read_key = hmac.new(secret, self.token.encode(), hashlib.sha256).digest()
+        return hmac.new(self._read_key, f"read:{until}".encode(), hashlib.sha256).hexdigest()
 
     def page(self, template: str, **values: Any) -> str:
         """A page, its header naming the person signed in (or "read only")."""
@@ -437,16 +438,11 @@ class StatusPages:
     # -- a signed-in person's actions (issue 43 item 6) ---------------------------
 
     def session(self, environ: dict[str, Any]) -> dict[str, Any] | None:
-        """The signed-in person of a request (name, csrf), or None."""
-        import hashlib
-
-        for part in environ.get("HTTP_COOKIE", "").split(";"):
-            name, _, value = part.strip().partition("=")
-            if name == SESSION_COOKIE and value:
-                digest = hashlib.sha256(value.encode()).hexdigest()
-                row = self.db.one("web_session", {"session": digest})
-                return dict(row) if row is not None else None
-        return None
+        """The signed-in person of a request (name, csrf), or None (read once
+        a request, by respond: the pages and actions read _SIGNED)."""
+        digest = _session_hash(environ)
+        row = self.db.one("web_session", {"session": digest}) if digest else None
+        return dict(row) if row is not None else None
 
     def sign_in(self, environ: dict[str, Any]) -> Response:
         """GET: the sign-in form; POST: a token from `afk web token` makes a
@@ -492,9 +488,6 @@ class StatusPages:
     def sign_out(self, environ: dict[str, Any]) -> Response:
         """POST (with the session's CSRF token): the session ends, here and
         in the database, and its cookie goes."""
-        import hashlib
-        import hmac
-
         if environ.get("REQUEST_METHOD") != "POST":
             return Response(
                 "405 Method Not Allowed", "POST only\n", "text/plain", [("Allow", "POST")]
@@ -504,11 +497,7 @@ class StatusPages:
         if who is not None and hmac.compare_digest(
             form.get("csrf", "").encode(), str(who["csrf"]).encode()
         ):
-            for part in environ.get("HTTP_COOKIE", "").split(";"):
-                name, _, value = part.strip().partition("=")
-                if name == SESSION_COOKIE and value:
-                    digest = hashlib.sha256(value.encode()).hexdigest()
-                    self.db.execute("web_sign_out", {"session": digest})
+            self.db.execute("web_sign_out", {"session": _session_hash(environ)})
         gone = f"{SESSION_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0"
         return Response(
             "303 See Other", "", "text/plain", [("Location", "/"), ("Set-Cookie", gone)]
@@ -546,7 +535,7 @@ class StatusPages:
             return Response(
                 "405 Method Not Allowed", "POST only\n", "text/plain", [("Allow", "POST")]
             )
-        who = self.session(environ)
+        who = _SIGNED.get()
         if who is None:
             return Response(
                 "401 Unauthorized",
@@ -897,10 +886,15 @@ def headtail(text: Any, head: int = 2000, tail: int = 6000) -> str:
     return value[:head] + f"\n… {len(value) - head - tail} characters …\n" + value[-tail:]
 
 
-def shell_command(tool_input: Any) -> str | None:
-    """A call's shell command, when its input has one (a string)."""
-    command = tool_input.get("command") if isinstance(tool_input, dict) else None
-    return command if isinstance(command, str) else None
+def _session_hash(environ: dict[str, Any]) -> str | None:
+    """The hash of a request's session cookie (what the database keeps), or None."""
+    import hashlib
+
+    for part in environ.get("HTTP_COOKIE", "").split(";"):
+        name, _, value = part.strip().partition("=")
+        if name == SESSION_COOKIE and value:
+            return hashlib.sha256(value.encode()).hexdigest()
+    return None
 
 
 def call_json(value: Any, limit: int = 20_000) -> str:

@@ -935,8 +935,8 @@ def _weigh(
 ) -> None:
     """What gc does with one worktree whose folder is there, in ``item``."""
     path = str(row["path"])
-    if not os.path.exists(os.path.join(path, ".git")) or head(path) is None:
-        # (its .git link broken: git can say nothing of it, and removes nothing)
+    if unreadable(path) is not None:
+        # (its .git gone or garbage: git can say nothing of it, and removes nothing)
         item.update(action="kept", why="it cannot be read as a git worktree")
         return
     item["bytes"] = folder_size(path)

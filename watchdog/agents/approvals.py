@@ -113,8 +113,8 @@ def matches(rule: Rule, tool: str, tool_input: Any) -> bool:
     given = tool_input if isinstance(tool_input, Mapping) else {}
     spec = rule.spec.strip()
     if tool == "Bash":
-        command = given.get("command")
-        if not isinstance(command, str):
+        command = shell_command(given)
+        if command is None:
             return False
         from .shellwords import commands  # (the parser: only with a shell rule)
 
@@ -134,6 +134,12 @@ def matches(rule: Rule, tool: str, tool_input: Any) -> bool:
             or path == bare
         )
     return any(fnmatch.fnmatchcase(str(v), spec) for v in given.values())
+
+
+def shell_command(tool_input: Any) -> str | None:
+    """A call's shell command, when its input has one (a string)."""
+    command = tool_input.get("command") if isinstance(tool_input, Mapping) else None
+    return command if isinstance(command, str) else None
 
 
 def _tool_matches(pattern: str, tool: str) -> bool:

@@ -551,8 +551,9 @@ class Hook:
                 "gen_ai.operation.name": "execute_tool",
                 "gen_ai.tool.name": tool,
                 "gen_ai.tool.call.id": key or None,
-                # a bounded, scrubbed summary: never the whole input
-                "afk.tool.summary": one_line(redact(gist), 100) if gist else None,
+                # a bounded, scrubbed summary: never the whole input (scrubbed
+                # before it is cut, so that no secret is cut past its mask)
+                "afk.tool.summary": one_line(tracing.scrubbed(gist), 100) if gist else None,
             },
             events=["deny"] if denied else [],
         )

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import select
 import socket
 import socketserver
 import sys
@@ -352,8 +353,6 @@ class BoundedHTTPServer(ThreadingHTTPServer):
     def wait_for_request(self, conn: socket.socket, seconds: float) -> bool:
         """Wait (idle) up to ``seconds`` for the next request on a kept
         connection: True when something came (or the connection ended)."""
-        import select
-
         with self._lock:
             self._idle[conn] = time.monotonic()
         try:
@@ -370,8 +369,6 @@ class BoundedHTTPServer(ThreadingHTTPServer):
         (its client opens a new one for its next hook); False: none."""
         with self._lock:
             waiting = sorted(self._idle.items(), key=lambda kv: kv[1])
-        import select
-
         for conn, _ in waiting:
             try:
                 if select.select([conn], [], [], 0)[0]:

@@ -485,8 +485,7 @@ class Loop:
                 stopped = self.stopped.is_set()
                 verdict = classify(report, now, self.tz, self.patterns, interrupted=stopped)
                 if not lease.lost.is_set() and not stopped:
-                    verdict = self.waiting_for_approval(task, verdict)
-                    verdict = self.approved_call_made(task, report, verdict)
+                    verdict = self.calls_outstanding(task, report, verdict)
                 if (
                     ws is not None
                     and not lease.lost.is_set()
@@ -754,30 +753,24 @@ class Loop:
         """The --ask-for rules of a task's run: the loop's, then the task's."""
         return [*self.o.ask_for, *(r for r in task.ask_for or () if r not in self.o.ask_for)]
 
-    def approved_call_made(self, task: Task, report: Report, verdict: Verdict) -> Verdict:
-        """A run that would end done while a call a person approved for its
-        task never ran (its hook never saw it come back) is not done (issue 50
-        item 2: the approved push never landed, and the task ended done): a
-        failure, and the next run resumes the session to make it."""
-        if verdict.outcome is not Outcome.DONE:
+    def calls_outstanding(self, task: Task, report: Report, verdict: Verdict) -> Verdict:
+        """What a run left of its task's calls, read once: calls waiting for a
+        person (a deferred call, or one denied where the harness cannot defer)
+        hold it, whatever else it said; a run that would end done while a call
+        a person approved never ran (its hook never saw it again: issue 50
+        item 2) is a failure, and the next run resumes the session to make it."""
+        calls = self.q.outstanding_calls(task)
+        waiting = [c for c in calls if c["decision"] is None]
+        if waiting:
+            said = ", ".join(f"request {w['id']}: {describe_tool(w)}" for w in waiting[:3])
+            return Verdict(Outcome.NEEDS_APPROVAL, f"waiting for a person's approval ({said})")
+        unused = [c for c in calls if c["decision"] == "approved"]
+        if verdict.outcome is not Outcome.DONE or not unused:
             return verdict
-        unused = self.q.approved_unused(task)
-        if not unused:
-            return verdict
-        calls = ", ".join(f"request {u['id']}: {describe_tool(u)}" for u in unused[:3])
-        line = f"approved_call_not_made: a call a person approved never ran ({calls})"
+        said = ", ".join(f"request {u['id']}: {describe_tool(u)}" for u in unused[:3])
+        line = f"approved_call_not_made: a call a person approved never ran ({said})"
         report.failure = f"{line}\n\nmake it: it is allowed once, as approved"
         return Verdict(Outcome.TASK_FAILURE, line)
-
-    def waiting_for_approval(self, task: Task, verdict: Verdict) -> Verdict:
-        """A run that left calls waiting for a person (a deferred call, or one
-        denied where the harness cannot defer) waits for them, whatever else
-        it said."""
-        waiting = self.q.open_approvals_of(task)
-        if not waiting:
-            return verdict
-        calls = ", ".join(f"request {w['id']}: {describe_tool(w)}" for w in waiting[:3])
-        return Verdict(Outcome.NEEDS_APPROVAL, f"waiting for a person's approval ({calls})")
 
     def hold_for_approval(self, task: Task, run: dict[str, Any], line: str) -> None:
         """Held, no attempt spent, until a person decides: the loop goes on."""

@@ -24,6 +24,7 @@ looked into."""
 from __future__ import annotations
 
 import os
+import re
 from functools import lru_cache
 from typing import Any
 
@@ -175,7 +176,7 @@ def _literal(node: Any) -> str | None:
     if kind == "string":
         parts = [c for c in node.children if c.type not in ('"',)]
         if all(c.type == "string_content" for c in parts):
-            return _unescaped_in_quotes(text[1:-1])
+            return _unescaped(text[1:-1], IN_QUOTES)
         return None
     if kind == "concatenation":
         pieces = [_literal(c) for c in node.children]
@@ -185,25 +186,15 @@ def _literal(node: Any) -> str | None:
     return None
 
 
-def _unescaped(text: str) -> str:
-    out, i = [], 0
-    while i < len(text):
-        if text[i] == "\\" and i + 1 < len(text):
-            out.append(text[i + 1])
-            i += 2
-        else:
-            out.append(text[i])
-            i += 1
-    return "".join(out)
+#: a backslash and the character it quotes
+_BACKSLASH = re.compile(r"\\(.)", re.S)
+#: what a backslash quotes inside double quotes (elsewhere there, it stays)
+IN_QUOTES = '$`"\\\n'
 
 
-def _unescaped_in_quotes(text: str) -> str:
-    out, i = [], 0
-    while i < len(text):
-        if text[i] == "\\" and i + 1 < len(text) and text[i + 1] in '$`"\\\n':
-            out.append(text[i + 1])
-            i += 2
-        else:
-            out.append(text[i])
-            i += 1
-    return "".join(out)
+def _unescaped(text: str, only: str | None = None) -> str:
+    """``text`` with the shell's backslashes taken away: every one, or only
+    those before a character of ``only`` (inside double quotes)."""
+    return _BACKSLASH.sub(
+        lambda m: m.group(1) if only is None or m.group(1) in only else m.group(0), text
+    )

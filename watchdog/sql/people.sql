@@ -134,21 +134,17 @@ SELECT tool_name, tool_input, decision, decided_by, note FROM afk_approval
  WHERE task_id = %(id)s AND decision IS NOT NULL AND used_at IS NULL
  ORDER BY decided_at, id;
 
--- name: approved_unused :many retry
--- A task's approved calls that never came back to its hook (never ran): a
--- run that would end done with one is not done (issue 50 item 2).
-SELECT id, tool_name, tool_input FROM afk_approval
- WHERE task_id = %(id)s AND decision = 'approved' AND used_at IS NULL
- ORDER BY id;
-
 -- name: approvals_waiting_for :one retry
 -- How many requests of an agent's tasks wait for a person: its loop stays
 -- for them (issue 50 item 3) instead of ending with "nothing left".
 SELECT count(*) AS n FROM afk_approval a JOIN afk_task t ON t.id = a.task_id
  WHERE a.decision IS NULL AND t.agent_id = %(agent_id)s;
 
--- name: open_approvals_of :many retry
--- A task's requests still waiting for a person (what a run left).
-SELECT id, tool_name, tool_input, rule FROM afk_approval
- WHERE task_id = %(id)s AND decision IS NULL
+-- name: outstanding_calls :many retry
+-- What a run left of a task's calls, read once after it: its requests still
+-- waiting for a person (decision NULL), and its approved calls that never
+-- came back to its hook (never ran: issue 50 item 2).
+SELECT id, tool_name, tool_input, rule, decision FROM afk_approval
+ WHERE task_id = %(id)s
+   AND (decision IS NULL OR (decision = 'approved' AND used_at IS NULL))
  ORDER BY id;
