@@ -45,6 +45,19 @@ PUSH = approvals.parse("Bash(git push:*)")
         "if true; then git push; fi",
         "for r in a b; do git push $r; done",
         "f() { git push; }; f",
+        # siblings found reading the change once more
+        "coproc git push",
+        "busybox sh -c 'git push'",
+        "sudo -u me git push",
+        "doas git push",
+        "watch -n 5 git push",
+        "chronic git push",
+        "taskset -c 0 git push",
+        "flock /tmp/lock git push",
+        "find . -maxdepth 0 -exec git push ';'",
+        "cat <(git push)",
+        "x=$(git push)",
+        "! git push",
     ],
 )
 def test_every_shell_form_of_a_push_is_asked_about(command):
@@ -65,6 +78,11 @@ def test_every_shell_form_of_a_push_is_asked_about(command):
         "echo 'git push' | sh",  # a shell reading its script from its input
         "bash <<EOF\ngit push\nEOF",
         "sh -s < push.sh",
+        "shopt -s expand_aliases; alias g=git; g push",
+        "git -c alias.p=push p",
+        "env -S 'git push'",
+        "$'git' push",
+        "flock -c 'git push' /tmp/lock",
     ],
 )
 def test_what_hides_what_runs_is_asked_about_never_let_through(command):

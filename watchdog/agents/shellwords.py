@@ -10,12 +10,14 @@ an ``if``/``for``/``while``, and inside ``sh -c '...'`` (``bash``, ``dash``,
 what runs: its program by its name (``/usr/bin/git`` is ``git``), with the
 wrappers that run another program set aside (``env``, ``command``,
 ``exec``, ``nice``, ``timeout``, ``nohup``, ``xargs``, ``stdbuf``,
-``setsid``, ``time``, and their options), and git's global options before
-its subcommand (``-C``, ``-c``, ``--git-dir``...). A word the shell would
+``setsid``, ``time``, ``coproc``, ``sudo``, ``doas``, ``watch``, ``busybox``
+and more, with their options), what ``find -exec`` runs, and git's global
+options before its subcommand (``-C``, ``-c``, ``--git-dir``...). A word the shell would
 build at run time (``$X``) stays as the text it is.
 
 What hides what runs from a reader of the text gives None: ``eval``,
-``source`` and ``.``, a program named by an expansion (``$GIT push``), a
+``source`` and ``.``, an ``alias`` (or git's ``-c alias.X=...``), ``env -S``,
+a program named by an expansion (``$GIT push``), a
 ``sh -c`` whose script is not literal, a shell reading its script from its
 input (``echo 'git push' | sh``, a heredoc), a command that does not parse.
 Programs started by programs (``make``, a script, ``npm run``) are not
@@ -43,13 +45,31 @@ WRAPPERS: dict[str, frozenset[str]] = {
     "xargs": frozenset({"-I", "-i", "-n", "-P", "-L", "-l", "-d", "-s", "-E", "-e", "-a",
                         "--arg-file", "--delimiter", "--max-args", "--max-procs",
                         "--max-lines", "--max-chars", "--replace"}),
+    "coproc": frozenset(),
+    "busybox": frozenset(),
+    "sudo": frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "-R", "-T",
+                       "--user", "--group", "--chdir", "--host", "--prompt"}),
+    "doas": frozenset({"-u", "-C"}),
+    "watch": frozenset({"-n", "--interval", "-d", "-q", "--equexit"}),
+    "chronic": frozenset(),
+    "unbuffer": frozenset(),
+    "ionice": frozenset({"-c", "-n", "-p", "-P", "-u", "--class", "--classdata"}),
+    "taskset": frozenset(),
+    "chrt": frozenset(),
+    "flock": frozenset({"-w", "--timeout", "-E", "--conflict-exit-code"}),
 }  # fmt: skip
 #: wrappers whose first word that is not an option is theirs, not the program
-WRAPPER_VALUE = frozenset({"timeout"})
+#: (timeout's duration, taskset's mask, chrt's priority, flock's file)
+WRAPPER_VALUE = frozenset({"timeout", "taskset", "chrt", "flock"})
+#: a wrapper's options that make it run a string of its own: never read through
+WRAPPER_SCRIPTS = frozenset({"-S", "--split-string", "-c", "--command"})
 #: shells whose ``-c SCRIPT`` is read again
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash"})
-#: what runs text that is not in the command: never read through
-INDIRECT = frozenset({"eval", "source", "."})
+#: what runs text that is not in the command, or makes a word run another
+#: program (an alias): never read through
+INDIRECT = frozenset({"eval", "source", ".", "alias"})
+#: what runs a command given in its arguments, up to ``;`` or ``+``
+EXEC_OPTIONS = {"find": frozenset({"-exec", "-execdir", "-ok", "-okdir"})}
 #: git's options before its subcommand that take a value
 GIT_VALUE_OPTIONS = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace",
                                "--exec-path", "--config-env", "--super-prefix"})  # fmt: skip
@@ -133,7 +153,7 @@ def _unwrapped(words: list[str | None], depth: int) -> list[list[str]]:
         rest = [w if w is not None else "$…" for w in words[1:]]
         if name == "git":
             rest = _git_subcommand(rest)
-        return [[name, *rest]]
+        return [[name, *rest], *_executed(name, rest, depth)]
     return []
 
 
@@ -144,6 +164,8 @@ def _after_wrapper(name: str, words: list[str | None]) -> list[str | None]:
         word = words[i]
         if word is None:
             raise Hidden
+        if word in WRAPPER_SCRIPTS and name in ("env", "flock"):
+            raise Hidden  # (a string it splits or runs itself)
         if name == "env" and "=" in word and not word.startswith("-"):
             i += 1
         elif word == "--":
@@ -160,8 +182,25 @@ def _after_wrapper(name: str, words: list[str | None]) -> list[str | None]:
 def _git_subcommand(words: list[str]) -> list[str]:
     i = 0
     while i < len(words) and words[i].startswith("-"):
+        if words[i] == "-c" and i + 1 < len(words) and words[i + 1].lower().startswith("alias."):
+            raise Hidden  # (an alias made on the command line: another subcommand runs)
         i += 2 if words[i] in GIT_VALUE_OPTIONS else 1
     return words[i:]
+
+
+def _executed(name: str, words: list[str], depth: int) -> list[list[str]]:
+    """The commands ``find -exec CMD ... ;`` (and its siblings) run."""
+    found: list[list[str]] = []
+    options = EXEC_OPTIONS.get(name, frozenset())
+    i = 0
+    while i < len(words):
+        if words[i] in options:
+            end = next((j for j in range(i + 1, len(words)) if words[j] in (";", "+")), None)
+            given: list[str | None] = list(words[i + 1 : end])
+            found.extend(_unwrapped(given, depth))
+            i = end if end is not None else len(words)
+        i += 1
+    return found
 
 
 def _literal(node: Any) -> str | None:
