@@ -22,6 +22,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import tempfile
 import uuid
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .agents.reach import PLACEHOLDERS
 from .db import Database, json_param
 from .errors import BadInput, Conflict, WorkspaceError
 from .git import (
@@ -587,6 +589,26 @@ def pull_request(branch: str, cwd: str) -> dict[str, Any] | None:
     return out
 
 
+def left_over(path: str) -> bool:
+    """Whether a worktree holds work no commit has: what `git status` shows,
+    and any file with something in it under the paths afk tells a task's own
+    git to ignore for the sandbox engine (agents.reach.PLACEHOLDERS: a run
+    outside the sandbox may have written one, and gc must not take it for
+    clean)."""
+    if dirty(path):
+        return True
+    listed = quiet(["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--",
+                    *(f":(top,literal){p}" for p in PLACEHOLDERS)], path)  # fmt: skip
+    for name in (listed or "").split("\0"):
+        try:
+            held = os.lstat(os.path.join(path, name)) if name else None
+        except OSError:
+            continue
+        if held is not None and (stat.S_ISLNK(held.st_mode) or held.st_size > 0):
+            return True
+    return False
+
+
 def emptied(path: str) -> str | None:
     """Whether a task's worktree holds nothing of a run's work: "deleted"
     (no folder), "emptied" (a folder with nothing in it, not even its
@@ -631,7 +653,7 @@ def lineage(row: Mapping[str, Any], *, with_pr: bool = True) -> dict[str, Any]:
         "head_sha": tip,
         "commits": commits(where, base, tip),
         "diffstat": diffstat(where, base, tip),
-        "dirty": dirty(path) if live else False,
+        "dirty": left_over(path) if live else False,
         "port": row.get("port"),
         "stacked_on": row.get("stacked_on"),
         "pr": pull_request(str(row["branch"]), where) if with_pr else None,
@@ -959,7 +981,7 @@ def _weigh(
         return
     bring_back(str(row["repo"]), path, str(row["branch"]))
     how = merged(row)
-    left = dirty(path)
+    left = left_over(path)
     extra = own_refs(path, str(row["branch"]))
     if how is not None and not left and not extra:
         item.update(action="removed", why=how)

@@ -972,3 +972,29 @@ def test_a_task_folders_own_stash_and_branches_are_never_lost_to_gc(repo):
     )
     assert f"{side} refs/afk/trash/{task_id}/refs/heads/side-idea" in saved, saved
     assert f"{stash} refs/afk/trash/{task_id}/stash/0" in saved, saved
+
+
+def test_gc_keeps_work_under_the_paths_the_sandbox_has_git_ignore(repo):
+    """Reading the change again: a sandboxed run tells its task's own git to
+    ignore the engine's placeholders (.vscode, .bashrc ...); a file with
+    something in it there (a later run outside the sandbox wrote it) is work
+    no commit has, and plain gc must not take the folder for clean."""
+    from watchdog.agents.sandbox import ready_folder
+
+    (merged,) = repo.enqueue("merged one")
+    code, err = finish(repo.loop())
+    assert code == 0, err
+    m = repo.show(merged)["workspace"]
+    repo.git("merge", "-q", "--ff-only", m["branch"])
+    work = Path(m["path"])
+    ready_folder(str(work))
+    (work / ".bashrc").write_text("")  # (an engine's placeholder: empty, not work)
+    assert repo.afk.json("gc", "--dry-run", "--json", env=repo.env)["worktrees"][0]["action"] == (
+        "removed"
+    )
+    (work / ".vscode").mkdir()
+    (work / ".vscode" / "settings.json").write_text('{"editor.tabSize": 2}\n')
+    report = repo.afk.json("gc", "--json", env=repo.env)
+    (item,) = report["worktrees"]
+    assert (item["action"], item["why"]) == ("kept", "uncommitted changes"), item
+    assert (work / ".vscode" / "settings.json").exists()
